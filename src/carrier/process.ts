@@ -1,0 +1,111 @@
+// The processing job of a stored carrier event: load it, normalize it through its
+// carrier adapter, and hand it to the handler registered for its kind, in one
+// transaction that also sets processed_at. Handlers apply guarded transitions and
+// say what happened; a refused transition is a normal result. A handler that
+// throws rolls everything back, its error is written to carrier_events.error, and
+// the job is retried with backoff. An event about a row that does not exist yet
+// throws NotReadyError and simply waits its turn the same way.
+
+import type pg from 'pg';
+import type { Tx } from '../db/tx.js';
+import { withTx } from '../db/tx.js';
+import type { TaskHandler } from '../jobs/runner.js';
+import type { Logger } from '../telemetry/log.js';
+import {
+  MalformedCarrierEvent,
+  type CarrierAdapter,
+  type CarrierEvent,
+  type CarrierEventKind,
+} from './carrier.js';
+import { carrierEventLock, carrierEventMarkProcessed, carrierEventRecordError } from './events.sql.js';
+
+declare global {
+  namespace GraphileWorker {
+    interface Tasks {
+      'carrier_event.process': { eventId: string };
+    }
+  }
+}
+
+export type HandlerResult =
+  | { outcome: 'applied' }
+  | { outcome: 'ignored'; reason: string } // nothing left to do (a duplicate, a late word)
+  | { outcome: 'rejected'; reason: string }; // can never apply: recorded as the event's error, not retried
+
+export interface HandlerContext {
+  /** The carrier_events row id. */
+  eventRowId: string;
+  carrier: string;
+  carrierEventId: string;
+  /** The time the processing transaction started; handlers stamp rows with it. */
+  now: Date;
+}
+
+export type CarrierEventHandler<K extends CarrierEventKind> = (
+  tx: Tx,
+  event: Extract<CarrierEvent, { kind: K }>,
+  ctx: HandlerContext,
+) => Promise<HandlerResult>;
+
+export type HandlerRegistry = { [K in CarrierEventKind]?: CarrierEventHandler<K> };
+
+/** The event is about a row that another transaction has not committed yet. */
+export class NotReadyError extends Error {
+  override name = 'NotReadyError';
+}
+
+// graphile-worker's backoff is exp(attempt) seconds: eight attempts wait about 1.3 hours
+// in total, far longer than any dispatcher takes to commit a carrier id.
+const NOT_READY_MAX_ATTEMPTS = 8;
+
+export interface ProcessDeps {
+  pool: pg.Pool;
+  adapters: Record<string, CarrierAdapter>;
+  handlers: HandlerRegistry;
+  log: Logger;
+}
+
+export type ProcessOutcome = HandlerResult['outcome'] | 'already_processed' | 'missing';
+
+/** Applies one stored carrier event. Exported for tests and tools; the job calls it. */
+export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string, attempt = 1): Promise<ProcessOutcome> {
+  try {
+    return await withTx(deps.pool, async (tx) => {
+      const row = await carrierEventLock(tx, eventRowId);
+      if (!row) return 'missing'; // deleted by retention after it was processed
+      if (row.processed_at) return 'already_processed'; // a re-run after commit
+      const now = new Date();
+      const adapter = deps.adapters[row.carrier];
+      if (!adapter) throw new Error(`no adapter for carrier ${row.carrier}`);
+
+      let result: HandlerResult;
+      try {
+        const event = adapter.parse(row.payload);
+        const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
+        result = handler
+          ? await handler(tx, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now })
+          : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
+      } catch (err) {
+        if (err instanceof MalformedCarrierEvent) result = { outcome: 'rejected', reason: `malformed: ${err.message}` };
+        else if (err instanceof NotReadyError && attempt >= NOT_READY_MAX_ATTEMPTS) {
+          result = { outcome: 'rejected', reason: `gave up after ${attempt} attempts: ${err.message}` };
+        } else throw err;
+      }
+      await carrierEventMarkProcessed(tx, eventRowId, now, result.outcome === 'rejected' ? result.reason : null);
+      if (result.outcome === 'rejected') deps.log.warn({ eventRowId, reason: result.reason }, 'carrier event rejected');
+      return result.outcome;
+    });
+  } catch (err) {
+    await carrierEventRecordError(deps.pool, eventRowId, `${(err as Error).name}: ${(err as Error).message}`).catch(
+      () => undefined, // the database may be what failed; the job retry will record it
+    );
+    throw err;
+  }
+}
+
+export function processCarrierEventTask(deps: ProcessDeps): TaskHandler<'carrier_event.process'> {
+  return async (payload, job) => {
+    if (typeof payload?.eventId !== 'string') throw new Error('carrier_event.process: payload.eventId missing');
+    await processCarrierEvent(deps, payload.eventId, job.attempts);
+  };
+}

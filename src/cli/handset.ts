@@ -1,0 +1,132 @@
+#!/usr/bin/env node
+// The `handset` command: one entry point for every role and tool (CONTRACT §1).
+// It reads the environment once into a Config, and translates a ConfigError into
+// one line on stderr naming the variable.
+
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../config.js';
+import { createPool } from '../db/pool.js';
+import { migrate } from '../db/migrate.js';
+import { startEmbeddedPostgres } from '../db/embedded.js';
+import { ROLES, startPlatform, type Role } from '../platform.js';
+import { createLogger, type Logger } from '../telemetry/log.js';
+
+const USAGE = `usage: handset <command> [options]
+
+commands:
+  dev                          the whole platform locally (what npm start runs)
+  serve [--roles ingest,api,worker]
+                               production roles; needs DATABASE_URL
+  migrate                      apply migrations and exit
+`;
+
+type Command = (args: string[], config: Config, log: Logger) => Promise<number | 'running'>;
+
+const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
+  serve: { mode: 'serve', run: serve },
+  dev: { mode: 'dev', run: dev },
+  migrate: { mode: 'serve', run: migrateCommand },
+};
+
+async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  const command = name ? commands[name] : undefined;
+  if (!command) {
+    process.stderr.write(USAGE);
+    process.exit(name && name !== 'help' && name !== '--help' ? 2 : 0);
+  }
+  let config: Config;
+  try {
+    config = loadConfig(process.env, command.mode);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`handset: configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  try {
+    const result = await command.run(rest, config, log);
+    if (result !== 'running') process.exit(result);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`handset: configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`handset ${name}: ${(err as Error).message}\n`);
+    log.debug({ err }, 'command failed');
+    process.exit(1);
+  }
+}
+
+function parseRoles(text: string | undefined): Role[] {
+  if (!text) return [...ROLES];
+  const roles = text.split(',').map((r) => r.trim());
+  for (const r of roles) {
+    if (!(ROLES as readonly string[]).includes(r)) throw new Error(`unknown role "${r}" (roles: ${ROLES.join(', ')})`);
+  }
+  return roles as Role[];
+}
+
+async function serve(args: string[], config: Config, log: Logger) {
+  const { values } = parseArgs({ args, options: { roles: { type: 'string' } } });
+  const roles = parseRoles(values.roles);
+  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
+  const platform = await startPlatform({ config, databaseUrl: config.databaseUrl, roles, log });
+  onShutdown(log, () => platform.stop());
+  return 'running' as const;
+}
+
+async function dev(_args: string[], config: Config, log: Logger) {
+  let databaseUrl = config.databaseUrl;
+  let stopDb = async () => {};
+  if (!databaseUrl) {
+    const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
+    databaseUrl = pg.url;
+    stopDb = pg.stop;
+  }
+  const platform = await startPlatform({ config, databaseUrl, roles: ROLES, log });
+  onShutdown(log, async () => {
+    await platform.stop();
+    await stopDb();
+  });
+  process.stdout.write(`Handset is running.\n  ingest: ${platform.ingestUrl}/webhooks/telnyx\n`);
+  return 'running' as const;
+}
+
+async function migrateCommand(_args: string[], config: Config, log: Logger) {
+  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset migrate');
+  const pool = createPool(config.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
+  try {
+    const applied = await migrate(pool, log);
+    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
+    return 0;
+  } finally {
+    await pool.end();
+  }
+}
+
+/** SIGTERM/SIGINT: stop taking work and finish what is in flight; a second signal forces exit. */
+function onShutdown(log: Logger, stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, 'shutting down gracefully');
+    stop().then(
+      () => process.exit(0),
+      (err: Error) => {
+        log.error({ err: err.message }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}
+
+await main(process.argv.slice(2));

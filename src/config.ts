@@ -1,0 +1,161 @@
+// Config is the one typed, validated view of the environment (CONTRACT §2). It is
+// read once at start-up by the CLI and passed down; nothing else reads process.env.
+// A bad value stops start-up with one line that names the variable.
+
+import path from 'node:path';
+
+export type Mode = 'dev' | 'serve';
+
+export interface Config {
+  mode: Mode;
+  /** PostgreSQL connection string; null means "start an embedded PostgreSQL" (dev/test only). */
+  databaseUrl: string | null;
+  /** Bind address of both HTTP servers. Defaults to 127.0.0.1 in dev, 0.0.0.0 in serve. */
+  host: string;
+  /** Customer REST API port (0 = any free port). Defaults to 3000. */
+  apiPort: number;
+  /** Carrier webhook receiver port (0 = any free port). Defaults to 3001. */
+  ingestPort: number;
+  telnyx: {
+    /** Base64 of the raw 32-byte Ed25519 public key, as Mission Control shows it. */
+    publicKey: string | null;
+    /** Bearer key for the Telnyx REST API. */
+    apiKey: string | null;
+    /** Defaults to https://api.telnyx.com/v2. */
+    apiUrl: string;
+    /** Call Control application id used for POST /calls. */
+    connectionId: string | null;
+    /** Optional, sent with POST /messages. */
+    messagingProfileId: string | null;
+  };
+  /** Carrier signature timestamp tolerance, both directions. Defaults to 300 s. */
+  webhookToleranceSeconds: number;
+  /** Delays before each retry of a customer webhook delivery, in ms; its length is the retry count. */
+  deliveryRetrySchedule: number[];
+  /** Consecutive failed attempts after which an endpoint is disabled. Defaults to 100. */
+  endpointDisableAfter: number;
+  /** Allow customer endpoints on loopback/private addresses. Defaults to false (dev: true). */
+  allowPrivateWebhookUrls: boolean;
+  /** Jobs run at once per worker process. Defaults to 10. */
+  workerConcurrency: number;
+  /** Processed raw carrier events older than this are deleted, in ms. Defaults to 30 days. */
+  carrierEventRetentionMs: number;
+  /** A worker process silent for longer than this has its jobs unlocked, in ms. Defaults to 60 s. */
+  workerStaleAfterMs: number;
+  /** pino log level. Defaults to info. */
+  logLevel: string;
+  /** Where dev mode keeps its state (embedded PostgreSQL, demo credentials). Defaults to ./.handset. */
+  stateDir: string;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,14h,20h';
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Parses "250ms", "5s", "5m", "2h", "30d" into milliseconds. */
+export function parseDuration(text: string): number | null {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!m) return null;
+  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
+  return Math.round(Number(m[1]) * unit);
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
+  const dev = mode === 'dev';
+  const str = (name: string): string | null => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? null : v.trim();
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const v = str(name);
+    if (v === null) return fallback;
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+      throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${v}"`);
+    }
+    return Number(v);
+  };
+  const bool = (name: string, fallback: boolean): boolean => {
+    const v = str(name);
+    if (v === null) return fallback;
+    if (['true', '1', 'yes'].includes(v.toLowerCase())) return true;
+    if (['false', '0', 'no'].includes(v.toLowerCase())) return false;
+    throw new ConfigError(name, `must be true or false, got "${v}"`);
+  };
+  const duration = (name: string, fallback: string): number => {
+    const v = str(name) ?? fallback;
+    const ms = parseDuration(v);
+    if (ms === null || ms <= 0) throw new ConfigError(name, `must be a duration such as 30s, 5m or 30d, got "${v}"`);
+    return ms;
+  };
+  const url = (name: string, fallback: string | null): string | null => {
+    const v = str(name) ?? fallback;
+    if (v === null) return null;
+    try {
+      const u = new URL(v);
+      if (!['http:', 'https:', 'postgres:', 'postgresql:'].includes(u.protocol)) throw new Error();
+    } catch {
+      throw new ConfigError(name, `must be a URL, got "${v}"`);
+    }
+    return v.replace(/\/+$/, '');
+  };
+
+  const databaseUrl = url('DATABASE_URL', null);
+  if (databaseUrl && !/^postgres(ql)?:/.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL', 'must be a postgres:// connection string');
+  }
+
+  const publicKey = str('TELNYX_PUBLIC_KEY');
+  if (publicKey !== null && Buffer.from(publicKey, 'base64').length !== 32) {
+    throw new ConfigError('TELNYX_PUBLIC_KEY', 'must be the base64 of a raw 32-byte Ed25519 public key');
+  }
+
+  const scheduleText = str('HANDSET_DELIVERY_RETRY_SCHEDULE') ?? DEFAULT_RETRY_SCHEDULE;
+  const deliveryRetrySchedule = scheduleText.split(',').map((part) => {
+    const ms = parseDuration(part);
+    if (ms === null) {
+      throw new ConfigError('HANDSET_DELIVERY_RETRY_SCHEDULE', `"${part}" is not a duration (units ms, s, m, h)`);
+    }
+    return ms;
+  });
+  if (deliveryRetrySchedule.length > 8) {
+    throw new ConfigError('HANDSET_DELIVERY_RETRY_SCHEDULE', 'at most 8 retries');
+  }
+
+  const logLevel = str('LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  }
+
+  return {
+    mode,
+    databaseUrl,
+    host: str('HANDSET_HOST') ?? (dev ? '127.0.0.1' : '0.0.0.0'),
+    apiPort: int('HANDSET_API_PORT', 3000, 0, 65535),
+    ingestPort: int('HANDSET_INGEST_PORT', 3001, 0, 65535),
+    telnyx: {
+      publicKey,
+      apiKey: str('TELNYX_API_KEY'),
+      apiUrl: url('TELNYX_API_URL', 'https://api.telnyx.com/v2') as string,
+      connectionId: str('TELNYX_CONNECTION_ID'),
+      messagingProfileId: str('TELNYX_MESSAGING_PROFILE_ID'),
+    },
+    webhookToleranceSeconds: int('HANDSET_WEBHOOK_TOLERANCE_SECONDS', 300, 1, 86_400),
+    deliveryRetrySchedule,
+    endpointDisableAfter: int('HANDSET_ENDPOINT_DISABLE_AFTER', 100, 1, 1_000_000),
+    allowPrivateWebhookUrls: bool('HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS', dev),
+    workerConcurrency: int('HANDSET_WORKER_CONCURRENCY', 10, 1, 1000),
+    carrierEventRetentionMs: duration('HANDSET_CARRIER_EVENT_RETENTION', '30d'),
+    workerStaleAfterMs: duration('HANDSET_WORKER_STALE_AFTER', '60s'),
+    logLevel,
+    stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),
+  };
+}

@@ -1,0 +1,33 @@
+// The database connection pool and the small vocabulary every table module uses:
+// `Db` (anything that can run a query) and `Tx` (a client inside a transaction).
+
+import pg from 'pg';
+import type { Logger } from 'pino';
+
+export type Db = pg.Pool | pg.PoolClient;
+
+// int8 (count(*), sums) as a JS number: our counts stay far below 2^53.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
+
+export interface PoolOptions {
+  max?: number;
+  applicationName: string;
+  log?: Logger;
+}
+
+export function createPool(connectionString: string, opts: PoolOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    application_name: opts.applicationName,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+    // A dead TCP peer must not hold a request forever; the carrier retries on 5xx.
+    keepAlive: true,
+  });
+  // An idle client losing its connection must not crash the process; the pool
+  // drops it and the next checkout opens a new one.
+  pool.on('error', (err) => opts.log?.warn({ err: err.message }, 'idle database client error'));
+  pool.on('connect', (client) => client.on('error', (err) => opts.log?.warn({ err: err.message }, 'database client error')));
+  return pool;
+}

@@ -1,0 +1,109 @@
+// The ingest server receives carrier webhooks. It does exactly three things,
+// fast: verify the signature, persist the raw event (idempotently, keyed by the
+// carrier's event id), and enqueue a processing job in the same transaction. All
+// routing and business logic happens in workers: this process must answer in
+// milliseconds, because call-control latency is dead air in the caller's ear.
+// Never a 2xx for an event that is not durably stored; a database failure is a
+// 503 so the carrier retries.
+
+import { TextDecoder } from 'node:util';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import type pg from 'pg';
+import type { CarrierAdapter } from '../carrier/carrier.js';
+import { carrierEventStore } from '../carrier/events.sql.js';
+import { isBadInput } from '../db/errors.js';
+import { registerOperationalRoutes } from '../telemetry/health.js';
+import type { Logger } from '../telemetry/log.js';
+import type { IngestOutcome, Metrics } from '../telemetry/metrics.js';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export interface IngestDeps {
+  pool: pg.Pool;
+  adapters: CarrierAdapter[];
+  log: Logger;
+  metrics: Metrics;
+  /** Unix seconds; a parameter so tests can move time, not mock it. */
+  nowSeconds?: () => number;
+}
+
+const EMPTY = Buffer.alloc(0);
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+export function buildIngestServer(deps: IngestDeps): FastifyInstance {
+  const { pool, log, metrics } = deps;
+  const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
+  const app = Fastify({
+    bodyLimit: MAX_BODY_BYTES,
+    // A slow or stalled sender gets at most this long for its whole request.
+    requestTimeout: 10_000,
+    connectionTimeout: 15_000,
+    keepAliveTimeout: 72_000,
+    maxRequestsPerSocket: 0,
+    return503OnClosing: true,
+  });
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  const answer = (reply: FastifyReply, started: number, outcome: IngestOutcome, status: number, body: object) => {
+    metrics.ingestRequests.inc({ outcome });
+    metrics.ingestDuration.observe({ outcome }, (performance.now() - started) / 1000);
+    return reply.code(status).send(body);
+  };
+
+  for (const adapter of deps.adapters) {
+    app.post(`/webhooks/${adapter.name}`, async (req, reply) => {
+      const started = performance.now();
+      const raw = Buffer.isBuffer(req.body) ? req.body : EMPTY;
+
+      // 1. Verify over the raw bytes, before anything is parsed or stored.
+      const failure = adapter.verify(raw, req.headers, nowSeconds());
+      if (failure) return answer(reply, started, 'bad_signature', 401, { error: failure });
+
+      let text: string;
+      let envelope;
+      try {
+        text = utf8.decode(raw);
+        envelope = adapter.envelope(JSON.parse(text));
+      } catch {
+        return answer(reply, started, 'bad_request', 400, { error: 'malformed_body', detail: 'body is not UTF-8 JSON' });
+      }
+      if (!envelope) {
+        return answer(reply, started, 'bad_request', 400, {
+          error: 'not_an_envelope',
+          detail: 'expected {"data":{"id":…,"event_type":…}}',
+        });
+      }
+
+      // 2 and 3. Persist once and enqueue, in one statement.
+      try {
+        const result = await carrierEventStore(pool, adapter.name, envelope.eventId, envelope.eventType, text);
+        return result.stored
+          ? answer(reply, started, 'stored', 200, { status: 'stored' })
+          : answer(reply, started, 'duplicate', 200, { status: 'duplicate' });
+      } catch (err) {
+        if (isBadInput(err)) {
+          return answer(reply, started, 'bad_request', 400, { error: 'unstorable_body', detail: 'the database refused the body' });
+        }
+        log.error({ err: (err as Error).message, carrier: adapter.name }, 'could not store carrier event');
+        return answer(reply, started, 'db_error', 503, { error: 'unavailable', detail: 'try again' });
+      }
+    });
+  }
+
+  registerOperationalRoutes(app, { pool, metrics });
+
+  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: 'not_found' }));
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      metrics.ingestRequests.inc({ outcome: 'too_large' });
+      return reply.code(413).send({ error: 'too_large', detail: `body over ${MAX_BODY_BYTES} bytes` });
+    }
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    if (status === 500) log.error({ err: err.message }, 'ingest error');
+    else metrics.ingestRequests.inc({ outcome: 'bad_request' });
+    return reply.code(status).send({ error: status === 500 ? 'internal_error' : 'bad_request' });
+  });
+  return app;
+}

@@ -1,0 +1,45 @@
+// Crash recovery for graphile-worker. A SIGKILLed worker leaves its jobs locked
+// for four hours; here every worker process writes a heartbeat for its pool every
+// few seconds, and any worker process unlocks the jobs (and named queues) of pools
+// whose heartbeat is older than the bound, with graphile_worker.force_unlock_workers().
+// A crashed job then re-runs within about the bound. Owns worker_heartbeats.
+
+import { hostname } from 'node:os';
+import type pg from 'pg';
+
+export async function heartbeat(db: pg.Pool, poolId: string): Promise<void> {
+  await db.query({
+    name: 'worker_heartbeat',
+    text: `INSERT INTO worker_heartbeats (pool_id, hostname, pid) VALUES ($1, $2, $3)
+           ON CONFLICT (pool_id) DO UPDATE SET seen_at = now()`,
+    values: [poolId, hostname(), process.pid],
+  });
+}
+
+export async function forgetHeartbeat(db: pg.Pool, poolId: string): Promise<void> {
+  await db.query('DELETE FROM worker_heartbeats WHERE pool_id = $1', [poolId]);
+}
+
+/**
+ * Unlocks the jobs of every pool that has been silent for longer than staleAfterMs:
+ * pools whose heartbeat is stale, and lock holders with no heartbeat at all (a
+ * process killed before its first beat). Returns the pool ids it unlocked.
+ */
+export async function sweepStaleWorkers(db: pg.Pool, staleAfterMs: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'worker_sweep_find',
+    text: `WITH bound AS (SELECT now() - make_interval(secs => $1::double precision / 1000) AS t)
+           SELECT pool_id AS id FROM worker_heartbeats, bound WHERE seen_at < bound.t
+           UNION
+           SELECT j.locked_by FROM graphile_worker.jobs j, bound
+            WHERE j.locked_by IS NOT NULL AND j.locked_at < bound.t
+              AND NOT EXISTS (SELECT 1 FROM worker_heartbeats h
+                               WHERE h.pool_id = j.locked_by AND h.seen_at >= bound.t)`,
+    values: [staleAfterMs],
+  });
+  const ids = rows.map((r) => r.id);
+  if (ids.length === 0) return ids;
+  await db.query('SELECT graphile_worker.force_unlock_workers($1::text[])', [ids]);
+  await db.query('DELETE FROM worker_heartbeats WHERE pool_id = ANY ($1::text[])', [ids]);
+  return ids;
+}

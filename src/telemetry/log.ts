@@ -1,0 +1,41 @@
+// Structured logging: one pino logger per process, handed down explicitly.
+// At info level nothing logs secrets or whole payloads; the redact list is the
+// backstop for fields that must never appear even at debug.
+
+import { pino, type Logger, type DestinationStream } from 'pino';
+import { Logger as WorkerLogger, type LogLevel } from 'graphile-worker';
+
+export type { Logger };
+
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { pid: process.pid },
+      redact: {
+        paths: [
+          'req.headers.authorization',
+          'headers.authorization',
+          '*.secret',
+          '*.api_key',
+          '*.apiKey',
+          'secret',
+          'api_key',
+        ],
+        censor: '[redacted]',
+      },
+    },
+    destination,
+  );
+}
+
+/** graphile-worker's logger interface, writing through our pino logger. */
+export function workerLogger(log: Logger): WorkerLogger {
+  return new WorkerLogger((scope) => (level: LogLevel, message: string, meta?: unknown) => {
+    const fields = { scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId }, ...(meta as object) };
+    // The worker's own chatter ("Worker connected", job failures we already log) stays at debug.
+    if (level === 'error') log.error(fields, message);
+    else if (level === 'warning') log.warn(fields, message);
+    else log.debug(fields, message);
+  });
+}

@@ -1,0 +1,67 @@
+// Prometheus metrics for one process. A fresh registry per process (not the
+// prom-client global) so tests can run several servers side by side.
+
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type IngestOutcome = 'stored' | 'duplicate' | 'bad_signature' | 'bad_request' | 'too_large' | 'db_error';
+export type JobOutcome = 'completed' | 'failed';
+export type DeliveryOutcome = 'succeeded' | 'retrying' | 'failed' | 'skipped';
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly ingestRequests = new Counter({
+    name: 'handset_ingest_requests_total',
+    help: 'Carrier webhook requests by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly ingestDuration = new Histogram({
+    name: 'handset_ingest_request_duration_seconds',
+    help: 'Time to answer a carrier webhook, by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+
+  readonly jobs = new Counter({
+    name: 'handset_jobs_total',
+    help: 'Jobs run, by task and outcome',
+    labelNames: ['task', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly jobDuration = new Histogram({
+    name: 'handset_job_duration_seconds',
+    help: 'Job run time, by task',
+    labelNames: ['task'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15],
+    registers: [this.registry],
+  });
+
+  readonly deliveries = new Counter({
+    name: 'handset_webhook_deliveries_total',
+    help: 'Customer webhook delivery attempts, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly deliveryDuration = new Histogram({
+    name: 'handset_webhook_attempt_duration_seconds',
+    help: 'Customer webhook attempt latency (request to response)',
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
+    registers: [this.registry],
+  });
+
+  readonly endpointsDisabled = new Counter({
+    name: 'handset_webhook_endpoints_disabled_total',
+    help: 'Customer endpoints disabled automatically, by reason',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+}

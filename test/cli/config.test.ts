@@ -1,0 +1,57 @@
+// Configuration: a bad value stops start-up with one line naming the variable.
+
+import { describe, expect, it } from 'vitest';
+import { loadConfig, parseDuration } from '../../src/config.js';
+import { runHandset } from '../support/process.js';
+
+describe('configuration', () => {
+  it.each([
+    [{ HANDSET_API_PORT: 'abc' }, 'HANDSET_API_PORT'],
+    [{ HANDSET_INGEST_PORT: '70000' }, 'HANDSET_INGEST_PORT'],
+    [{ TELNYX_PUBLIC_KEY: 'c2hvcnQ=' }, 'TELNYX_PUBLIC_KEY'],
+    [{ HANDSET_DELIVERY_RETRY_SCHEDULE: '5s,soon' }, 'HANDSET_DELIVERY_RETRY_SCHEDULE'],
+    [{ HANDSET_DELIVERY_RETRY_SCHEDULE: '1s,1s,1s,1s,1s,1s,1s,1s,1s' }, 'HANDSET_DELIVERY_RETRY_SCHEDULE'],
+    [{ HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'maybe' }, 'HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS'],
+    [{ HANDSET_CARRIER_EVENT_RETENTION: '30 days' }, 'HANDSET_CARRIER_EVENT_RETENTION'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL'],
+    [{}, 'DATABASE_URL'], // serve needs a database
+  ])('%o stops start-up with one line naming %s', async (env, variable) => {
+    const r = await runHandset(['serve'], { DATABASE_URL: 'postgres://127.0.0.1:1/x', ...env, ...(variable === 'DATABASE_URL' && !('DATABASE_URL' in env) ? { DATABASE_URL: '' } : {}) });
+    expect(r.code).toBe(2);
+    const lines = r.output.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^handset: configuration error: ${variable}: `));
+  });
+
+  it('the ingest role needs the carrier public key', async () => {
+    const r = await runHandset(['serve', '--roles', 'ingest'], { DATABASE_URL: 'postgres://127.0.0.1:1/x' });
+    expect(r.code).toBe(2);
+    expect(r.output.trim()).toBe('handset: configuration error: TELNYX_PUBLIC_KEY: is required by the ingest role');
+  });
+
+  it('defaults follow CONTRACT §2', () => {
+    const c = loadConfig({}, 'serve');
+    expect(c).toMatchObject({
+      databaseUrl: null,
+      host: '0.0.0.0',
+      apiPort: 3000,
+      ingestPort: 3001,
+      webhookToleranceSeconds: 300,
+      endpointDisableAfter: 100,
+      allowPrivateWebhookUrls: false,
+      workerConcurrency: 10,
+      logLevel: 'info',
+    });
+    expect(c.telnyx.apiUrl).toBe('https://api.telnyx.com/v2');
+    expect(c.deliveryRetrySchedule).toEqual([5e3, 3e5, 18e5, 72e5, 18e6, 36e6, 504e5, 72e6]);
+    expect(c.carrierEventRetentionMs).toBe(30 * 86_400_000);
+    expect(loadConfig({}, 'dev')).toMatchObject({ host: '127.0.0.1', allowPrivateWebhookUrls: true });
+  });
+
+  it('durations take ms, s, m, h and d', () => {
+    expect(['250ms', '5s', '5m', '2h', '30d', '1.5s', 'x', '5', '-1s'].map(parseDuration)).toEqual([
+      250, 5000, 300000, 7200000, 2592000000, 1500, null, null, null,
+    ]);
+  });
+});

@@ -1,0 +1,101 @@
+// The processing job: a stored carrier event reaches its handler in one
+// transaction with processed_at; failures retry with backoff and leave their error.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NotReadyError, processCarrierEvent, type HandlerRegistry } from '../../src/carrier/process.js';
+import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
+import type { Platform } from '../../src/platform.js';
+import { createLogger } from '../../src/telemetry/log.js';
+import { envelope, fixture, postWebhook, telnyxKeys } from '../support/carrier.js';
+import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
+import { startTestPlatform } from '../support/platform.js';
+
+const keys = telnyxKeys();
+let db: TestDatabase;
+let platform: Platform;
+let url: string;
+const seen: string[] = [];
+let failuresLeft = 1;
+
+const handlers: HandlerRegistry = {
+  'message.receipt': async (tx, event, ctx) => {
+    seen.push(`${event.carrierStatus}:${ctx.carrierEventId}`);
+    await tx.query('CREATE TABLE IF NOT EXISTS effects (event text)');
+    await tx.query('INSERT INTO effects VALUES ($1)', [ctx.carrierEventId]);
+    if (event.carrierStatus === 'delivery_failed' && failuresLeft-- > 0) throw new Error('the downstream row is busy');
+    return { outcome: 'applied' };
+  },
+};
+
+const row = async (carrierEventId: string) =>
+  (await db.pool.query('SELECT processed_at, error FROM carrier_events WHERE carrier_event_id = $1', [carrierEventId])).rows[0];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  platform = await startTestPlatform({ databaseUrl: db.url, keys, handlers });
+  url = `${platform.ingestUrl}/webhooks/telnyx`;
+});
+afterAll(async () => {
+  await platform.stop();
+  await db.drop();
+});
+
+describe('processing', () => {
+  it('an event reaches its handler once and is marked processed', async () => {
+    expect((await postWebhook(url, keys, fixture('message-finalized-delivered'))).status).toBe(200);
+    const r = await eventually(async () => (await row('4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'))?.processed_at && row('4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'));
+    expect(r.error).toBeNull();
+    expect(seen).toContain('delivered:4ee8c3a6-4995-4309-a3c6-38e3db9ea4be');
+  });
+
+  it('an unknown event type is stored and marked processed with no effect', async () => {
+    expect((await postWebhook(url, keys, fixture('call-machine-detection-ended'))).status).toBe(200);
+    const r = await eventually(async () => (await row('0ccc7b54-4df3-4bca-a65a-3da1ecc777f0'))?.processed_at && row('0ccc7b54-4df3-4bca-a65a-3da1ecc777f0'));
+    expect(r.error).toBeNull();
+  });
+
+  it('a handler that throws is rolled back, its error recorded, and the job retried until it applies', async () => {
+    expect((await postWebhook(url, keys, fixture('message-finalized-failed'))).status).toBe(200);
+    const id = '6f1c8a52-2a4e-4b0b-9d0e-4a1f2d3c4b5a';
+    await eventually(async () => (await row(id))?.error?.includes('the downstream row is busy'));
+    expect((await row(id)).processed_at).toBeNull();
+    // graphile-worker's first retry comes after exp(1) ≈ 2.7 s
+    const done = await eventually(async () => (await row(id))?.processed_at && row(id), 15_000);
+    expect(done.error).toBeNull();
+    expect(seen.filter((s) => s.endsWith(id))).toHaveLength(2);
+    // the failed attempt's effect rolled back with it
+    expect((await db.pool.query('SELECT count(*)::int AS n FROM effects WHERE event = $1', [id])).rows[0].n).toBe(1);
+  });
+
+  it('a known event type missing a field it needs is rejected: processed, with the reason, never retried', async () => {
+    const body = envelope('broken-receipt', 'message.finalized', { id: 'x', to: 'not-a-list' });
+    expect((await postWebhook(url, keys, body)).status).toBe(200);
+    const r = await eventually(async () => (await row('broken-receipt'))?.processed_at && row('broken-receipt'));
+    expect(r.error).toMatch(/^malformed: payload.to/);
+  });
+
+  it('a re-run after the processing transaction committed does nothing', async () => {
+    const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers, log: createLogger('silent') };
+    const { rows } = await db.pool.query(`SELECT id FROM carrier_events WHERE carrier_event_id = '4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'`);
+    const before = seen.length;
+    expect(await processCarrierEvent(deps, rows[0].id)).toBe('already_processed');
+    expect(seen.length).toBe(before);
+  });
+
+  it('an event whose row never appears is given up after its attempts and recorded', async () => {
+    const notReady: HandlerRegistry = {
+      'message.receipt': async () => {
+        throw new NotReadyError('no message with carrier id x');
+      },
+    };
+    const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: notReady, log: createLogger('silent') };
+    const { rows } = await db.pool.query(
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ('early', 'message.finalized', $1::jsonb) RETURNING id`,
+      [fixture('message-finalized-delivered')],
+    );
+    await expect(processCarrierEvent(deps, rows[0].id, 1)).rejects.toThrow(NotReadyError);
+    expect((await row('early')).error).toMatch(/NotReadyError: no message/);
+    expect(await processCarrierEvent(deps, rows[0].id, 8)).toBe('rejected');
+    expect((await row('early')).error).toMatch(/^gave up after 8 attempts/);
+  });
+});

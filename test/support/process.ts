@@ -1,0 +1,73 @@
+// Runs the built `handset` command as a real OS process, for tests that kill,
+// race or restart processes. `npm test` builds dist/ first (pretest).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const HANDSET_BIN = fileURLToPath(new URL('../../dist/cli/handset.js', import.meta.url));
+
+export interface HandsetProcess {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves when a line of output matches, rejects if the process exits first. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function spawnHandset(args: string[], env: Record<string, string | undefined>): HandsetProcess {
+  const child = spawn(process.execPath, [HANDSET_BIN, ...args], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const listeners = new Set<() => void>();
+  const onData = (chunk: Buffer) => {
+    out += chunk.toString('utf8');
+    for (const l of listeners) l();
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    output: () => out,
+    exited,
+    waitFor(pattern, timeoutMs = 30_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const m = out.match(pattern);
+          if (m) {
+            cleanup();
+            resolve(m);
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`timed out waiting for ${pattern}; output:\n${out.slice(-2000)}`));
+        }, timeoutMs);
+        const onExit = () => {
+          setImmediate(() => {
+            check();
+            cleanup();
+            reject(new Error(`process exited before ${pattern}; output:\n${out.slice(-2000)}`));
+          });
+        };
+        const cleanup = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+          child.off('exit', onExit);
+        };
+        listeners.add(check);
+        child.on('exit', onExit);
+        check();
+      });
+    },
+  };
+}
+
+export function runHandset(args: string[], env: Record<string, string | undefined>) {
+  const p = spawnHandset(args, env);
+  return p.exited.then((r) => ({ ...r, output: p.output() }));
+}
