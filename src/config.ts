@@ -32,6 +32,8 @@ export interface Config {
   webhookToleranceSeconds: number;
   /** Delays before each retry of a customer webhook delivery, in ms; its length is the retry count. */
   deliveryRetrySchedule: number[];
+  /** A customer webhook attempt that takes longer fails, in ms. Defaults to 15 s. */
+  deliveryTimeoutMs: number;
   /** Consecutive failed attempts after which an endpoint is disabled. Defaults to 100. */
   endpointDisableAfter: number;
   /** Allow customer endpoints on loopback/private addresses. Defaults to false (dev: true). */
@@ -150,6 +152,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     },
     webhookToleranceSeconds: int('HANDSET_WEBHOOK_TOLERANCE_SECONDS', 300, 1, 86_400),
     deliveryRetrySchedule,
+    deliveryTimeoutMs: duration('HANDSET_DELIVERY_TIMEOUT', '15s'),
     endpointDisableAfter: int('HANDSET_ENDPOINT_DISABLE_AFTER', 100, 1, 1_000_000),
     allowPrivateWebhookUrls: bool('HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS', dev),
     workerConcurrency: int('HANDSET_WORKER_CONCURRENCY', 10, 1, 1000),

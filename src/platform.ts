@@ -12,7 +12,14 @@ import { telnyxAdapter } from './carrier/telnyx/adapter.js';
 import { ConfigError, type Config } from './config.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
+import { tenantRoutes } from './accounts/routes.js';
+import { buildApiServer, type ApiRoutes } from './api/server.js';
+import { deliveryTask } from './delivery/deliver.js';
+import { deliveryRoutes } from './delivery/routes.js';
 import { buildIngestServer } from './ingest/server.js';
+import { maintenanceTask, MAINTENANCE_CRONTAB } from './maintenance.js';
+import { numberRoutes } from './numbers/routes.js';
+import { eventRoutes } from './outbox/routes.js';
 import { startJobRunner, type JobRunner, type TaskRegistry } from './jobs/runner.js';
 import type { Logger } from './telemetry/log.js';
 import { Metrics } from './telemetry/metrics.js';
@@ -27,8 +34,10 @@ export interface PlatformOptions {
   log: Logger;
   /** Registered by later layers (messages, calls); tests may pass their own. */
   handlers?: HandlerRegistry;
-  /** Extra job tasks (delivery, dispatch…). */
+  /** Extra job tasks (dispatch, dial…). */
   tasks?: TaskRegistry;
+  /** Extra API routes (messages, calls…). */
+  routes?: ApiRoutes[];
 }
 
 export interface Platform {
@@ -81,6 +90,20 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       log.info({ url: ingestUrl }, 'ingest listening');
     }
 
+    let apiUrl: string | null = null;
+    if (roles.includes('api')) {
+      const app = await buildApiServer({
+        pool: pool('api', 10),
+        config,
+        log,
+        metrics,
+        routes: [tenantRoutes, numberRoutes, deliveryRoutes, eventRoutes, ...(opts.routes ?? [])],
+      });
+      servers.push(app);
+      apiUrl = await listen(app, config.host, config.apiPort);
+      log.info({ url: apiUrl }, 'api listening');
+    }
+
     if (roles.includes('worker')) {
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
       const tasks: TaskRegistry = {
@@ -90,6 +113,17 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           handlers: opts.handlers ?? {},
           log,
         }),
+        'delivery.attempt': deliveryTask({
+          pool: workerPool,
+          log,
+          metrics,
+          retrySchedule: config.deliveryRetrySchedule,
+          disableAfter: config.endpointDisableAfter,
+          allowPrivate: config.allowPrivateWebhookUrls,
+          timeoutMs: config.deliveryTimeoutMs,
+          parallelPerEndpoint: Math.max(1, Math.floor(config.workerConcurrency / 2)),
+        }),
+        'maintenance': maintenanceTask({ pool: workerPool, log }),
         ...opts.tasks,
       };
       runner = await startJobRunner({
@@ -99,11 +133,12 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         tasks,
         concurrency: config.workerConcurrency,
         staleAfterMs: config.workerStaleAfterMs,
+        crontab: MAINTENANCE_CRONTAB,
       });
       log.info({ concurrency: config.workerConcurrency }, 'worker running');
     }
 
-    return { ingestUrl, apiUrl: null, runner, metrics, stop };
+    return { ingestUrl, apiUrl, runner, metrics, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -5,7 +5,9 @@
 
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.js';
+import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { createPool } from '../db/pool.js';
+import { withTx } from '../db/tx.js';
 import { migrate } from '../db/migrate.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { ROLES, startPlatform, type Role } from '../platform.js';
@@ -18,6 +20,7 @@ commands:
   serve [--roles ingest,api,worker]
                                production roles; needs DATABASE_URL
   migrate                      apply migrations and exit
+  accounts create --name NAME  create an account; prints {"account_id","api_key"} (the key is shown once)
 `;
 
 type Command = (args: string[], config: Config, log: Logger) => Promise<number | 'running'>;
@@ -26,6 +29,7 @@ const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
   serve: { mode: 'serve', run: serve },
   dev: { mode: 'dev', run: dev },
   migrate: { mode: 'serve', run: migrateCommand },
+  accounts: { mode: 'serve', run: accountsCommand },
 };
 
 async function main(argv: string[]): Promise<void> {
@@ -101,6 +105,24 @@ async function migrateCommand(_args: string[], config: Config, log: Logger) {
   try {
     const applied = await migrate(pool, log);
     process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
+    return 0;
+  } finally {
+    await pool.end();
+  }
+}
+
+async function accountsCommand(args: string[], config: Config, log: Logger) {
+  const { values, positionals } = parseArgs({ args, options: { name: { type: 'string' } }, allowPositionals: true });
+  if (positionals[0] !== 'create' || !values.name) throw new Error('usage: handset accounts create --name NAME');
+  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset accounts');
+  const pool = createPool(config.databaseUrl, { max: 2, applicationName: 'handset-accounts', log });
+  try {
+    await migrate(pool, log);
+    const created = await withTx(pool, async (tx) => {
+      const account = await accountCreate(tx, values.name!);
+      return { account_id: account.id, api_key: (await apiKeyCreate(tx, account.id)).key };
+    });
+    process.stdout.write(`${JSON.stringify(created)}\n`);
     return 0;
   } finally {
     await pool.end();

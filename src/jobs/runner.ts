@@ -15,6 +15,8 @@ export interface JobContext {
   /** 1 on the first run; graphile-worker counts a run when it fetches the job. */
   attempts: number;
   maxAttempts: number;
+  /** Whether the job runs in a named (serial) queue. */
+  inSerialQueue: boolean;
   /** Fires when the worker is shutting down and in-flight work should wrap up. */
   abortSignal: AbortSignal | undefined;
 }
@@ -78,6 +80,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
           jobId: helpers.job.id,
           attempts: helpers.job.attempts,
           maxAttempts: helpers.job.max_attempts,
+          inSerialQueue: helpers.job.job_queue_id !== null,
           abortSignal: helpers.abortSignal,
         });
         metrics.jobs.inc({ task: name, outcome: 'completed' });
@@ -95,6 +98,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   }
 
   let runner: Runner;
+  let stopped: Promise<void> | undefined;
   try {
     runner = await run({
       pgPool: pool,
@@ -118,10 +122,14 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
     },
     events,
     async stop() {
-      clearInterval(sweeping);
-      await runner.stop();
-      if (beating) clearInterval(beating);
-      if (poolId) await forgetHeartbeat(pool, poolId).catch(() => undefined);
+      if (stopped) return stopped;
+      stopped = (async () => {
+        clearInterval(sweeping);
+        await runner.stop();
+        if (beating) clearInterval(beating);
+        if (poolId) await forgetHeartbeat(pool, poolId).catch(() => undefined);
+      })();
+      return stopped;
     },
   };
 }

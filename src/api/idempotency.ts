@@ -1,0 +1,93 @@
+// Idempotency-Key on POST creates (Stripe / IETF draft semantics): the first
+// request's response is stored in the SAME transaction as the resource it
+// created, so a crash can never leave a key without its resource or the reverse.
+// Same key + same body → the stored response, replayed. Same key + another body
+// → 422. Same key while the first is still running → 409 (a transaction-scoped
+// advisory lock, released at commit or rollback). Keys are kept at least 24 h.
+
+import { createHash } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type pg from 'pg';
+import { withTx, type Tx } from '../db/tx.js';
+import { ApiError } from './problem.js';
+
+export interface Created {
+  status: number;
+  body: unknown;
+}
+
+export const IDEMPOTENCY_RETENTION_HOURS = 24;
+
+export async function createIdempotently(
+  pool: pg.Pool,
+  req: FastifyRequest,
+  accountId: string,
+  work: (tx: Tx) => Promise<Created>,
+): Promise<Created & { replayed: boolean }> {
+  const header = req.headers['idempotency-key'];
+  if (header === undefined) return { ...(await withTx(pool, work)), replayed: false };
+  if (typeof header !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(header)) {
+    throw new ApiError(400, 'invalid_idempotency_key', 'Idempotency-Key must be 1-255 visible ASCII characters');
+  }
+  const fingerprint = createHash('sha256')
+    .update(`${req.method} ${req.url.split('?')[0]}\n${stableStringify(req.body ?? null)}`)
+    .digest('hex');
+
+  return withTx(pool, async (tx) => {
+    const { rows: lock } = await tx.query<{ ok: boolean }>(
+      'SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok',
+      [`idem:${accountId}:${header}`],
+    );
+    if (!lock[0]!.ok) {
+      throw new ApiError(409, 'idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed');
+    }
+    const { rows } = await tx.query<{ request_hash: string; response_status: number; response_body: unknown }>(
+      `SELECT request_hash, response_status, response_body FROM idempotency_keys
+        WHERE account_id = $1 AND key = $2 AND created_at > now() - make_interval(hours => $3)`,
+      [accountId, header, IDEMPOTENCY_RETENTION_HOURS],
+    );
+    const stored = rows[0];
+    if (stored) {
+      if (stored.request_hash !== fingerprint) {
+        throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with a different request');
+      }
+      return { status: stored.response_status, body: stored.response_body, replayed: true };
+    }
+    const created = await work(tx);
+    await tx.query(
+      `INSERT INTO idempotency_keys (account_id, key, request_hash, response_status, response_body)
+       VALUES ($1, $2, $3, $4, $5::jsonb)
+       ON CONFLICT (account_id, key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, response_status = EXCLUDED.response_status,
+             response_body = EXCLUDED.response_body, created_at = now()`, // an expired key is reused
+      [accountId, header, fingerprint, created.status, JSON.stringify(created.body)],
+    );
+    return { ...created, replayed: false };
+  });
+}
+
+/** Deletes keys past retention; run by the maintenance job. */
+export async function idempotencyKeysExpire(db: pg.Pool): Promise<number> {
+  const { rowCount } = await db.query(
+    'DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)',
+    [IDEMPOTENCY_RETENTION_HOURS],
+  );
+  return rowCount ?? 0;
+}
+
+// The same JSON with keys in another order is the same request.
+function stableStringify(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableStringify).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.keys(value as object)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableStringify((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function sendCreated(reply: FastifyReply, created: Created & { replayed: boolean }): FastifyReply {
+  if (created.replayed) reply.header('idempotent-replayed', 'true');
+  return reply.code(created.status).send(created.body);
+}

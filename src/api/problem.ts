@@ -1,0 +1,105 @@
+// API errors, translated once at the HTTP boundary into RFC 9457 problem+json
+// with a stable machine `code`. Handlers throw ApiError (or let validation fail);
+// anything else is logged and answered as a generic 500 without internals.
+
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { Logger } from '../telemetry/log.js';
+
+export const Problem = Type.Object(
+  {
+    type: Type.String(),
+    title: Type.String(),
+    status: Type.Integer(),
+    code: Type.String(),
+    detail: Type.Optional(Type.String()),
+    param: Type.Optional(Type.String()),
+  },
+  { $id: 'Problem', description: 'RFC 9457 problem details with a stable machine code' },
+);
+export type Problem = Static<typeof Problem>;
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly detail?: string,
+    readonly param?: string,
+  ) {
+    super(detail ?? code);
+    this.name = 'ApiError';
+  }
+}
+
+export const notFound = (what: string) => new ApiError(404, 'resource_not_found', `No such ${what}`);
+export const conflict = (code: string, detail: string) => new ApiError(409, code, detail);
+export const unprocessable = (code: string, detail: string, param?: string) => new ApiError(422, code, detail, param);
+
+export function problem(status: number, code: string, detail?: string, param?: string): Problem {
+  return {
+    type: `https://docs.handset.dev/errors/${code}`,
+    title: TITLES[status] ?? 'Error',
+    status,
+    code,
+    ...(detail !== undefined ? { detail } : {}),
+    ...(param !== undefined ? { param } : {}),
+  };
+}
+
+export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
+  return reply.code(p.status).type('application/problem+json').send(p);
+}
+
+interface AjvError {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+  parentSchema?: Record<string, unknown>;
+}
+
+/** Fastify's error handler for the API. */
+export function apiErrorHandler(log: Logger) {
+  return (err: FastifyError & { validation?: AjvError[] }, req: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof ApiError) return sendProblem(reply, problem(err.status, err.code, err.detail, err.param));
+    if (err.validation && err.validation.length > 0) {
+      const first = err.validation[0]!;
+      const where = (err as { validationContext?: string }).validationContext ?? 'body';
+      const field = fieldName(first, where);
+      // A schema may name its own error code (x-code), e.g. invalid_phone_number.
+      const code = (first.parentSchema?.['x-code'] as string | undefined) ?? 'invalid_request';
+      const detail = `${field ? `${field}: ` : ''}${first.message ?? 'is invalid'}`;
+      return sendProblem(reply, problem(422, code, detail, field || undefined));
+    }
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendProblem(reply, problem(413, 'body_too_large', err.message));
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      return sendProblem(reply, problem(415, 'unsupported_media_type', 'send application/json'));
+    }
+    if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', 'slow down'));
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return sendProblem(reply, problem(err.statusCode === 404 ? 404 : 400, err.statusCode === 404 ? 'not_found' : 'invalid_request', err.message));
+    }
+    log.error({ err: err.message, stack: err.stack, method: req.method, url: req.routeOptions.url }, 'api error');
+    return sendProblem(reply, problem(500, 'internal_error', 'Something went wrong on our side'));
+  };
+}
+
+function fieldName(e: AjvError, where: string): string {
+  const path = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  if (e.keyword === 'required') return [path, String(e.params['missingProperty'])].filter(Boolean).join('.');
+  if (e.keyword === 'additionalProperties') return [path, String(e.params['additionalProperty'])].filter(Boolean).join('.');
+  return path || (where === 'body' ? '' : where);
+}

@@ -1,0 +1,154 @@
+// SQL for webhook_deliveries (one per event and subscribed endpoint) and
+// webhook_attempts (one per HTTP attempt). A delivery is pending until it ends
+// succeeded, failed (after its retries) or skipped (endpoint disabled); each of
+// those moves is guarded on status = 'pending'.
+
+import type { Db } from '../db/pool.js';
+import type { Tx } from '../db/tx.js';
+import type { OutboundEventRow } from '../outbox/outbox.js';
+import type { EndpointRow } from './endpoints.sql.js';
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'skipped';
+export type AttemptTrigger = 'scheduled' | 'redeliver';
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface AttemptRow {
+  id: string;
+  delivery_id: string;
+  attempt: number;
+  trigger: AttemptTrigger;
+  url: string;
+  started_at: Date;
+  duration_ms: number;
+  response_status: number | null;
+  response_excerpt: string | null;
+  error: string | null;
+}
+
+export interface DeliveryWork {
+  delivery: DeliveryRow;
+  endpoint: EndpointRow;
+  event: OutboundEventRow;
+}
+
+/** Everything one attempt needs, in one round trip. */
+export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | null> {
+  const { rows } = await db.query<{ d: DeliveryRow; e: EndpointRow; ev: OutboundEventRow }>({
+    name: 'delivery_load',
+    text: `SELECT row_to_json(d.*) AS d, row_to_json(e.*) AS e, row_to_json(ev.*) AS ev
+             FROM webhook_deliveries d
+             JOIN webhook_endpoints e ON e.id = d.endpoint_id
+             JOIN outbound_events ev ON ev.id = d.event_id
+            WHERE d.id = $1`,
+    values: [id],
+  });
+  const row = rows[0];
+  if (!row) return null;
+  // row_to_json leaves timestamps as strings
+  const date = (v: unknown) => (v === null ? null : new Date(v as string));
+  return {
+    delivery: { ...row.d, next_attempt_at: date(row.d.next_attempt_at), created_at: date(row.d.created_at)!, updated_at: date(row.d.updated_at)! },
+    endpoint: {
+      ...row.e,
+      previous_secret_expires_at: date(row.e.previous_secret_expires_at),
+      disabled_at: date(row.e.disabled_at),
+      deleted_at: date(row.e.deleted_at),
+      created_at: date(row.e.created_at)!,
+      updated_at: date(row.e.updated_at)!,
+    },
+    event: { ...row.ev, occurred_at: date(row.ev.occurred_at)!, created_at: date(row.ev.created_at)! },
+  };
+}
+
+/** Counts the attempt on its delivery and logs it; returns the attempt number. */
+export async function attemptRecord(
+  tx: Tx,
+  a: Omit<AttemptRow, 'id' | 'attempt'>,
+): Promise<number> {
+  const { rows } = await tx.query<{ attempt: number }>({
+    name: 'attempt_record',
+    text: `WITH d AS (
+             UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
+              WHERE id = $1 RETURNING attempts
+           )
+           INSERT INTO webhook_attempts (delivery_id, attempt, trigger, url, started_at, duration_ms,
+                                         response_status, response_excerpt, error)
+           SELECT $1, d.attempts, $2, $3, $4, $5, $6, $7, $8 FROM d
+           RETURNING attempt`,
+    values: [a.delivery_id, a.trigger, a.url, a.started_at, a.duration_ms, a.response_status, a.response_excerpt, a.error],
+  });
+  return rows[0]!.attempt;
+}
+
+/** pending → succeeded | failed | skipped; false when it had already left pending. */
+export async function deliveryFinish(tx: Tx, id: string, status: Exclude<DeliveryStatus, 'pending'>): Promise<boolean> {
+  const { rowCount } = await tx.query({
+    name: 'delivery_finish',
+    text: `UPDATE webhook_deliveries SET status = $2, next_attempt_at = NULL, updated_at = now()
+            WHERE id = $1 AND status = 'pending'`,
+    values: [id, status],
+  });
+  return rowCount === 1;
+}
+
+export async function deliveryScheduleRetry(tx: Tx, id: string, at: Date): Promise<boolean> {
+  const { rowCount } = await tx.query({
+    name: 'delivery_schedule_retry',
+    text: `UPDATE webhook_deliveries SET next_attempt_at = $2, updated_at = now() WHERE id = $1 AND status = 'pending'`,
+    values: [id, at],
+  });
+  return rowCount === 1;
+}
+
+/** A disabled endpoint's pending deliveries stop; they can be redelivered after re-enabling. */
+export async function deliverySkipPending(tx: Tx, endpointId: string): Promise<number> {
+  const { rowCount } = await tx.query(
+    `UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, updated_at = now()
+      WHERE endpoint_id = $1 AND status = 'pending'`,
+    [endpointId],
+  );
+  return rowCount ?? 0;
+}
+
+/**
+ * Puts an event's finished deliveries (to endpoints that still exist) back to
+ * pending, each with one redeliver job; returns the delivery ids. A delivery
+ * still pending is left alone: it is already going to be attempted.
+ */
+export async function deliveryRedeliver(tx: Tx, eventId: string): Promise<string[]> {
+  const { rows } = await tx.query<{ id: string }>(
+    `WITH d AS (
+       UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = NULL, updated_at = now()
+         FROM webhook_endpoints e
+        WHERE d.event_id = $1 AND e.id = d.endpoint_id AND e.deleted_at IS NULL AND d.status <> 'pending'
+        RETURNING d.id
+     )
+     SELECT d.id FROM d,
+       LATERAL graphile_worker.add_job('delivery.attempt', json_build_object('deliveryId', d.id, 'trigger', 'redeliver'),
+                                       job_key => 'delivery:' || d.id) AS job`,
+    [eventId],
+  );
+  return rows.map((r) => r.id);
+}
+
+export async function deliveryListForEvent(db: Db, eventId: string): Promise<(DeliveryRow & { url: string; attempt_log: AttemptRow[] })[]> {
+  const { rows } = await db.query(
+    `SELECT d.*, e.url,
+            coalesce((SELECT json_agg(a.* ORDER BY a.attempt) FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempt_log
+       FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+      WHERE d.event_id = $1
+      ORDER BY d.id`,
+    [eventId],
+  );
+  return rows;
+}

@@ -1,0 +1,137 @@
+// Keeps customer webhook URLs from reaching our own network: loopback, private,
+// link-local (cloud metadata), CGNAT, multicast and reserved ranges are refused,
+// including IPv4 hidden inside IPv6 (mapped, NAT64, 6to4). Checked when an
+// endpoint is saved, and again at connect time on the address actually dialed,
+// so DNS rebinding cannot slip past. HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS=true
+// turns it off (dev and tests).
+
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+
+const blocked = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  blocked.addSubnet(net, prefix, 'ipv4');
+}
+for (const [net, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['100::', 64],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['fec0::', 10],
+  ['ff00::', 8],
+] as const) {
+  blocked.addSubnet(net, prefix, 'ipv6');
+}
+
+/** True for any address a customer webhook must not reach. */
+export function isBlockedAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return blocked.check(address, 'ipv4');
+  if (family !== 6) return true;
+  const embedded = embeddedIPv4(address);
+  if (embedded) return blocked.check(embedded, 'ipv4');
+  return blocked.check(address, 'ipv6');
+}
+
+// ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible), 64:ff9b::/96 (NAT64), 2002:AABB:CCDD::/16 (6to4).
+function embeddedIPv4(address: string): string | null {
+  const words = expandIPv6(address);
+  if (!words) return null;
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  const zero = (from: number, to: number) => words.slice(from, to).every((w) => w === 0);
+  if (zero(0, 5) && words[5] === 0xffff) return v4(words[6]!, words[7]!);
+  if (zero(0, 6) && (words[6]! !== 0 || words[7]! > 1)) return v4(words[6]!, words[7]!);
+  if (words[0] === 0x64 && words[1] === 0xff9b && zero(2, 6)) return v4(words[6]!, words[7]!);
+  if (words[0] === 0x2002) return v4(words[1]!, words[2]!);
+  return null;
+}
+
+function expandIPv6(address: string): number[] | null {
+  let text = address.split('%')[0]!;
+  const tail = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (tail) {
+    const [a, b, c, d] = tail[1]!.split('.').map(Number) as [number, number, number, number];
+    text = `${text.slice(0, -tail[1]!.length)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, rest] = text.split('::') as [string, string | undefined];
+  const h = head ? head.split(':') : [];
+  const r = rest !== undefined && rest !== '' ? rest.split(':') : [];
+  const fill = rest !== undefined ? 8 - h.length - r.length : 0;
+  const parts = [...h, ...Array(fill).fill('0'), ...r];
+  if (parts.length !== 8) return null;
+  return parts.map((p) => Number.parseInt(p, 16));
+}
+
+export type UrlCheck = { ok: true; url: URL } | { ok: false; code: string; detail: string };
+
+/** Validates an endpoint URL when it is saved. */
+export async function checkEndpointUrl(text: string, allowPrivate: boolean): Promise<UrlCheck> {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return { ok: false, code: 'invalid_url', detail: 'url is not a valid absolute URL' };
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowPrivate)) {
+    return { ok: false, code: 'invalid_url', detail: 'url must use https' };
+  }
+  if (url.username || url.password) return { ok: false, code: 'invalid_url', detail: 'url must not contain credentials' };
+  if (allowPrivate) return { ok: true, url };
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  let addresses: string[];
+  try {
+    addresses = isIP(host) ? [host] : (await resolveAll(host)).map((a) => a.address);
+  } catch {
+    return { ok: false, code: 'url_unresolvable', detail: `the host ${host} does not resolve` };
+  }
+  if (addresses.length === 0 || addresses.some(isBlockedAddress)) {
+    return { ok: false, code: 'url_not_allowed', detail: 'url resolves to a private, loopback or reserved address' };
+  }
+  return { ok: true, url };
+}
+
+function resolveAll(host: string): Promise<LookupAddress[]> {
+  return new Promise((resolve, reject) =>
+    dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))),
+  );
+}
+
+export class BlockedAddressError extends Error {
+  override name = 'BlockedAddressError';
+  readonly code = 'EBLOCKEDADDRESS';
+}
+
+/**
+ * A dns.lookup for http(s).request that refuses blocked addresses: the address
+ * checked is the address connected to.
+ */
+export const guardedLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
+    if (err) return (callback as (e: Error) => void)(err);
+    const bad = addresses.find((a) => isBlockedAddress(a.address));
+    if (bad || addresses.length === 0) {
+      return (callback as (e: Error) => void)(new BlockedAddressError(`${hostname} resolves to a blocked address`));
+    }
+    if ((options as { all?: boolean }).all) return (callback as (e: null, a: LookupAddress[]) => void)(null, addresses);
+    const first = addresses[0]!;
+    (callback as (e: null, a: string, f: number) => void)(null, first.address, first.family);
+  });
+};

@@ -1,0 +1,60 @@
+// Customer API for phone numbers.
+
+import { Type } from 'typebox';
+import { tenantGet } from '../accounts/accounts.js';
+import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { ListQuery, listOf, page } from '../api/pagination.js';
+import { ApiError, notFound } from '../api/problem.js';
+import type { ApiRoutes } from '../api/server.js';
+import { E164, PhoneNumber, numberCreate, numberGet, numberList, phoneNumberResource } from './numbers.js';
+
+export const numberRoutes: ApiRoutes = (app, ctx) => {
+  const tags = ['Phone numbers'];
+  app.post(
+    '/phone_numbers',
+    {
+      schema: {
+        tags,
+        summary: 'Add a number to the account',
+        body: Type.Object(
+          {
+            number: E164,
+            inbound_ring: Type.Optional(Type.Array(E164, { maxItems: 10, description: 'ring these in order on an inbound call' })),
+            ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20 })),
+            tenant_id: Type.Optional(Type.String({ maxLength: 64 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 201: PhoneNumber },
+      },
+    },
+    async (req, reply) => {
+      const { accountId } = req.principal;
+      const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
+        if (req.body.tenant_id && !(await tenantGet(tx, accountId, req.body.tenant_id))) throw notFound('tenant');
+        const n = await numberCreate(tx, {
+          accountId,
+          tenantId: req.body.tenant_id ?? null,
+          number: req.body.number,
+          inboundRing: req.body.inbound_ring ?? [],
+          ringTimeoutSecs: req.body.ring_timeout_secs ?? 20,
+        });
+        if (!n) throw new ApiError(409, 'number_taken', `${req.body.number} already belongs to an account`, 'number');
+        return { status: 201, body: phoneNumberResource(n) };
+      });
+      return sendCreated(reply, created);
+    },
+  );
+
+  app.get('/phone_numbers', { schema: { tags, summary: 'List numbers', querystring: ListQuery, response: { 200: listOf(PhoneNumber) } } }, async (req) => {
+    const rows = await numberList(ctx.pool, req.principal.accountId, req.query.limit, req.query.starting_after ?? null);
+    const p = page(rows, req.query.limit);
+    return { data: p.data.map(phoneNumberResource), has_more: p.has_more };
+  });
+
+  app.get('/phone_numbers/:id', { schema: { tags, summary: 'Get a number', params: Type.Object({ id: Type.String({ maxLength: 64 }) }), response: { 200: PhoneNumber } } }, async (req) => {
+    const n = await numberGet(ctx.pool, req.principal.accountId, req.params.id);
+    if (!n) throw notFound('phone number');
+    return phoneNumberResource(n);
+  });
+};

@@ -1,0 +1,45 @@
+// Customer API for the account's outbound events, newest first.
+
+import { Type } from 'typebox';
+import { listOf, listQuery, page } from '../api/pagination.js';
+import { notFound } from '../api/problem.js';
+import type { ApiRoutes } from '../api/server.js';
+import { EVENT_TYPES, eventGet, eventList, eventResource } from './outbox.js';
+
+const Event = Type.Object({
+  id: Type.String(),
+  type: Type.String(),
+  timestamp: Type.String({ format: 'date-time' }),
+  account_id: Type.String(),
+  data: Type.Record(Type.String(), Type.Unknown()),
+});
+
+export const eventRoutes: ApiRoutes = (app, ctx) => {
+  const tags = ['Events'];
+  app.get(
+    '/events',
+    {
+      schema: {
+        tags,
+        summary: 'List events, newest first',
+        querystring: listQuery({
+          type: Type.Optional(Type.Enum([...EVENT_TYPES])),
+          subject_id: Type.Optional(Type.String({ maxLength: 64, description: 'only events about this resource' })),
+        }),
+        response: { 200: listOf(Event) },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const rows = await eventList(ctx.pool, req.principal.accountId, { type: q.type, subjectId: q.subject_id }, q.limit, q.starting_after ?? null);
+      const p = page(rows, q.limit);
+      return { data: p.data.map(eventResource), has_more: p.has_more };
+    },
+  );
+
+  app.get('/events/:id', { schema: { tags, summary: 'Get an event', params: Type.Object({ id: Type.String({ maxLength: 64 }) }), response: { 200: Event } } }, async (req) => {
+    const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
+    if (!ev) throw notFound('event');
+    return eventResource(ev);
+  });
+};
