@@ -1,0 +1,108 @@
+// The control API under /_sim (JSON, no auth): the same operations as the
+// programmatic Simulator, for `handset trigger`, chaos runs in other processes and
+// curious humans. It only translates HTTP to Simulator calls.
+//
+//   GET  /_sim/state                         behaviour, personas, counts, live calls, recent requests and webhooks
+//   GET  /_sim/idle                          answers once nothing is pending (long poll)
+//   PUT  /_sim/behaviour                     {"duplicateRate":0.5,…} → the whole behaviour
+//   PUT  /_sim/personas/{number}             {"sms":"delivery_failed","call":{"answerAfterMs":2000}}
+//   PUT  /_sim/webhook_url                   {"url":"http://…/webhooks/telnyx"} or {"url":null}
+//   POST /_sim/inbound/sms                   {"from","to","text","media_urls"?}
+//   POST /_sim/inbound/call                  {"from","to"} → {"call_control_id",…}
+//   POST /_sim/calls/{call_control_id}/answer
+//   POST /_sim/calls/{call_control_id}/hangup {"cause"?}
+//   POST /_sim/deliver                       {"body":"<raw envelope>","url"?} → {"status"}
+//   POST /_sim/reset
+
+import type { FastifyInstance } from 'fastify';
+import { BehaviourError, parseBehaviour } from './behaviour.js';
+import { isBody, SimInputError } from './fields.js';
+import { parsePersona, PersonaError } from './personas.js';
+import type { Simulator } from './simulator.js';
+
+export function registerControlApi(app: FastifyInstance, sim: Simulator): void {
+  void app.register(
+    async (c) => {
+      c.setErrorHandler(async (err: Error & { statusCode?: number }, _req, reply) => {
+        const input = err instanceof SimInputError || err instanceof BehaviourError || err instanceof PersonaError;
+        const status = input ? 400 : (err.statusCode ?? 500);
+        return reply.code(status).send({ error: status >= 500 ? 'internal error' : err.message });
+      });
+
+      c.get('/state', async () => sim.state());
+      c.get('/idle', async () => {
+        await sim.idle();
+        return { idle: true };
+      });
+      c.put('/behaviour', async (req) => sim.setBehaviour(parseBehaviour(req.body ?? {})));
+      c.put<{ Params: { number: string } }>('/personas/:number', async (req) => {
+        const persona = parsePersona(req.body ?? {});
+        sim.setPersona(req.params.number, persona);
+        return { number: req.params.number, persona };
+      });
+      c.put('/webhook_url', async (req) => {
+        const url = isBody(req.body) ? req.body['url'] : undefined;
+        if (url !== null && typeof url !== 'string') throw new SimInputError('body must be {"url": "http…" | null}');
+        sim.setWebhookUrl(url);
+        return { webhookUrl: sim.webhookUrl };
+      });
+      c.post('/inbound/sms', async (req) => {
+        const b = body(req.body);
+        const media = b['media_urls'];
+        const result = sim.injectInboundSms({
+          from: str(b, 'from'),
+          to: str(b, 'to'),
+          text: b['text'] === undefined ? '' : str(b, 'text'),
+          ...(media === undefined ? {} : { media_urls: media as string[] }),
+          ...(b['webhook_url'] === undefined ? {} : { webhook_url: str(b, 'webhook_url') }),
+        });
+        return { message_id: result.messageId, event_id: result.eventId };
+      });
+      c.post('/inbound/call', async (req) => {
+        const b = body(req.body);
+        const result = sim.injectInboundCall({
+          from: str(b, 'from'),
+          to: str(b, 'to'),
+          ...(b['connection_id'] === undefined ? {} : { connection_id: str(b, 'connection_id') }),
+          ...(b['webhook_url'] === undefined ? {} : { webhook_url: str(b, 'webhook_url') }),
+        });
+        return {
+          call_control_id: result.callControlId,
+          call_leg_id: result.callLegId,
+          call_session_id: result.callSessionId,
+          event_id: result.eventId,
+        };
+      });
+      c.post<{ Params: { id: string } }>('/calls/:id/answer', async (req) => {
+        sim.answer(req.params.id);
+        return { result: 'ok' };
+      });
+      c.post<{ Params: { id: string } }>('/calls/:id/hangup', async (req) => {
+        const b = req.body === undefined ? {} : body(req.body);
+        sim.hangup(req.params.id, b['cause'] === undefined ? undefined : str(b, 'cause'));
+        return { result: 'ok' };
+      });
+      c.post('/deliver', async (req) => {
+        const b = body(req.body);
+        const status = await sim.deliver(str(b, 'body'), b['url'] === undefined ? undefined : str(b, 'url'));
+        return { status };
+      });
+      c.post('/reset', async () => {
+        sim.reset();
+        return { result: 'ok' };
+      });
+    },
+    { prefix: '/_sim' },
+  );
+}
+
+function body(value: unknown): Record<string, unknown> {
+  if (!isBody(value)) throw new SimInputError('the body must be a JSON object');
+  return value;
+}
+
+function str(b: Record<string, unknown>, key: string): string {
+  const v = b[key];
+  if (typeof v !== 'string') throw new SimInputError(`${key} must be a string`);
+  return v;
+}

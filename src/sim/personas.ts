@@ -1,0 +1,217 @@
+// Who is at the other end of a phone number: the simulated recipient's behaviour,
+// like Twilio's test "magic numbers". A persona is plain data; resolvePersona
+// turns it into the plan the messaging and call simulations follow.
+//
+// | number        | SMS to it                                          | call to it                                             |
+// |---------------|----------------------------------------------------|--------------------------------------------------------|
+// | +15555550100  | delivered                                          | answers after 1 s, talks 3 s                           |
+// | +15555550101  | delivery_failed, error 40008 Undeliverable         | answers after 1 s, talks 3 s                           |
+// | +15555550102  | sending_failed, error 40001 Not routable           | answers after 1 s, talks 3 s                           |
+// | +15555550103  | refused at send: HTTP 422, error 40310 Invalid 'to'| answers after 1 s, talks 3 s                           |
+// | +15555550104  | delivery_unconfirmed                               | answers after 1 s, talks 3 s                           |
+// | +15555550105  | message.sent only, never finalized                 | answers after 1 s, talks 3 s                           |
+// | +15555550106  | expired, error 40014 Expired in queue              | answers after 1 s, talks 3 s                           |
+// | +15555550110  | delivered                                          | never answers: hangup `timeout` after timeout_secs     |
+// | +15555550111  | delivered                                          | busy: hangup `user_busy` after 1 s                     |
+// | +15555550112  | delivered                                          | rejects: hangup `call_rejected` after 1 s              |
+// | +15555550113  | delivered                                          | answers after 2 s, talks 5 s                           |
+// | +15555550114  | delivered                                          | answers after 1 s, stays until hung up                 |
+// | +15555550115  | delivered                                          | manual: nothing after call.initiated; drive it with    |
+// |               |                                                    | answer()/hangup() or POST /_sim/calls/{id}/answer|hangup |
+// | any other     | delivered                                          | answers after 1 s, talks 3 s                           |
+//
+// Receipt timing for SMS: message.sent 100 ms after the send is accepted,
+// message.finalized 1 s after that. All times are simulated: multiplied by timeScale.
+
+export type SmsOutcome =
+  | 'delivered'
+  | 'delivery_failed'
+  | 'sending_failed'
+  | 'expired'
+  | 'delivery_unconfirmed'
+  | 'sent_only'
+  | 'rejected';
+
+export const SMS_OUTCOMES: readonly SmsOutcome[] = [
+  'delivered',
+  'delivery_failed',
+  'sending_failed',
+  'expired',
+  'delivery_unconfirmed',
+  'sent_only',
+  'rejected',
+];
+
+export type RefusalCause = 'user_busy' | 'call_rejected' | 'timeout';
+
+export interface CallPersona {
+  /** Simulated ms from call.initiated to call.answered (default 1000). */
+  answerAfterMs?: number;
+  /** Simulated ms from answer to the callee's hangup; null = stays until someone hangs up (default 3000). */
+  talkMs?: number | null;
+  /** Never answers: `timeout` hangs up after the dial's timeout_secs, the others after hangupAfterMs. */
+  hangupCause?: RefusalCause;
+  /** For user_busy / call_rejected (default 1000). */
+  hangupAfterMs?: number;
+  /** No automatic events after call.initiated. */
+  manual?: boolean;
+}
+
+export interface Persona {
+  sms?: SmsOutcome;
+  /** The errors[0].code of a failed finalized receipt; defaults per outcome (40008, 40001, 40014). */
+  smsErrorCode?: string;
+  call?: CallPersona;
+}
+
+export type CallPlan =
+  | { kind: 'answers'; answerAfterMs: number; talkMs: number | null }
+  | { kind: 'refuses'; hangupCause: 'user_busy' | 'call_rejected'; afterMs: number }
+  | { kind: 'never_answers' }
+  | { kind: 'manual' };
+
+export interface ResolvedPersona {
+  sms: SmsOutcome;
+  smsErrorCode: string | null;
+  call: CallPlan;
+}
+
+export const SMS_SENT_AFTER_MS = 100;
+export const SMS_FINALIZED_AFTER_MS = 1000;
+
+const DEFAULT_ANSWER_AFTER_MS = 1000;
+const DEFAULT_TALK_MS = 3000;
+const DEFAULT_REFUSE_AFTER_MS = 1000;
+
+const DEFAULT_ERROR_CODE: Partial<Record<SmsOutcome, string>> = {
+  delivery_failed: '40008',
+  sending_failed: '40001',
+  expired: '40014',
+};
+
+export const MAGIC_PERSONAS: Readonly<Record<string, Persona>> = Object.freeze({
+  '+15555550100': { sms: 'delivered' },
+  '+15555550101': { sms: 'delivery_failed', smsErrorCode: '40008' },
+  '+15555550102': { sms: 'sending_failed', smsErrorCode: '40001' },
+  '+15555550103': { sms: 'rejected' },
+  '+15555550104': { sms: 'delivery_unconfirmed' },
+  '+15555550105': { sms: 'sent_only' },
+  '+15555550106': { sms: 'expired', smsErrorCode: '40014' },
+  '+15555550110': { call: { hangupCause: 'timeout' } },
+  '+15555550111': { call: { hangupCause: 'user_busy', hangupAfterMs: 1000 } },
+  '+15555550112': { call: { hangupCause: 'call_rejected', hangupAfterMs: 1000 } },
+  '+15555550113': { call: { answerAfterMs: 2000, talkMs: 5000 } },
+  '+15555550114': { call: { answerAfterMs: 1000, talkMs: null } },
+  '+15555550115': { call: { manual: true } },
+});
+
+export function resolvePersona(p: Persona): ResolvedPersona {
+  const sms = p.sms ?? 'delivered';
+  return { sms, smsErrorCode: p.smsErrorCode ?? DEFAULT_ERROR_CODE[sms] ?? null, call: callPlan(p.call ?? {}) };
+}
+
+function callPlan(c: CallPersona): CallPlan {
+  if (c.manual) return { kind: 'manual' };
+  if (c.hangupCause === 'timeout') return { kind: 'never_answers' };
+  if (c.hangupCause) return { kind: 'refuses', hangupCause: c.hangupCause, afterMs: c.hangupAfterMs ?? DEFAULT_REFUSE_AFTER_MS };
+  return {
+    kind: 'answers',
+    answerAfterMs: c.answerAfterMs ?? DEFAULT_ANSWER_AFTER_MS,
+    talkMs: c.talkMs === undefined ? DEFAULT_TALK_MS : c.talkMs,
+  };
+}
+
+/** The magic numbers, the start-up overrides, then setPersona() overrides (which replace, not merge). */
+export class PersonaBook {
+  private overrides = new Map<string, Persona>();
+
+  constructor(private readonly initial: Readonly<Record<string, Persona>> = {}) {
+    this.reset();
+  }
+
+  lookup(number: string): ResolvedPersona {
+    return resolvePersona(this.overrides.get(number) ?? MAGIC_PERSONAS[number] ?? {});
+  }
+
+  set(number: string, persona: Persona): void {
+    this.overrides.set(number, persona);
+  }
+
+  reset(): void {
+    this.overrides = new Map(Object.entries(this.initial));
+  }
+
+  /** Every number with a persona other than the default, as data. */
+  list(): Record<string, Persona> {
+    return { ...MAGIC_PERSONAS, ...Object.fromEntries(this.overrides) };
+  }
+}
+
+export class PersonaError extends Error {
+  override name = 'PersonaError';
+}
+
+const MAX_PERSONA_MS = 3_600_000;
+
+/** Validates a persona from JSON (the control API, CLI). */
+export function parsePersona(input: unknown): Persona {
+  if (!isObject(input)) throw new PersonaError('a persona is a JSON object');
+  for (const key of Object.keys(input)) {
+    if (!['sms', 'smsErrorCode', 'call'].includes(key)) throw new PersonaError(`unknown persona field "${key}"`);
+  }
+  const out: Persona = {};
+  if (input['sms'] !== undefined) {
+    if (!SMS_OUTCOMES.includes(input['sms'] as SmsOutcome)) {
+      throw new PersonaError(`sms must be one of ${SMS_OUTCOMES.join(', ')}`);
+    }
+    out.sms = input['sms'] as SmsOutcome;
+  }
+  if (input['smsErrorCode'] !== undefined) {
+    if (typeof input['smsErrorCode'] !== 'string' || !/^\d{5}$/.test(input['smsErrorCode'])) {
+      throw new PersonaError('smsErrorCode must be a five-digit Telnyx code such as "40008"');
+    }
+    out.smsErrorCode = input['smsErrorCode'];
+  }
+  if (input['call'] !== undefined) out.call = parseCallPersona(input['call']);
+  return out;
+}
+
+function parseCallPersona(input: unknown): CallPersona {
+  if (!isObject(input)) throw new PersonaError('call must be a JSON object');
+  const out: CallPersona = {};
+  for (const [key, value] of Object.entries(input)) {
+    switch (key) {
+      case 'answerAfterMs':
+      case 'hangupAfterMs':
+        out[key] = duration(key, value);
+        break;
+      case 'talkMs':
+        out.talkMs = value === null ? null : duration(key, value);
+        break;
+      case 'hangupCause':
+        if (value !== 'user_busy' && value !== 'call_rejected' && value !== 'timeout') {
+          throw new PersonaError('call.hangupCause must be user_busy, call_rejected or timeout');
+        }
+        out.hangupCause = value;
+        break;
+      case 'manual':
+        if (typeof value !== 'boolean') throw new PersonaError('call.manual must be a boolean');
+        out.manual = value;
+        break;
+      default:
+        throw new PersonaError(`unknown call persona field "${key}"`);
+    }
+  }
+  return out;
+}
+
+function duration(key: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_PERSONA_MS) {
+    throw new PersonaError(`call.${key} must be a number of ms between 0 and ${MAX_PERSONA_MS}`);
+  }
+  return value;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
