@@ -17,7 +17,12 @@ import { buildApiServer, type ApiRoutes } from './api/server.js';
 import { deliveryTask } from './delivery/deliver.js';
 import { deliveryRoutes } from './delivery/routes.js';
 import { buildIngestServer } from './ingest/server.js';
+import { usageRoutes } from './billing/routes.js';
+import { telnyxClient } from './carrier/telnyx/client.js';
 import { maintenanceTask, MAINTENANCE_CRONTAB } from './maintenance.js';
+import { dispatchTask } from './messages/dispatch.js';
+import { messageHandlers } from './messages/receipts.js';
+import { messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
 import { eventRoutes } from './outbox/routes.js';
 import { startJobRunner, type JobRunner, type TaskRegistry } from './jobs/runner.js';
@@ -32,7 +37,7 @@ export interface PlatformOptions {
   databaseUrl: string;
   roles: readonly Role[];
   log: Logger;
-  /** Registered by later layers (messages, calls); tests may pass their own. */
+  /** Carrier event handlers; defaults to every domain's. Tests may pass their own. */
   handlers?: HandlerRegistry;
   /** Extra job tasks (dispatch, dial…). */
   tasks?: TaskRegistry;
@@ -52,6 +57,9 @@ export interface Platform {
 export function checkRoleConfig(config: Config, roles: readonly Role[]): void {
   if (roles.includes('ingest') && !config.telnyx.publicKey) {
     throw new ConfigError('TELNYX_PUBLIC_KEY', 'is required by the ingest role');
+  }
+  if (roles.includes('worker') && !config.telnyx.apiKey) {
+    throw new ConfigError('TELNYX_API_KEY', 'is required by the worker role');
   }
 }
 
@@ -97,7 +105,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         config,
         log,
         metrics,
-        routes: [tenantRoutes, numberRoutes, deliveryRoutes, eventRoutes, ...(opts.routes ?? [])],
+        routes: [tenantRoutes, numberRoutes, messageRoutes, usageRoutes, deliveryRoutes, eventRoutes, ...(opts.routes ?? [])],
       });
       servers.push(app);
       apiUrl = await listen(app, config.host, config.apiPort);
@@ -106,11 +114,17 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
     if (roles.includes('worker')) {
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
+      const carrier = telnyxClient({
+        apiUrl: config.telnyx.apiUrl,
+        apiKey: config.telnyx.apiKey!,
+        connectionId: config.telnyx.connectionId,
+        messagingProfileId: config.telnyx.messagingProfileId,
+      });
       const tasks: TaskRegistry = {
         'carrier_event.process': processCarrierEventTask({
           pool: workerPool,
           adapters: Object.fromEntries(adapters.map((a) => [a.name, a])),
-          handlers: opts.handlers ?? {},
+          handlers: opts.handlers ?? { ...messageHandlers },
           log,
         }),
         'delivery.attempt': deliveryTask({
@@ -123,7 +137,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           timeoutMs: config.deliveryTimeoutMs,
           parallelPerEndpoint: Math.max(1, Math.floor(config.workerConcurrency / 2)),
         }),
-        'maintenance': maintenanceTask({ pool: workerPool, log }),
+        'message.dispatch': dispatchTask({ pool: workerPool, carrier, log }),
+        maintenance: maintenanceTask({ pool: workerPool, log }),
         ...opts.tasks,
       };
       runner = await startJobRunner({

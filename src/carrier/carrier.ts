@@ -86,3 +86,43 @@ export interface CarrierAdapter {
 export class MalformedCarrierEvent extends Error {
   override name = 'MalformedCarrierEvent';
 }
+
+/** What the carrier said to a command. */
+export type CommandResult<T = unknown> =
+  | ({ ok: true } & T)
+  | { ok: false; kind: 'rejected'; status: number; code: string; detail: string } // 4xx: do not retry
+  | { ok: false; kind: 'retry'; status: number | null; retryAfterMs: number | null; detail: string }; // 429, 5xx, network
+
+export interface SendMessage {
+  from: string;
+  to: string;
+  text: string | null;
+  mediaUrls: string[];
+}
+
+export interface Dial {
+  from: string;
+  to: string;
+  timeoutSecs: number;
+  /** Echoed by the carrier on every webhook of the new leg. */
+  clientState: unknown;
+  /** The carrier ignores a repeated command id, so a re-run does not dial twice. */
+  commandId: string;
+  /** Bridge the new leg to this existing leg when it answers. */
+  linkTo?: string;
+}
+
+export type CallAction =
+  | { action: 'answer' }
+  | { action: 'hangup' }
+  | { action: 'reject' }
+  | { action: 'bridge'; otherCallControlId: string };
+
+/** The carrier's REST API, as the workers use it. */
+export interface CarrierClient {
+  readonly name: string;
+  sendMessage(m: SendMessage): Promise<CommandResult<{ carrierMessageId: string }>>;
+  dial(d: Dial): Promise<CommandResult<{ callControlId: string; callLegId: string }>>;
+  /** "The call has already ended" counts as success: the wanted state holds. */
+  callAction(callControlId: string, a: CallAction, commandId: string): Promise<CommandResult>;
+}

@@ -11,6 +11,7 @@ import { withTx } from '../db/tx.js';
 import { migrate } from '../db/migrate.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { ROLES, startPlatform, type Role } from '../platform.js';
+import { runSimCommand } from '../sim/cli.js';
 import { createLogger, type Logger } from '../telemetry/log.js';
 
 const USAGE = `usage: handset <command> [options]
@@ -21,6 +22,7 @@ commands:
                                production roles; needs DATABASE_URL
   migrate                      apply migrations and exit
   accounts create --name NAME  create an account; prints {"account_id","api_key"} (the key is shown once)
+  sim [options]                the Telnyx simulator on its own (handset sim --help)
 `;
 
 type Command = (args: string[], config: Config, log: Logger) => Promise<number | 'running'>;
@@ -30,6 +32,7 @@ const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
   dev: { mode: 'dev', run: dev },
   migrate: { mode: 'serve', run: migrateCommand },
   accounts: { mode: 'serve', run: accountsCommand },
+  sim: { mode: 'dev', run: (args, _config, log) => runSimCommand(args, log) },
 };
 
 async function main(argv: string[]): Promise<void> {

@@ -231,7 +231,7 @@ describe('crash between the receiver answering and the record', () => {
     const locker = await db.pool.connect();
     await locker.query('BEGIN');
     await locker.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE', [deliveryId]);
-    const env = { DATABASE_URL: db.url, HANDSET_WORKER_STALE_AFTER: '2s', HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true' };
+    const env = { DATABASE_URL: db.url, HANDSET_WORKER_STALE_AFTER: '2s', HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true', TELNYX_API_KEY: 'KEY_test' };
     const child = spawnHandset(['serve', '--roles', 'worker'], env);
     try {
       await eventually(async () => receiver.received.length === 1, 20_000).catch((e) => { throw new Error(String(e) + child.output()); });

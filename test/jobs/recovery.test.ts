@@ -18,7 +18,7 @@ afterAll(async () => {
 
 const STALE_AFTER_MS = 2000;
 const worker = () => {
-  const p = spawnHandset(['serve', '--roles', 'worker'], { DATABASE_URL: db.url, HANDSET_WORKER_STALE_AFTER: `${STALE_AFTER_MS}ms` });
+  const p = spawnHandset(['serve', '--roles', 'worker'], { DATABASE_URL: db.url, HANDSET_WORKER_STALE_AFTER: `${STALE_AFTER_MS}ms`, TELNYX_API_KEY: 'KEY_test' });
   procs.push(p);
   return p;
 };

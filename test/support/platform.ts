@@ -23,6 +23,8 @@ export function testConfig(env: Record<string, string> = {}): Config {
       HANDSET_INGEST_PORT: '0',
       HANDSET_WORKER_STALE_AFTER: '3s',
       HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      TELNYX_API_KEY: 'KEY_test',
+      TELNYX_API_URL: 'http://127.0.0.1:9/v2', // nothing listens: tests that dispatch point it at their carrier
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
       ...env,
     },

@@ -1,0 +1,37 @@
+// The usage ledger. bill() is called inside the transaction of the guarded
+// transition that made something billable (a message dispatched or received, a
+// call completed), so a refused transition bills nothing and a duplicate carrier
+// event cannot bill twice. Owns usage_records.
+
+import type { Db } from '../db/pool.js';
+import type { Tx } from '../db/tx.js';
+
+export type UsageKind = 'sms_segment_outbound' | 'sms_segment_inbound' | 'mms_outbound' | 'mms_inbound' | 'call_minute';
+
+export async function bill(
+  tx: Tx,
+  u: { accountId: string; tenantId: string | null; kind: UsageKind; quantity: number; sourceId: string; occurredAt: Date },
+): Promise<void> {
+  await tx.query({
+    name: 'usage_bill',
+    text: `INSERT INTO usage_records (account_id, tenant_id, kind, quantity, source_id, occurred_at)
+           VALUES ($1, $2, $3, $4, $5, $6)`,
+    values: [u.accountId, u.tenantId, u.kind, u.quantity, u.sourceId, u.occurredAt],
+  });
+}
+
+export async function usageSummary(
+  db: Db,
+  accountId: string,
+  from: Date,
+  to: Date,
+  tenantId: string | null,
+): Promise<{ kind: UsageKind; quantity: number }[]> {
+  const { rows } = await db.query<{ kind: UsageKind; quantity: number }>(
+    `SELECT kind, sum(quantity)::int AS quantity FROM usage_records
+      WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3 AND ($4::text IS NULL OR tenant_id = $4)
+      GROUP BY kind ORDER BY kind`,
+    [accountId, from, to, tenantId],
+  );
+  return rows;
+}

@@ -1,0 +1,221 @@
+// SQL for messages and message_status_history. Every status change is one
+// guarded UPDATE … RETURNING: a row back means the transition applied, no row
+// means it was refused (already terminal, canceled, …), which is a normal result.
+//
+//   scheduled ──claim──▶ queued ──sent──▶ sent ──receipt──▶ delivered | failed
+//       │                  │                                 (first terminal word wins)
+//       └─cancel─▶ canceled └─carrier 4xx─▶ failed
+//   inbound: received (inserted once per carrier message id)
+
+import type { Db } from '../db/pool.js';
+import type { Tx } from '../db/tx.js';
+import type { Encoding } from './segments.js';
+
+export type MessageStatus = 'scheduled' | 'queued' | 'sent' | 'delivered' | 'failed' | 'canceled' | 'received';
+
+export interface MessageRow {
+  id: string;
+  account_id: string;
+  tenant_id: string | null;
+  direction: 'outbound' | 'inbound';
+  from_number: string;
+  to_number: string;
+  body: string | null;
+  media_urls: string[];
+  status: MessageStatus;
+  encoding: Encoding;
+  segments: number;
+  error_code: string | null;
+  carrier: string;
+  carrier_message_id: string | null;
+  send_at: Date | null;
+  created_at: Date;
+  sent_at: Date | null;
+  completed_at: Date | null;
+}
+
+export interface NewOutbound {
+  accountId: string;
+  tenantId: string | null;
+  from: string;
+  to: string;
+  body: string | null;
+  mediaUrls: string[];
+  encoding: Encoding;
+  segments: number;
+  sendAt: Date | null;
+  carrier: string;
+}
+
+export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<MessageRow> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_insert_outbound',
+    text: `INSERT INTO messages (account_id, tenant_id, direction, from_number, to_number, body, media_urls,
+                                 status, encoding, segments, send_at, carrier)
+           VALUES ($1, $2, 'outbound', $3, $4, $5, $6, CASE WHEN $7::timestamptz IS NULL THEN 'queued' ELSE 'scheduled' END,
+                   $8, $9, $7, $10)
+           RETURNING *`,
+    values: [m.accountId, m.tenantId, m.from, m.to, m.body, m.mediaUrls, m.sendAt, m.encoding, m.segments, m.carrier],
+  });
+  return rows[0]!;
+}
+
+/** Inserts an inbound message once per carrier message id; null for a duplicate. */
+export async function messageInsertInbound(
+  tx: Tx,
+  m: Omit<NewOutbound, 'sendAt'> & { carrierMessageId: string; receivedAt: Date },
+): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_insert_inbound',
+    text: `INSERT INTO messages (account_id, tenant_id, direction, from_number, to_number, body, media_urls,
+                                 status, encoding, segments, carrier, carrier_message_id, created_at, completed_at)
+           VALUES ($1, $2, 'inbound', $3, $4, $5, $6, 'received', $7, $8, $9, $10, $11, $11)
+           ON CONFLICT (carrier, carrier_message_id) DO NOTHING
+           RETURNING *`,
+    values: [m.accountId, m.tenantId, m.from, m.to, m.body, m.mediaUrls, m.encoding, m.segments, m.carrier, m.carrierMessageId, m.receivedAt],
+  });
+  return rows[0] ?? null;
+}
+
+export async function messageGet(db: Db, accountId: string, id: string): Promise<MessageRow | null> {
+  const { rows } = await db.query<MessageRow>({
+    name: 'message_get',
+    text: 'SELECT * FROM messages WHERE id = $1 AND account_id = $2',
+    values: [id, accountId],
+  });
+  return rows[0] ?? null;
+}
+
+/** For jobs, which act on a message whoever owns it. */
+export async function messageById(db: Db, id: string): Promise<MessageRow | null> {
+  const { rows } = await db.query<MessageRow>({ name: 'message_by_id', text: 'SELECT * FROM messages WHERE id = $1', values: [id] });
+  return rows[0] ?? null;
+}
+
+export async function messageByCarrierId(db: Db, carrier: string, carrierMessageId: string): Promise<MessageRow | null> {
+  const { rows } = await db.query<MessageRow>({
+    name: 'message_by_carrier_id',
+    text: 'SELECT * FROM messages WHERE carrier = $1 AND carrier_message_id = $2',
+    values: [carrier, carrierMessageId],
+  });
+  return rows[0] ?? null;
+}
+
+export async function messageList(
+  db: Db,
+  accountId: string,
+  filter: { status?: string | undefined; direction?: string | undefined },
+  limit: number,
+  startingAfter: string | null,
+): Promise<MessageRow[]> {
+  const { rows } = await db.query<MessageRow>(
+    `SELECT * FROM messages
+      WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR direction = $3)
+        AND ($4::text IS NULL OR id < $4)
+      ORDER BY id DESC LIMIT $5`,
+    [accountId, filter.status ?? null, filter.direction ?? null, startingAfter, limit + 1],
+  );
+  return rows;
+}
+
+/** scheduled → queued once send_at has come: after this, cancel is refused. */
+export async function messageClaimScheduled(tx: Tx, id: string, now: Date): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_claim_scheduled',
+    text: `UPDATE messages SET status = 'queued' WHERE id = $1 AND status = 'scheduled' AND send_at <= $2 RETURNING *`,
+    values: [id, now],
+  });
+  return rows[0] ?? null;
+}
+
+/** queued → sent with the carrier's id: the transition that bills the segments. */
+export async function messageMarkSent(tx: Tx, id: string, carrierMessageId: string, at: Date): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_mark_sent',
+    text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3
+            WHERE id = $1 AND status IN ('queued', 'scheduled')
+            RETURNING *`,
+    values: [id, carrierMessageId, at],
+  });
+  return rows[0] ?? null;
+}
+
+/** queued → failed when the carrier refuses the send (nothing was sent, nothing is billed). */
+export async function messageMarkRejected(tx: Tx, id: string, errorCode: string, at: Date): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_mark_rejected',
+    text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3
+            WHERE id = $1 AND status IN ('queued', 'scheduled')
+            RETURNING *`,
+    values: [id, errorCode, at],
+  });
+  return rows[0] ?? null;
+}
+
+export async function messageCancel(tx: Tx, accountId: string, id: string, at: Date): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_cancel',
+    text: `UPDATE messages SET status = 'canceled', completed_at = $3
+            WHERE id = $1 AND account_id = $2 AND status = 'scheduled'
+            RETURNING *`,
+    values: [id, accountId, at],
+  });
+  return rows[0] ?? null;
+}
+
+/** The first terminal word from the carrier wins; nothing moves a message after it. */
+export async function messageFinalize(
+  tx: Tx,
+  id: string,
+  status: 'delivered' | 'failed',
+  errorCode: string | null,
+  at: Date,
+): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_finalize',
+    text: `UPDATE messages SET status = $2, error_code = $3, completed_at = $4
+            WHERE id = $1 AND direction = 'outbound' AND status NOT IN ('delivered', 'failed')
+            RETURNING *`,
+    values: [id, status, errorCode, at],
+  });
+  return rows[0] ?? null;
+}
+
+export interface HistoryEntry {
+  messageId: string;
+  source: 'api' | 'dispatch' | 'carrier';
+  carrierEventId?: string | null;
+  status: string;
+  carrierStatus?: string | null;
+  errorCode?: string | null;
+  effect: 'applied' | 'refused' | 'informational';
+  note?: string | null;
+  occurredAt: Date;
+}
+
+export async function historyRecord(tx: Tx, h: HistoryEntry): Promise<void> {
+  await tx.query({
+    name: 'message_history_record',
+    text: `INSERT INTO message_status_history (message_id, source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    values: [h.messageId, h.source, h.carrierEventId ?? null, h.status, h.carrierStatus ?? null, h.errorCode ?? null, h.effect, h.note ?? null, h.occurredAt],
+  });
+}
+
+export async function historyList(db: Db, messageId: string) {
+  const { rows } = await db.query(
+    `SELECT source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at
+       FROM message_status_history WHERE message_id = $1 ORDER BY occurred_at, created_at, id`,
+    [messageId],
+  );
+  return rows as {
+    source: string;
+    carrier_event_id: string | null;
+    status: string;
+    carrier_status: string | null;
+    error_code: string | null;
+    effect: string;
+    note: string | null;
+    occurred_at: Date;
+  }[];
+}

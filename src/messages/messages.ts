@@ -1,0 +1,102 @@
+// Messages as customers see them: creating one (validated, segmented, and
+// committed together with its dispatch job), canceling a scheduled one, and the
+// resource shape shared by the API and the customer events.
+
+import type { Tx } from '../db/tx.js';
+import { enqueue } from '../jobs/enqueue.js';
+import { numberOwned } from '../numbers/numbers.js';
+import { emit } from '../outbox/outbox.js';
+import { historyRecord, messageCancel, messageInsertOutbound, type MessageRow } from './messages.sql.js';
+import { segmentsOf } from './segments.js';
+
+declare global {
+  namespace GraphileWorker {
+    interface Tasks {
+      'message.dispatch': { messageId: string; attempt?: number };
+    }
+  }
+}
+
+export const MAX_BODY_CHARACTERS = 1600;
+export const MAX_SCHEDULE_DAYS = 35;
+
+export function messageResource(m: MessageRow) {
+  return {
+    id: m.id,
+    direction: m.direction,
+    from: m.from_number,
+    to: m.to_number,
+    body: m.body,
+    media_urls: m.media_urls,
+    status: m.status,
+    encoding: m.encoding,
+    segments: m.segments,
+    error_code: m.error_code,
+    carrier_message_id: m.carrier_message_id,
+    tenant_id: m.tenant_id,
+    send_at: m.send_at?.toISOString() ?? null,
+    created_at: m.created_at.toISOString(),
+    sent_at: m.sent_at?.toISOString() ?? null,
+    completed_at: m.completed_at?.toISOString() ?? null,
+  };
+}
+
+export type Refusal = { refused: true; code: string; detail: string; param?: string };
+const refuse = (code: string, detail: string, param?: string): Refusal => ({ refused: true, code, detail, ...(param ? { param } : {}) });
+
+export interface NewMessage {
+  accountId: string;
+  from: string;
+  to: string;
+  body: string | null;
+  mediaUrls: string[];
+  sendAt: Date | null;
+}
+
+/**
+ * Creates an outbound message, status `queued` (or `scheduled` with send_at),
+ * and its dispatch job (run at send_at) in the caller's transaction.
+ */
+export async function createMessage(tx: Tx, m: NewMessage, now: Date, carrier: string): Promise<MessageRow | Refusal> {
+  if (!m.body && m.mediaUrls.length === 0) return refuse('empty_message', 'Give a body, media_urls, or both', 'body');
+  if (m.sendAt) {
+    if (m.sendAt.getTime() <= now.getTime()) return refuse('invalid_send_at', 'send_at must be in the future', 'send_at');
+    if (m.sendAt.getTime() > now.getTime() + MAX_SCHEDULE_DAYS * 86_400_000) {
+      return refuse('invalid_send_at', `send_at must be at most ${MAX_SCHEDULE_DAYS} days ahead`, 'send_at');
+    }
+  }
+  const number = await numberOwned(tx, m.accountId, m.from);
+  if (!number) return refuse('from_not_owned', `${m.from} is not one of this account's phone numbers`, 'from');
+  const { encoding, segments } = segmentsOf(m.body, m.mediaUrls);
+  const message = await messageInsertOutbound(tx, {
+    accountId: m.accountId,
+    tenantId: number.tenant_id,
+    from: m.from,
+    to: m.to,
+    body: m.body,
+    mediaUrls: m.mediaUrls,
+    encoding,
+    segments,
+    sendAt: m.sendAt,
+    carrier,
+  });
+  await historyRecord(tx, { messageId: message.id, source: 'api', status: message.status, effect: 'applied', occurredAt: now });
+  await enqueue(tx, 'message.dispatch', { messageId: message.id }, {
+    jobKey: dispatchJobKey(message.id),
+    ...(m.sendAt ? { runAt: m.sendAt } : {}),
+  });
+  return message;
+}
+
+export const dispatchJobKey = (messageId: string) => `message.dispatch:${messageId}`;
+
+/** scheduled → canceled, with one message.canceled; null when it is no longer scheduled. */
+export async function cancelMessage(tx: Tx, accountId: string, id: string, now: Date): Promise<MessageRow | null> {
+  const m = await messageCancel(tx, accountId, id, now);
+  if (!m) return null;
+  await historyRecord(tx, { messageId: m.id, source: 'api', status: 'canceled', effect: 'applied', occurredAt: now });
+  await emit(tx, { accountId: m.account_id, tenantId: m.tenant_id, type: 'message.canceled', subjectId: m.id, data: messageResource(m), occurredAt: now });
+  // The dispatch job would find nothing to send; remove it rather than let it run.
+  await tx.query('SELECT graphile_worker.remove_job($1)', [dispatchJobKey(m.id)]);
+  return m;
+}

@@ -1,0 +1,77 @@
+// Carrier events about messages. A delivery receipt asks "is there anything left
+// to do to this message?" and lets the row answer: the terminal transition is one
+// guarded UPDATE, and the history row, the customer event (and nothing else) follow
+// only when it changed the row. A receipt that arrives before the dispatcher has
+// stamped the carrier id fails with NotReadyError and is retried with backoff.
+// An inbound SMS is inserted once per carrier message id, whatever event id it
+// came under.
+
+import { bill } from '../billing/usage.js';
+import type { HandlerRegistry } from '../carrier/process.js';
+import { NotReadyError } from '../carrier/process.js';
+import { numberByE164 } from '../numbers/numbers.js';
+import { emit } from '../outbox/outbox.js';
+import { messageResource } from './messages.js';
+import { historyRecord, messageByCarrierId, messageFinalize, messageInsertInbound } from './messages.sql.js';
+import { segmentsOf } from './segments.js';
+
+export const messageHandlers: HandlerRegistry = {
+  'message.receipt': async (tx, ev, ctx) => {
+    const m = await messageByCarrierId(tx, ctx.carrier, ev.carrierMessageId);
+    if (!m) throw new NotReadyError(`no message with ${ctx.carrier} id ${ev.carrierMessageId} yet`);
+    const history = { messageId: m.id, source: 'carrier' as const, carrierEventId: ctx.eventRowId, carrierStatus: ev.carrierStatus, errorCode: ev.errorCode, occurredAt: ev.occurredAt };
+
+    if (ev.status !== 'delivered' && ev.status !== 'failed') {
+      // sent / queued / sending / delivery_unconfirmed: worth knowing, never a second message.sent
+      await historyRecord(tx, { ...history, status: m.status, effect: 'informational' });
+      return { outcome: 'ignored', reason: `${ev.carrierStatus} changes nothing` };
+    }
+
+    const done = await messageFinalize(tx, m.id, ev.status, ev.status === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null, ev.occurredAt);
+    if (!done) {
+      await historyRecord(tx, { ...history, status: ev.status, effect: 'refused', note: `message already ${m.status}` });
+      return { outcome: 'ignored', reason: `message already ${m.status}` };
+    }
+    await historyRecord(tx, { ...history, status: done.status, effect: 'applied' });
+    await emit(tx, {
+      accountId: done.account_id,
+      tenantId: done.tenant_id,
+      type: done.status === 'delivered' ? 'message.delivered' : 'message.failed',
+      subjectId: done.id,
+      data: messageResource(done),
+      occurredAt: ev.occurredAt,
+    });
+    return { outcome: 'applied' };
+  },
+
+  'message.received': async (tx, ev, ctx) => {
+    const number = await numberByE164(tx, ev.to);
+    if (!number) return { outcome: 'rejected', reason: `no account owns ${ev.to}` };
+    const { encoding, segments } = segmentsOf(ev.text, ev.mediaUrls);
+    const m = await messageInsertInbound(tx, {
+      accountId: number.account_id,
+      tenantId: number.tenant_id,
+      from: ev.from,
+      to: ev.to,
+      body: ev.text || null,
+      mediaUrls: ev.mediaUrls,
+      encoding,
+      segments,
+      carrier: ctx.carrier,
+      carrierMessageId: ev.carrierMessageId,
+      receivedAt: ev.occurredAt,
+    });
+    if (!m) return { outcome: 'ignored', reason: 'this SMS is already a message' };
+    await bill(tx, {
+      accountId: m.account_id,
+      tenantId: m.tenant_id,
+      kind: encoding === 'MMS' ? 'mms_inbound' : 'sms_segment_inbound',
+      quantity: segments,
+      sourceId: m.id,
+      occurredAt: ev.occurredAt,
+    });
+    await historyRecord(tx, { messageId: m.id, source: 'carrier', carrierEventId: ctx.eventRowId, status: 'received', effect: 'applied', occurredAt: ev.occurredAt });
+    await emit(tx, { accountId: m.account_id, tenantId: m.tenant_id, type: 'message.received', subjectId: m.id, data: messageResource(m), occurredAt: ev.occurredAt });
+    return { outcome: 'applied' };
+  },
+};

@@ -1,0 +1,156 @@
+// Customer API for messages: send (now or at send_at), cancel a scheduled one,
+// read one with its status history, and list them.
+
+import { Type } from 'typebox';
+import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { listOf, listQuery, page } from '../api/pagination.js';
+import { conflict, notFound, unprocessable } from '../api/problem.js';
+import type { ApiRoutes } from '../api/server.js';
+import { withTx } from '../db/tx.js';
+import { E164 } from '../numbers/numbers.js';
+import { cancelMessage, createMessage, MAX_BODY_CHARACTERS, messageResource } from './messages.js';
+import { historyList, messageGet, messageList } from './messages.sql.js';
+
+const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
+const Time = Type.String({ format: 'date-time' });
+
+const Message = Type.Object({
+  id: Type.String(),
+  direction: Type.String({ description: 'outbound or inbound' }),
+  from: Type.String(),
+  to: Type.String(),
+  body: Nullable(Type.String()),
+  media_urls: Type.Array(Type.String()),
+  status: Type.String({ description: 'scheduled, queued, sent, delivered, failed, canceled (outbound); received (inbound)' }),
+  encoding: Type.String({ description: 'GSM-7, UCS-2 or MMS' }),
+  segments: Type.Integer(),
+  error_code: Nullable(Type.String()),
+  carrier_message_id: Nullable(Type.String()),
+  tenant_id: Nullable(Type.String()),
+  send_at: Nullable(Time),
+  created_at: Time,
+  sent_at: Nullable(Time),
+  completed_at: Nullable(Time),
+});
+
+const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
+export const messageRoutes: ApiRoutes = (app, ctx) => {
+  const tags = ['Messages'];
+  app.post(
+    '/messages',
+    {
+      schema: {
+        tags,
+        summary: 'Send an SMS or MMS, now or at send_at',
+        body: Type.Object(
+          {
+            from: E164,
+            to: E164,
+            body: Type.Optional(Type.String({ maxLength: MAX_BODY_CHARACTERS })),
+            media_urls: Type.Optional(
+              Type.Array(Type.String({ pattern: '^https://', maxLength: 2048, 'x-code': 'invalid_media_url' }), { maxItems: 10 }),
+            ),
+            send_at: Type.Optional(Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 201: Message },
+      },
+    },
+    async (req, reply) => {
+      const { accountId } = req.principal;
+      const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
+        const m = await createMessage(
+          tx,
+          {
+            accountId,
+            from: req.body.from,
+            to: req.body.to,
+            body: req.body.body || null,
+            mediaUrls: req.body.media_urls ?? [],
+            sendAt: req.body.send_at ? new Date(req.body.send_at) : null,
+          },
+          new Date(),
+          'telnyx',
+        );
+        if ('refused' in m) throw unprocessable(m.code, m.detail, m.param);
+        return { status: 201, body: messageResource(m) };
+      });
+      return sendCreated(reply, created);
+    },
+  );
+
+  app.get(
+    '/messages',
+    {
+      schema: {
+        tags,
+        summary: 'List messages, newest first',
+        querystring: listQuery({
+          status: Type.Optional(Type.Enum(['scheduled', 'queued', 'sent', 'delivered', 'failed', 'canceled', 'received'])),
+          direction: Type.Optional(Type.Enum(['outbound', 'inbound'])),
+        }),
+        response: { 200: listOf(Message) },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const rows = await messageList(ctx.pool, req.principal.accountId, { status: q.status, direction: q.direction }, q.limit, q.starting_after ?? null);
+      const p = page(rows, q.limit);
+      return { data: p.data.map(messageResource), has_more: p.has_more };
+    },
+  );
+
+  app.get('/messages/:id', { schema: { tags, summary: 'Get a message', params: IdParams, response: { 200: Message } } }, async (req) => {
+    const m = await messageGet(ctx.pool, req.principal.accountId, req.params.id);
+    if (!m) throw notFound('message');
+    return messageResource(m);
+  });
+
+  app.get(
+    '/messages/:id/status_history',
+    {
+      schema: {
+        tags,
+        summary: 'Every word about this message: API, dispatcher and each carrier receipt, and whether it changed the message',
+        params: IdParams,
+        response: {
+          200: listOf(
+            Type.Object({
+              source: Type.String(),
+              status: Type.String(),
+              carrier_status: Nullable(Type.String()),
+              error_code: Nullable(Type.String()),
+              effect: Type.String({ description: 'applied, refused or informational' }),
+              note: Nullable(Type.String()),
+              occurred_at: Time,
+            }),
+          ),
+        },
+      },
+    },
+    async (req) => {
+      const m = await messageGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!m) throw notFound('message');
+      const rows = await historyList(ctx.pool, m.id);
+      return { data: rows.map((h) => ({ ...h, occurred_at: h.occurred_at.toISOString() })), has_more: false };
+    },
+  );
+
+  app.post(
+    '/messages/:id/cancel',
+    { schema: { tags, summary: 'Cancel a scheduled message (409 once it is no longer scheduled)', params: IdParams, response: { 200: Message } } },
+    async (req) => {
+      const { accountId } = req.principal;
+      const m = await withTx(ctx.pool, async (tx) => {
+        const canceled = await cancelMessage(tx, accountId, req.params.id, new Date());
+        if (canceled) return canceled;
+        const existing = await messageGet(tx, accountId, req.params.id);
+        if (!existing) throw notFound('message');
+        throw conflict('message_not_cancelable', `Only a scheduled message can be canceled; this one is ${existing.status}`);
+      });
+      return messageResource(m);
+    },
+  );
+};
