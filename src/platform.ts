@@ -18,6 +18,9 @@ import { deliveryTask } from './delivery/deliver.js';
 import { deliveryRoutes } from './delivery/routes.js';
 import { buildIngestServer } from './ingest/server.js';
 import { usageRoutes } from './billing/routes.js';
+import { commandTask, connectTask, dialTask } from './calls/commands.js';
+import { callHandlers } from './calls/handlers.js';
+import { callRoutes } from './calls/routes.js';
 import { telnyxClient } from './carrier/telnyx/client.js';
 import { maintenanceTask, MAINTENANCE_CRONTAB } from './maintenance.js';
 import { dispatchTask } from './messages/dispatch.js';
@@ -105,7 +108,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         config,
         log,
         metrics,
-        routes: [tenantRoutes, numberRoutes, messageRoutes, usageRoutes, deliveryRoutes, eventRoutes, ...(opts.routes ?? [])],
+        routes: [tenantRoutes, numberRoutes, messageRoutes, callRoutes, usageRoutes, deliveryRoutes, eventRoutes, ...(opts.routes ?? [])],
       });
       servers.push(app);
       apiUrl = await listen(app, config.host, config.apiPort);
@@ -124,7 +127,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         'carrier_event.process': processCarrierEventTask({
           pool: workerPool,
           adapters: Object.fromEntries(adapters.map((a) => [a.name, a])),
-          handlers: opts.handlers ?? { ...messageHandlers },
+          handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers },
           log,
         }),
         'delivery.attempt': deliveryTask({
@@ -138,6 +141,9 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           parallelPerEndpoint: Math.max(1, Math.floor(config.workerConcurrency / 2)),
         }),
         'message.dispatch': dispatchTask({ pool: workerPool, carrier, log }),
+        'call.dial': dialTask({ pool: workerPool, carrier, log }),
+        'call.command': commandTask({ pool: workerPool, carrier, log }),
+        'call.connect': connectTask({ pool: workerPool, carrier, log }),
         maintenance: maintenanceTask({ pool: workerPool, log }),
         ...opts.tasks,
       };
@@ -150,6 +156,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         staleAfterMs: config.workerStaleAfterMs,
         crontab: MAINTENANCE_CRONTAB,
       });
+      if (!config.telnyx.connectionId) log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
       log.info({ concurrency: config.workerConcurrency }, 'worker running');
     }
 

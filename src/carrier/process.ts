@@ -39,6 +39,8 @@ export interface HandlerContext {
   carrierEventId: string;
   /** The time the processing transaction started; handlers stamp rows with it. */
   now: Date;
+  /** 1 on the first run of the processing job. */
+  attempt: number;
 }
 
 export type CarrierEventHandler<K extends CarrierEventKind> = (
@@ -83,7 +85,7 @@ export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string,
         const event = adapter.parse(row.payload);
         const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
         result = handler
-          ? await handler(tx, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now })
+          ? await handler(tx, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now, attempt })
           : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
       } catch (err) {
         if (err instanceof MalformedCarrierEvent) result = { outcome: 'rejected', reason: `malformed: ${err.message}` };

@@ -1,0 +1,266 @@
+// SQL for calls and call_legs. Each transition is one guarded statement that
+// returns the row it changed, or nothing when it was refused:
+//
+//   call:  ringing ──answer (status='ringing')──▶ in_progress ──hangup (ended_at IS NULL)──▶ completed
+//             └──────────── hangup / plan exhausted (ended_at IS NULL) ───────────────────▶ missed
+//   ring cursor: next = p+1 ──CAS (next = p+1 AND status='ringing')──▶ p+2, only the winner dials p+1
+//   leg:   dialing ──stamp──▶ ringing ──answer──▶ answered ──hangup (ended_at IS NULL)──▶ completed
+//             │                  └───────────────── hangup ───────────────────────────▶ no_answer
+//             └──cancel (call over)──▶ canceled        dial refused ──▶ failed
+
+import type { Db } from '../db/pool.js';
+import type { Tx } from '../db/tx.js';
+
+export type CallStatus = 'ringing' | 'in_progress' | 'completed' | 'missed';
+export type LegStatus = 'dialing' | 'ringing' | 'answered' | 'completed' | 'no_answer' | 'canceled' | 'failed';
+
+export interface RingPlan {
+  targets: string[];
+  timeout: number;
+  next: number;
+}
+
+export interface CallRow {
+  id: string;
+  account_id: string;
+  tenant_id: string | null;
+  direction: 'outbound' | 'inbound';
+  from_number: string;
+  number: string;
+  status: CallStatus;
+  ring_plan: RingPlan;
+  carrier: string;
+  caller_leg_id: string | null;
+  caller_call_control_id: string | null;
+  answered_leg_id: string | null;
+  answered_at: Date | null;
+  ended_at: Date | null;
+  duration_seconds: number | null;
+  created_at: Date;
+}
+
+export interface LegRow {
+  id: string;
+  call_id: string;
+  position: number;
+  to_number: string;
+  status: LegStatus;
+  call_control_id: string | null;
+  carrier_leg_id: string | null;
+  hangup_cause: string | null;
+  dialed_at: Date | null;
+  answered_at: Date | null;
+  ended_at: Date | null;
+  created_at: Date;
+}
+
+export async function callInsert(
+  tx: Tx,
+  c: {
+    accountId: string;
+    tenantId: string | null;
+    direction: 'outbound' | 'inbound';
+    from: string;
+    number: string;
+    plan: RingPlan;
+    carrier: string;
+    status?: CallStatus;
+    callerLegId?: string | null;
+    callerCallControlId?: string | null;
+    createdAt?: Date;
+  },
+): Promise<CallRow | null> {
+  const { rows } = await tx.query<CallRow>({
+    name: 'call_insert',
+    text: `INSERT INTO calls (account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
+                              caller_leg_id, caller_call_control_id, created_at, ended_at, duration_seconds)
+           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, coalesce($11, now()),
+                   CASE WHEN $6 = 'missed' THEN coalesce($11, now()) END, CASE WHEN $6 = 'missed' THEN 0 END)
+           ON CONFLICT (carrier, caller_leg_id) DO NOTHING
+           RETURNING *`,
+    values: [
+      c.accountId,
+      c.tenantId,
+      c.direction,
+      c.from,
+      c.number,
+      c.status ?? 'ringing',
+      JSON.stringify(c.plan),
+      c.carrier,
+      c.callerLegId ?? null,
+      c.callerCallControlId ?? null,
+      c.createdAt ?? null,
+    ],
+  });
+  return rows[0] ?? null;
+}
+
+/** Serializes every transition of one call: all call handlers take this lock first (no deadlocks). */
+export async function callLock(tx: Tx, id: string): Promise<CallRow | null> {
+  const { rows } = await tx.query<CallRow>({ name: 'call_lock', text: 'SELECT * FROM calls WHERE id = $1 FOR UPDATE', values: [id] });
+  return rows[0] ?? null;
+}
+
+export async function callGet(db: Db, accountId: string, id: string): Promise<CallRow | null> {
+  const { rows } = await db.query<CallRow>({ name: 'call_get', text: 'SELECT * FROM calls WHERE id = $1 AND account_id = $2', values: [id, accountId] });
+  return rows[0] ?? null;
+}
+
+export async function callByCallerControlId(db: Db, callControlId: string): Promise<CallRow | null> {
+  const { rows } = await db.query<CallRow>({
+    name: 'call_by_caller_control_id',
+    text: 'SELECT * FROM calls WHERE caller_call_control_id = $1',
+    values: [callControlId],
+  });
+  return rows[0] ?? null;
+}
+
+export async function callList(
+  db: Db,
+  accountId: string,
+  filter: { status?: string | undefined; direction?: string | undefined },
+  limit: number,
+  startingAfter: string | null,
+): Promise<CallRow[]> {
+  const { rows } = await db.query<CallRow>(
+    `SELECT * FROM calls
+      WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR direction = $3)
+        AND ($4::text IS NULL OR id < $4)
+      ORDER BY id DESC LIMIT $5`,
+    [accountId, filter.status ?? null, filter.direction ?? null, startingAfter, limit + 1],
+  );
+  return rows;
+}
+
+/**
+ * The ring cursor's compare-and-swap: "I believe the next target is `expected`,
+ * and I claim it by setting next to expected+1." Refused when another worker
+ * (a duplicate hangup) took this turn, or when the call is no longer ringing.
+ */
+export async function callClaimNext(tx: Tx, id: string, expected: number): Promise<CallRow | null> {
+  const { rows } = await tx.query<CallRow>({
+    name: 'call_claim_next',
+    text: `UPDATE calls SET ring_plan = jsonb_set(ring_plan, '{next}', to_jsonb($3::int))
+            WHERE id = $1 AND (ring_plan->>'next')::int = $2 AND status = 'ringing'
+            RETURNING *`,
+    values: [id, expected, expected + 1],
+  });
+  return rows[0] ?? null;
+}
+
+/** ringing → in_progress, once: the first answer wins. */
+export async function callAnswer(tx: Tx, id: string, legId: string, at: Date): Promise<CallRow | null> {
+  const { rows } = await tx.query<CallRow>({
+    name: 'call_answer',
+    text: `UPDATE calls SET status = 'in_progress', answered_at = $3, answered_leg_id = $2
+            WHERE id = $1 AND status = 'ringing'
+            RETURNING *`,
+    values: [id, legId, at],
+  });
+  return rows[0] ?? null;
+}
+
+/**
+ * The design's hangup guard: ringing → missed, in_progress → completed, with the
+ * duration, once. A second hangup finds ended_at set and nothing to end or bill.
+ * `ringCursor`, when given, also requires the plan to be exhausted at that
+ * position (the last target's hangup), so a stale leg cannot end a call that
+ * has moved on.
+ */
+export async function callEnd(tx: Tx, id: string, at: Date, ringCursor?: number): Promise<CallRow | null> {
+  const { rows } = await tx.query<CallRow>({
+    name: 'call_end',
+    text: `UPDATE calls SET
+              status = CASE status WHEN 'ringing' THEN 'missed' WHEN 'in_progress' THEN 'completed' ELSE status END,
+              duration_seconds = CASE WHEN status = 'in_progress'
+                                      THEN greatest(0, ceil(extract(epoch FROM ($2::timestamptz - answered_at))))::int
+                                      ELSE 0 END,
+              ended_at = $2
+            WHERE id = $1 AND ended_at IS NULL
+              AND ($3::int IS NULL OR (status = 'ringing' AND (ring_plan->>'next')::int = $3))
+            RETURNING *`,
+    values: [id, at, ringCursor ?? null],
+  });
+  return rows[0] ?? null;
+}
+
+export async function legInsert(tx: Tx, callId: string, position: number, to: string): Promise<LegRow> {
+  const { rows } = await tx.query<LegRow>({
+    name: 'leg_insert',
+    text: `INSERT INTO call_legs (call_id, position, to_number, status) VALUES ($1, $2, $3, 'dialing') RETURNING *`,
+    values: [callId, position, to],
+  });
+  return rows[0]!;
+}
+
+export async function legGet(db: Db, id: string): Promise<LegRow | null> {
+  const { rows } = await db.query<LegRow>({ name: 'leg_get', text: 'SELECT * FROM call_legs WHERE id = $1', values: [id] });
+  return rows[0] ?? null;
+}
+
+export async function legByControlId(db: Db, callControlId: string): Promise<LegRow | null> {
+  const { rows } = await db.query<LegRow>({
+    name: 'leg_by_control_id',
+    text: 'SELECT * FROM call_legs WHERE call_control_id = $1',
+    values: [callControlId],
+  });
+  return rows[0] ?? null;
+}
+
+export async function legsOf(db: Db, callId: string): Promise<LegRow[]> {
+  const { rows } = await db.query<LegRow>({
+    name: 'legs_of',
+    text: 'SELECT * FROM call_legs WHERE call_id = $1 ORDER BY position',
+    values: [callId],
+  });
+  return rows;
+}
+
+/** Records the carrier's ids for a dialed leg; the first of the dial answer and call.initiated wins. */
+export async function legStamp(tx: Tx, id: string, callControlId: string, carrierLegId: string | null, at: Date): Promise<LegRow | null> {
+  const { rows } = await tx.query<LegRow>({
+    name: 'leg_stamp',
+    text: `UPDATE call_legs SET call_control_id = $2, carrier_leg_id = $3, dialed_at = $4,
+                  status = CASE WHEN status = 'dialing' THEN 'ringing' ELSE status END
+            WHERE id = $1 AND call_control_id IS NULL
+            RETURNING *`,
+    values: [id, callControlId, carrierLegId, at],
+  });
+  return rows[0] ?? null;
+}
+
+/** A leg that was claimed but whose dial never went out (the call was over, or the dial was refused). */
+export async function legAbandon(tx: Tx, id: string, status: 'canceled' | 'failed', cause: string, at: Date): Promise<LegRow | null> {
+  const { rows } = await tx.query<LegRow>({
+    name: 'leg_abandon',
+    text: `UPDATE call_legs SET status = $2, hangup_cause = $3, ended_at = $4
+            WHERE id = $1 AND status = 'dialing' AND ended_at IS NULL
+            RETURNING *`,
+    values: [id, status, cause, at],
+  });
+  return rows[0] ?? null;
+}
+
+export async function legAnswer(tx: Tx, id: string, at: Date): Promise<LegRow | null> {
+  const { rows } = await tx.query<LegRow>({
+    name: 'leg_answer',
+    text: `UPDATE call_legs SET status = 'answered', answered_at = $2
+            WHERE id = $1 AND status IN ('dialing', 'ringing') AND ended_at IS NULL
+            RETURNING *`,
+    values: [id, at],
+  });
+  return rows[0] ?? null;
+}
+
+/** The leg's hangup guard: a second hangup finds ended_at set. */
+export async function legEnd(tx: Tx, id: string, cause: string, at: Date): Promise<LegRow | null> {
+  const { rows } = await tx.query<LegRow>({
+    name: 'leg_end',
+    text: `UPDATE call_legs SET ended_at = $3, hangup_cause = $2,
+                  status = CASE WHEN answered_at IS NOT NULL THEN 'completed' ELSE 'no_answer' END
+            WHERE id = $1 AND ended_at IS NULL
+            RETURNING *`,
+    values: [id, cause, at],
+  });
+  return rows[0] ?? null;
+}

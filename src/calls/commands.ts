@@ -1,0 +1,110 @@
+// The jobs that talk to the carrier about calls. Each was enqueued in the
+// transaction that decided it and carries a command_id the carrier de-duplicates
+// (60 s), so a job re-run after a crash does not dial or act twice.
+//
+// call.dial: if the call is no longer ringing when the job runs, the leg is
+// canceled and nobody is dialed. Otherwise dial (command_id = the leg id) and
+// stamp the leg; if the call ended while we were dialing, hang the new leg up. A
+// refused dial fails the leg and rings on; a carrier that does not answer is
+// retried quickly (inside the command_id window), then treated as refused.
+
+import type pg from 'pg';
+import type { CarrierClient } from '../carrier/carrier.js';
+import { withTx } from '../db/tx.js';
+import { enqueue } from '../jobs/enqueue.js';
+import type { TaskHandler } from '../jobs/runner.js';
+import type { Logger } from '../telemetry/log.js';
+import { hangUp, ringOn } from './calls.js';
+import { callLock, legAbandon, legGet, legsOf, legStamp } from './calls.sql.js';
+import type { LegState } from './handlers.js';
+
+export interface CallCommandDeps {
+  pool: pg.Pool;
+  carrier: CarrierClient;
+  log: Logger;
+}
+
+const DIAL_ATTEMPTS = 4; // retries at 2, 4, 8 s: all inside Telnyx's 60 s command_id window
+
+export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1): Promise<'dialed' | 'canceled' | 'refused' | 'retrying' | 'nothing'> {
+  const leg = await legGet(deps.pool, legId);
+  if (!leg || leg.status !== 'dialing' || leg.ended_at) return 'nothing';
+  const { rows } = await deps.pool.query('SELECT status, number, ring_plan FROM calls WHERE id = $1', [leg.call_id]);
+  const call = rows[0] as { status: string; number: string; ring_plan: { timeout: number } };
+  if (call.status !== 'ringing') {
+    await withTx(deps.pool, async (tx) => {
+      await callLock(tx, leg.call_id);
+      await legAbandon(tx, leg.id, 'canceled', 'call_ended_before_dial', new Date());
+    });
+    return 'canceled';
+  }
+
+  const state: LegState = { c: leg.call_id, l: leg.id, p: leg.position };
+  const result = await deps.carrier.dial({
+    from: call.number,
+    to: leg.to_number,
+    timeoutSecs: call.ring_plan.timeout,
+    clientState: state,
+    commandId: leg.id,
+  });
+
+  if (result.ok) {
+    await withTx(deps.pool, async (tx) => {
+      const locked = await callLock(tx, leg.call_id);
+      await legStamp(tx, leg.id, result.callControlId, result.callLegId, new Date());
+      // The call was answered elsewhere or ended while this dial was in flight.
+      if (locked && locked.status !== 'ringing') await hangUp(tx, result.callControlId, `hangup:${leg.id}`);
+    });
+    return 'dialed';
+  }
+  if (result.kind === 'retry' && attempt < DIAL_ATTEMPTS) {
+    await withTx(deps.pool, (tx) =>
+      enqueue(tx, 'call.dial', { legId, attempt: attempt + 1 }, { runAt: new Date(Date.now() + 2 ** attempt * 1000), jobKey: `call.dial:${legId}` }),
+    );
+    return 'retrying';
+  }
+  const cause = result.kind === 'rejected' ? `dial_refused:${result.code}` : 'carrier_unavailable';
+  deps.log.warn({ legId, cause, detail: result.detail }, 'dial failed; ringing on');
+  await withTx(deps.pool, async (tx) => {
+    const locked = await callLock(tx, leg.call_id);
+    const failed = await legAbandon(tx, leg.id, 'failed', cause, new Date());
+    if (failed && locked) await ringOn(tx, locked, leg.position, new Date());
+  });
+  return 'refused';
+}
+
+export function dialTask(deps: CallCommandDeps): TaskHandler<'call.dial'> {
+  return async (payload) => {
+    await dialLeg(deps, payload.legId, payload.attempt ?? 1);
+  };
+}
+
+/** hangup / reject / answer; "the call has already ended" counts as done. */
+export function commandTask(deps: CallCommandDeps): TaskHandler<'call.command'> {
+  return async (payload) => {
+    const r = await deps.carrier.callAction(payload.callControlId, { action: payload.action }, payload.commandId);
+    if (r.ok) return;
+    if (r.kind === 'retry') throw new Error(`${payload.action} ${payload.callControlId}: ${r.detail}`);
+    deps.log.warn({ ...payload, code: r.code, detail: r.detail }, 'carrier refused a call command');
+  };
+}
+
+/** Inbound: answer the parked caller, then bridge them to the leg that answered. */
+export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> {
+  return async ({ callId }) => {
+    const { rows } = await deps.pool.query('SELECT * FROM calls WHERE id = $1', [callId]);
+    const call = rows[0] as { status: string; caller_call_control_id: string | null; answered_leg_id: string | null } | undefined;
+    if (!call || call.status !== 'in_progress' || !call.caller_call_control_id || !call.answered_leg_id) return;
+    const leg = (await legsOf(deps.pool, callId)).find((l) => l.id === call.answered_leg_id);
+    if (!leg?.call_control_id) throw new Error(`answered leg of ${callId} has no call_control_id yet`);
+    const caller = call.caller_call_control_id;
+    const answered = await deps.carrier.callAction(caller, { action: 'answer' }, `answer:${callId}`);
+    if (!answered.ok) {
+      if (answered.kind === 'retry') throw new Error(`answer ${caller}: ${answered.detail}`);
+      deps.log.warn({ callId, code: answered.code }, 'could not answer the caller');
+      return;
+    }
+    const bridged = await deps.carrier.callAction(caller, { action: 'bridge', otherCallControlId: leg.call_control_id }, `bridge:${callId}`);
+    if (!bridged.ok && bridged.kind === 'retry') throw new Error(`bridge ${caller}: ${bridged.detail}`);
+  };
+}

@@ -1,0 +1,98 @@
+// Customer API for calls: place a sequential-ring call, read one with its legs, list.
+
+import { Type } from 'typebox';
+import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { listOf, listQuery, page } from '../api/pagination.js';
+import { notFound, unprocessable } from '../api/problem.js';
+import type { ApiRoutes } from '../api/server.js';
+import { E164 } from '../numbers/numbers.js';
+import { callResource, createOutboundCall, MAX_TARGETS } from './calls.js';
+import { callGet, callList, legsOf } from './calls.sql.js';
+
+const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) => Type.Union([t, Type.Null()]);
+const Time = Type.String({ format: 'date-time' });
+
+const Leg = Type.Object({
+  id: Type.String(),
+  position: Type.Integer(),
+  to: Type.String(),
+  status: Type.String({ description: 'dialing, ringing, answered, completed, no_answer, canceled or failed' }),
+  hangup_cause: Nullable(Type.String()),
+  dialed_at: Nullable(Time),
+  answered_at: Nullable(Time),
+  ended_at: Nullable(Time),
+});
+
+const Call = Type.Object({
+  id: Type.String(),
+  direction: Type.String(),
+  from: Type.String(),
+  to: Type.Array(Type.String(), { description: 'ring targets, in order' }),
+  number: Type.String({ description: 'the Handset number involved' }),
+  status: Type.String({ description: 'ringing, in_progress, completed or missed' }),
+  ring_timeout_secs: Type.Integer(),
+  tenant_id: Nullable(Type.String()),
+  answered_at: Nullable(Time),
+  ended_at: Nullable(Time),
+  duration_seconds: Nullable(Type.Integer()),
+  created_at: Time,
+  legs: Type.Array(Leg),
+});
+
+export const callRoutes: ApiRoutes = (app, ctx) => {
+  const tags = ['Calls'];
+  app.post(
+    '/calls',
+    {
+      schema: {
+        tags,
+        summary: 'Place a call that rings `to` in order until one answers',
+        body: Type.Object(
+          {
+            from: E164,
+            to: Type.Array(E164, { minItems: 1, maxItems: MAX_TARGETS, 'x-code': 'invalid_ring_targets' }),
+            ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20, 'x-code': 'invalid_ring_timeout' })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 201: Call },
+      },
+    },
+    async (req, reply) => {
+      const { accountId } = req.principal;
+      const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
+        const call = await createOutboundCall(tx, { accountId, from: req.body.from, to: req.body.to, ringTimeoutSecs: req.body.ring_timeout_secs ?? 20 }, 'telnyx');
+        if ('refused' in call) throw unprocessable(call.code, call.detail, call.param);
+        return { status: 201, body: callResource(call, await legsOf(tx, call.id)) };
+      });
+      return sendCreated(reply, created);
+    },
+  );
+
+  app.get(
+    '/calls',
+    {
+      schema: {
+        tags,
+        summary: 'List calls, newest first',
+        querystring: listQuery({
+          status: Type.Optional(Type.Enum(['ringing', 'in_progress', 'completed', 'missed'])),
+          direction: Type.Optional(Type.Enum(['outbound', 'inbound'])),
+        }),
+        response: { 200: listOf(Call) },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const rows = await callList(ctx.pool, req.principal.accountId, { status: q.status, direction: q.direction }, q.limit, q.starting_after ?? null);
+      const p = page(rows, q.limit);
+      return { data: await Promise.all(p.data.map(async (c) => callResource(c, await legsOf(ctx.pool, c.id)))), has_more: p.has_more };
+    },
+  );
+
+  app.get('/calls/:id', { schema: { tags, summary: 'Get a call with its legs', params: Type.Object({ id: Type.String({ maxLength: 64 }) }), response: { 200: Call } } }, async (req) => {
+    const call = await callGet(ctx.pool, req.principal.accountId, req.params.id);
+    if (!call) throw notFound('call');
+    return callResource(call, await legsOf(ctx.pool, call.id));
+  });
+};
