@@ -16,6 +16,8 @@ export interface Config {
   apiPort: number;
   /** Carrier webhook receiver port (0 = any free port). Defaults to 3001. */
   ingestPort: number;
+  /** Dev mode: the Telnyx simulator's port (0 = any free port). Defaults to 3002. */
+  simPort: number;
   telnyx: {
     /** Base64 of the raw 32-byte Ed25519 public key, as Mission Control shows it. */
     publicKey: string | null;
@@ -143,6 +145,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     host: str('HANDSET_HOST') ?? (dev ? '127.0.0.1' : '0.0.0.0'),
     apiPort: int('HANDSET_API_PORT', 3000, 0, 65535),
     ingestPort: int('HANDSET_INGEST_PORT', 3001, 0, 65535),
+    simPort: int('HANDSET_SIM_PORT', 3002, 0, 65535),
     telnyx: {
       publicKey,
       apiKey: str('TELNYX_API_KEY'),

@@ -3,26 +3,33 @@
 // It reads the environment once into a Config, and translates a ConfigError into
 // one line on stderr naming the variable.
 
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.js';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
 import { migrate } from '../db/migrate.js';
-import { startEmbeddedPostgres } from '../db/embedded.js';
+import { devBanner, startDev } from '../dev/dev.js';
+import { runListen } from '../dev/listen.js';
+import { runTrigger } from '../dev/trigger.js';
 import { ROLES, startPlatform, type Role } from '../platform.js';
 import { runSimCommand } from '../sim/cli.js';
-import { createLogger, type Logger } from '../telemetry/log.js';
+import { createFileLogger, createLogger, type Logger } from '../telemetry/log.js';
 
 const USAGE = `usage: handset <command> [options]
 
 commands:
-  dev                          the whole platform locally (what npm start runs)
+  dev [--reset]                the whole platform locally (what npm start runs); --reset starts clean
   serve [--roles ingest,api,worker]
                                production roles; needs DATABASE_URL
   migrate                      apply migrations and exit
   accounts create --name NAME  create an account; prints {"account_id","api_key"} (the key is shown once)
   sim [options]                the Telnyx simulator on its own (handset sim --help)
+  listen [--forward-to URL] [--events a,b]
+                               subscribe a local endpoint; verify and print (or forward) every event
+  trigger <scenario>           drive the simulator through the real pipeline (handset trigger for the list)
 `;
 
 type Command = (args: string[], config: Config, log: Logger) => Promise<number | 'running'>;
@@ -33,6 +40,8 @@ const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
   migrate: { mode: 'serve', run: migrateCommand },
   accounts: { mode: 'serve', run: accountsCommand },
   sim: { mode: 'dev', run: (args, _config, log) => runSimCommand(args, log) },
+  listen: { mode: 'dev', run: (args, config) => runListen(args, config.stateDir, { out: (l) => process.stdout.write(`${l}\n`) }) },
+  trigger: { mode: 'dev', run: (args, config) => runTrigger(args, config.stateDir, (l) => process.stdout.write(`${l}\n`)) },
 };
 
 async function main(argv: string[]): Promise<void> {
@@ -85,20 +94,15 @@ async function serve(args: string[], config: Config, log: Logger) {
   return 'running' as const;
 }
 
-async function dev(_args: string[], config: Config, log: Logger) {
-  let databaseUrl = config.databaseUrl;
-  let stopDb = async () => {};
-  if (!databaseUrl) {
-    const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
-    databaseUrl = pg.url;
-    stopDb = pg.stop;
-  }
-  const platform = await startPlatform({ config, databaseUrl, roles: ROLES, log });
-  onShutdown(log, async () => {
-    await platform.stop();
-    await stopDb();
-  });
-  process.stdout.write(`Handset is running.\n  ingest: ${platform.ingestUrl}/webhooks/telnyx\n`);
+async function dev(args: string[], config: Config) {
+  const { values } = parseArgs({ args, options: { reset: { type: 'boolean' } } });
+  if (values.reset) await rm(config.stateDir, { recursive: true, force: true });
+  const logFile = path.join(config.stateDir, 'handset.log');
+  const log = createFileLogger(config.logLevel, logFile);
+  process.stdout.write('Starting Handset (embedded PostgreSQL, migrations, simulator)…\n');
+  const handle = await startDev(config, log);
+  process.stdout.write(devBanner(handle.state, path.relative(process.cwd(), logFile) || logFile));
+  onShutdown(log, handle.stop);
   return 'running' as const;
 }
 

@@ -29,6 +29,18 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   );
 }
 
+/**
+ * Dev mode's logger: everything at `level` to a file, and only warnings and
+ * errors to the terminal, so the console stays readable.
+ */
+export function createFileLogger(level: string, file: string): Logger {
+  const streams = [
+    { level: level as pino.Level, stream: pino.destination({ dest: file, mkdir: true, sync: false }) },
+    { level: 'warn' as const, stream: process.stderr },
+  ];
+  return createLogger(level, pino.multistream(streams));
+}
+
 /** graphile-worker's logger interface, writing through our pino logger. */
 export function workerLogger(log: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level: LogLevel, message: string, meta?: unknown) => {

@@ -1,0 +1,134 @@
+// `handset dev` (what `npm start` runs): the whole platform on one machine with
+// nothing but Node.js — an embedded PostgreSQL under .handset/, migrations, the
+// ingest, API and worker roles, and the Telnyx simulator as the carrier, wired
+// together (its URL, API key, signing key and connection id). A demo account, API
+// key and phone number are created on first run and kept across restarts;
+// `--reset` starts from scratch.
+
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
+import type { Config } from '../config.js';
+import { startEmbeddedPostgres } from '../db/embedded.js';
+import { createPool } from '../db/pool.js';
+import { withTx } from '../db/tx.js';
+import { numberCreate } from '../numbers/numbers.js';
+import { ROLES, startPlatform } from '../platform.js';
+import { loadOrCreateKey } from '../sim/cli.js';
+import { startSimulator } from '../sim/simulator.js';
+import type { Logger } from '../telemetry/log.js';
+import { readDevState, writeDevState, type DevState } from './state.js';
+
+export const DEMO_NUMBER = '+13125550142';
+/** The simulator's magic numbers: never answers, busy, answers after 2 s and talks 5 s. */
+export const DEMO_RING = ['+15555550110', '+15555550111', '+15555550113'];
+
+export interface DevHandle {
+  state: DevState;
+  stop(): Promise<void>;
+}
+
+export async function startDev(config: Config, log: Logger, opts: { reset?: boolean } = {}): Promise<DevHandle> {
+  if (opts.reset) await rm(config.stateDir, { recursive: true, force: true });
+  const stops: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const s of stops.reverse()) await s().catch((err: Error) => log.error({ err: err.message }, 'dev shutdown step failed'));
+  };
+  try {
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
+      databaseUrl = pg.url;
+      stops.push(pg.stop);
+    }
+    const sim = await startSimulator({
+      port: config.simPort,
+      host: config.host,
+      webhookUrl: null,
+      privateKey: await loadOrCreateKey(path.join(config.stateDir, 'sim-key.pem')),
+      log,
+    });
+    stops.push(() => sim.close());
+    const devConfig: Config = {
+      ...config,
+      telnyx: {
+        ...config.telnyx,
+        apiUrl: sim.url,
+        apiKey: sim.apiKey,
+        publicKey: sim.publicKeyBase64,
+        connectionId: sim.connectionId,
+        messagingProfileId: sim.messagingProfileId,
+      },
+    };
+    const platform = await startPlatform({ config: devConfig, databaseUrl, roles: ROLES, log });
+    stops.push(() => platform.stop());
+    sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
+
+    const demo = await ensureDemo(databaseUrl, config.stateDir, log);
+    const state: DevState = {
+      apiUrl: platform.apiUrl!,
+      ingestUrl: platform.ingestUrl!,
+      simUrl: sim.url,
+      simControlUrl: sim.controlUrl,
+      databaseUrl,
+      ...demo,
+      pid: process.pid,
+    };
+    await writeDevState(config.stateDir, state);
+    return { state, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** The demo account, key and number: made once, then found again on every start. */
+async function ensureDemo(databaseUrl: string, stateDir: string, log: Logger) {
+  const previous = await readDevState(stateDir);
+  const pool = createPool(databaseUrl, { max: 2, applicationName: 'handset-dev', log });
+  try {
+    if (previous) {
+      const { rows } = await pool.query('SELECT 1 FROM accounts WHERE id = $1', [previous.accountId]);
+      if (rows.length === 1) return { accountId: previous.accountId, apiKey: previous.apiKey, number: previous.number };
+    }
+    return await withTx(pool, async (tx) => {
+      const account = await accountCreate(tx, 'Demo');
+      const { key } = await apiKeyCreate(tx, account.id);
+      await numberCreate(tx, { accountId: account.id, tenantId: null, number: DEMO_NUMBER, inboundRing: DEMO_RING, ringTimeoutSecs: 5 });
+      return { accountId: account.id, apiKey: key, number: DEMO_NUMBER };
+    });
+  } finally {
+    await pool.end();
+  }
+}
+
+export function devBanner(s: DevState, logFile: string): string {
+  const auth = `-H "Authorization: Bearer ${s.apiKey}"`;
+  const json = `-H "Content-Type: application/json"`;
+  return [
+    '',
+    'Handset is running, with the Telnyx simulator as its carrier.',
+    '',
+    `  API        ${s.apiUrl}          docs: ${s.apiUrl}/docs`,
+    `  API key    ${s.apiKey}`,
+    `  Number     ${s.number}  (inbound calls ring ${DEMO_RING.join(', ')})`,
+    `  Carrier    ${s.simUrl}  (simulator control: ${s.simControlUrl}/state)`,
+    `  Logs       ${logFile}`,
+    '',
+    'Try, in another terminal:',
+    '',
+    '  # 1. watch your events (verified Standard Webhooks, like `stripe listen`)',
+    '  npx handset listen',
+    '',
+    '  # 2. send an SMS',
+    `  curl -s ${s.apiUrl}/v1/messages ${auth} ${json} \\`,
+    `    -d '{"from":"${s.number}","to":"+15555550100","body":"Hello from Handset"}'`,
+    '',
+    '  # 3. place a call that rings three phones in order until one answers',
+    `  curl -s ${s.apiUrl}/v1/calls ${auth} ${json} \\`,
+    `    -d '{"from":"${s.number}","to":${JSON.stringify(DEMO_RING)},"ring_timeout_secs":5}'`,
+    '',
+    '  # and see exactly-once under a misbehaving carrier: npx handset trigger duplicate-storm',
+    '',
+  ].join('\n');
+}

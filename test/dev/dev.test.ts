@@ -1,0 +1,106 @@
+// Dev mode as a newcomer meets it: a fresh state directory, `handset dev`, the
+// printed key, an SMS, and `handset listen` receiving a verified
+// message.delivered. Real processes, the simulator as the carrier.
+
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { signPayload } from '../../src/delivery/signature.js';
+import { verifyWebhook } from '../../src/dev/listen.js';
+import type { DevState } from '../../src/dev/state.js';
+import { eventually } from '../support/db.js';
+import { spawnHandset, type HandsetProcess } from '../support/process.js';
+
+const procs: HandsetProcess[] = [];
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const p of procs) p.child.kill('SIGKILL');
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function stateDir() {
+  const d = await mkdtemp(path.join(tmpdir(), 'handset-dev-'));
+  dirs.push(d);
+  return d;
+}
+
+const env = (dir: string) => ({ HANDSET_STATE_DIR: dir, HANDSET_API_PORT: '0', HANDSET_INGEST_PORT: '0', HANDSET_SIM_PORT: '0' });
+
+function start(args: string[], dir: string) {
+  const p = spawnHandset(args, env(dir));
+  procs.push(p);
+  return p;
+}
+
+describe('handset dev', () => {
+  it('from a fresh state directory: start, send an SMS with the printed key, and a listening client receives a verified message.delivered', async () => {
+    const dir = await stateDir();
+    const dev = start(['dev'], dir);
+    const [, key] = await dev.waitFor(/API key\s+(hsk_\S+)/, 90_000);
+    const [, apiUrl] = await dev.waitFor(/API\s+(http:\/\/\S+)/);
+    expect(dev.output()).toContain('npx handset listen');
+    const state = JSON.parse(await readFile(path.join(dir, 'dev.json'), 'utf8')) as DevState;
+    expect(state.apiKey).toBe(key);
+
+    const listen = start(['listen'], dir);
+    await listen.waitFor(/Your webhook signing secret is whsec_/);
+
+    const res = await fetch(`${apiUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ from: state.number, to: '+15555550100', body: 'Hello from the smoke test' }),
+    });
+    expect(res.status).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    await listen.waitFor(new RegExp(`✔ .*message\\.delivered .*${id}`), 30_000);
+    expect(listen.output()).toMatch(new RegExp(`✔ .*message\\.sent .*${id}`));
+    expect(listen.output()).not.toContain('✘');
+
+    // trigger drives the same pipeline
+    const trigger = spawnHandset(['trigger', 'failed'], env(dir));
+    expect((await trigger.exited).code).toBe(0);
+    expect(trigger.output()).toMatch(/It is failed \(error 40008\)/);
+
+    listen.child.kill('SIGINT');
+    expect((await listen.exited).code).toBe(0);
+    dev.child.kill('SIGTERM');
+    expect((await dev.exited).code).toBe(0);
+
+    // a restart keeps the demo account and key; --reset starts clean
+    const again = start(['dev'], dir);
+    await again.waitFor(new RegExp(`API key\\s+${key}`), 90_000);
+    again.child.kill('SIGTERM');
+    expect((await again.exited).code).toBe(0);
+    const reset = start(['dev', '--reset'], dir);
+    const [, fresh] = await reset.waitFor(/API key\s+(hsk_\S+)/, 90_000);
+    expect(fresh).not.toBe(key);
+    reset.child.kill('SIGTERM');
+    expect((await reset.exited).code).toBe(0);
+  });
+});
+
+describe('handset listen verification', () => {
+  const secret = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
+  const now = 1_800_000_000;
+  const body = '{"id":"evt_1","type":"message.sent","data":{}}';
+  const headers = (over: Record<string, string> = {}) => ({
+    'webhook-id': 'evt_1',
+    'webhook-timestamp': String(now),
+    'webhook-signature': signPayload(secret, 'evt_1', now, body),
+    ...over,
+  });
+
+  it('accepts a valid signature, also among several', () => {
+    expect(verifyWebhook(secret, headers(), body, now)).toBeNull();
+    expect(verifyWebhook(secret, headers({ 'webhook-signature': `v1,AAAA ${signPayload(secret, 'evt_1', now, body)}` }), body, now)).toBeNull();
+  });
+
+  it('refuses a tampered body, another secret, a stale or future timestamp and missing headers', () => {
+    expect(verifyWebhook(secret, headers(), body.replace('sent', 'failed'), now)).toBe('no matching signature');
+    expect(verifyWebhook('whsec_' + Buffer.alloc(32, 8).toString('base64'), headers(), body, now)).toBe('no matching signature');
+    expect(verifyWebhook(secret, headers(), body, now + 301)).toBe('timestamp out of tolerance');
+    expect(verifyWebhook(secret, headers(), body, now - 301)).toBe('timestamp out of tolerance');
+    expect(verifyWebhook(secret, { 'webhook-id': 'evt_1' }, body, now)).toBe('missing webhook headers');
+  });
+});
