@@ -46,6 +46,8 @@ export interface Config {
   carrierEventRetentionMs: number;
   /** A worker process silent for longer than this has its jobs unlocked, in ms. Defaults to 60 s. */
   workerStaleAfterMs: number;
+  /** Requests per second one API key may make before 429. Defaults to 100. */
+  apiRateLimit: number;
   /** pino log level. Defaults to info. */
   logLevel: string;
   /** Where dev mode keeps its state (embedded PostgreSQL, demo credentials). Defaults to ./.handset. */
@@ -161,6 +163,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     workerConcurrency: int('HANDSET_WORKER_CONCURRENCY', 10, 1, 1000),
     carrierEventRetentionMs: duration('HANDSET_CARRIER_EVENT_RETENTION', '30d'),
     workerStaleAfterMs: duration('HANDSET_WORKER_STALE_AFTER', '60s'),
+    apiRateLimit: int('HANDSET_API_RATE_LIMIT', 100, 1, 1_000_000),
     logLevel,
     stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),
   };

@@ -144,7 +144,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         'call.dial': dialTask({ pool: workerPool, carrier, log }),
         'call.command': commandTask({ pool: workerPool, carrier, log }),
         'call.connect': connectTask({ pool: workerPool, carrier, log }),
-        maintenance: maintenanceTask({ pool: workerPool, log }),
+        maintenance: maintenanceTask({ pool: workerPool, log, carrierEventRetentionMs: config.carrierEventRetentionMs }),
         ...opts.tasks,
       };
       runner = await startJobRunner({

@@ -88,7 +88,7 @@ export function apiErrorHandler(log: Logger) {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       return sendProblem(reply, problem(415, 'unsupported_media_type', 'send application/json'));
     }
-    if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', 'slow down'));
+    if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', err.message));
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return sendProblem(reply, problem(err.statusCode === 404 ? 404 : 400, err.statusCode === 404 ? 'not_found' : 'invalid_request', err.message));
     }

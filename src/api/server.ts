@@ -7,6 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import rateLimit from '@fastify/rate-limit';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type pg from 'pg';
@@ -101,6 +102,15 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
           return sendProblem(reply, problem(401, 'unauthorized', key ? 'Invalid or revoked API key' : 'Missing Bearer API key'));
         }
         req.principal = principal;
+      });
+      // Per API key, after authentication (a key is 192 random bits: guessing is not the threat, a runaway client is).
+      await v1.register(rateLimit, {
+        global: true,
+        hook: 'preHandler',
+        max: deps.config.apiRateLimit,
+        timeWindow: 1000,
+        keyGenerator: (req) => req.principal?.apiKeyId ?? req.ip,
+        errorResponseBuilder: (_req, ctx) => ({ statusCode: 429, message: `Rate limit of ${ctx.max} requests per second exceeded; retry in ${ctx.after}` }),
       });
       for (const routes of deps.routes) routes(v1 as unknown as ApiApp, deps);
     },

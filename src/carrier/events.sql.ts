@@ -75,3 +75,20 @@ export async function carrierEventRecordError(db: Db, id: string, error: string)
     values: [id, error.slice(0, 2000)],
   });
 }
+
+/**
+ * Deletes up to `batch` processed events created before `before`. Ids begin with
+ * their creation time in hex, so "created before" is a primary-key range and needs
+ * no index of its own (ingest pays for none). Unprocessed events are never deleted.
+ */
+export async function carrierEventDeleteProcessed(db: Db, before: Date, batch: number): Promise<number> {
+  const ceiling = `cev_${Math.floor(before.getTime()).toString(16).padStart(12, '0')}`;
+  const { rowCount } = await db.query({
+    name: 'carrier_event_delete_processed',
+    text: `DELETE FROM carrier_events WHERE id IN (
+             SELECT id FROM carrier_events WHERE id < $1 AND processed_at IS NOT NULL AND created_at < $2
+              ORDER BY id LIMIT $3)`,
+    values: [ceiling, before, batch],
+  });
+  return rowCount ?? 0;
+}

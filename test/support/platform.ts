@@ -12,6 +12,7 @@ export interface TestPlatformOptions {
   roles?: Role[];
   env?: Record<string, string>;
   handlers?: PlatformOptions['handlers'];
+  log?: PlatformOptions['log'];
   tasks?: PlatformOptions['tasks'];
 }
 
@@ -38,7 +39,7 @@ export async function startTestPlatform(opts: TestPlatformOptions): Promise<Plat
     config,
     databaseUrl: opts.databaseUrl,
     roles: opts.roles ?? ['ingest', 'worker'],
-    log: createLogger(config.logLevel),
+    log: opts.log ?? createLogger(config.logLevel),
     ...(opts.handlers ? { handlers: opts.handlers } : {}),
     ...(opts.tasks ? { tasks: opts.tasks } : {}),
   });
