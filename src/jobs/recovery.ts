@@ -25,7 +25,7 @@ export async function forgetHeartbeat(db: pg.Pool, poolId: string): Promise<void
  * pools whose heartbeat is stale, and lock holders with no heartbeat at all (a
  * process killed before its first beat). Returns the pool ids it unlocked.
  */
-export async function sweepStaleWorkers(db: pg.Pool, staleAfterMs: number): Promise<string[]> {
+export async function sweepStaleWorkers(db: pg.Pool, staleAfterMs: number, ownPoolId: string | null = null): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>({
     name: 'worker_sweep_find',
     text: `WITH bound AS (SELECT now() - make_interval(secs => $1::double precision / 1000) AS t)
@@ -37,7 +37,7 @@ export async function sweepStaleWorkers(db: pg.Pool, staleAfterMs: number): Prom
                                WHERE h.pool_id = j.locked_by AND h.seen_at >= bound.t)`,
     values: [staleAfterMs],
   });
-  const ids = rows.map((r) => r.id);
+  const ids = rows.map((r) => r.id).filter((id) => id !== ownPoolId);
   if (ids.length === 0) return ids;
   await db.query('SELECT graphile_worker.force_unlock_workers($1::text[])', [ids]);
   await db.query('DELETE FROM worker_heartbeats WHERE pool_id = ANY ($1::text[])', [ids]);

@@ -50,9 +50,22 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
   let poolId: string | null = null;
   let beating: NodeJS.Timeout | undefined;
+  // Since when our own heartbeats have been landing. After a database outage every
+  // pool's heartbeat is stale at once; a sweeper judges the others only once it has
+  // itself been healthy for a whole bound, so live workers get the time to beat again.
+  let healthySince: number | null = null;
 
   const beat = () => {
-    if (poolId) heartbeat(pool, poolId).catch((err: Error) => log.warn({ err: err.message }, 'worker heartbeat failed'));
+    if (!poolId) return;
+    heartbeat(pool, poolId).then(
+      () => {
+        healthySince ??= Date.now();
+      },
+      (err: Error) => {
+        healthySince = null;
+        log.warn({ err: err.message }, 'worker heartbeat failed');
+      },
+    );
   };
   events.on('pool:create', ({ workerPool }) => {
     poolId = workerPool.id;
@@ -63,7 +76,8 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
 
   const sweeping = setInterval(
     () => {
-      sweepStaleWorkers(pool, opts.staleAfterMs)
+      if (healthySince === null || Date.now() - healthySince < opts.staleAfterMs) return;
+      sweepStaleWorkers(pool, opts.staleAfterMs, poolId)
         .then((ids) => ids.length > 0 && log.warn({ pools: ids }, 'unlocked jobs of silent workers'))
         .catch((err: Error) => log.warn({ err: err.message }, 'worker sweep failed'));
     },
