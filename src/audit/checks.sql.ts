@@ -1,0 +1,347 @@
+// The checks `handset audit` runs: CONTRACT §7 as SQL, one statement per rule,
+// each over a whole table. A check's statement selects one row per subject it
+// examines (a carrier event, a message, a leg, …) with the subject's `id` and
+// `ok`, whether the rule holds for it; `ok` that is false or NULL is a violation
+// (unexpected NULLs count against the data, not for it). audit.ts counts and
+// samples those rows. Violations count subjects, not groups: two messages that
+// share one carrier id are two offending messages, and both ids are sampled, so
+// the operator sees the pair.
+//
+// Everything the pipeline writes, it writes in the transaction of the transition
+// that earned it (the event row and its job, a status and its customer event, a
+// dispatch and its bill, a claim and its leg, an event and its deliveries and
+// their jobs). So apart from carrier events still waiting for their first run
+// (the grace period), a consistent snapshot of a live system satisfies every
+// check; nothing here waits for the system to go quiet. The one rule that must
+// reconstruct the past from timestamps, "subscribed at the time", says how it
+// can be wrong where it is defined.
+
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6;
+
+export interface CheckOptions {
+  graceSeconds: number;
+}
+
+export interface CheckDef {
+  /** Stable machine name, for --json readers. */
+  key: string;
+  invariant: Invariant;
+  /** The rule, as the report prints it. */
+  name: string;
+  /** What `checked` counts, plural ("messages"). */
+  unit: (o: CheckOptions) => string;
+  /**
+   * Selects `id text, ok boolean`, one row per subject. $1 is taken by the
+   * sample limit; `values` fills $2, $3, … .
+   */
+  subjects: string;
+  values?: (o: CheckOptions) => unknown[];
+}
+
+const BILLS_BY_SOURCE = `
+  SELECT source_id,
+         count(*) AS bills,
+         bool_and(kind IN ('sms_segment_outbound', 'mms_outbound')) AS outbound,
+         bool_and(kind IN ('sms_segment_inbound', 'mms_inbound')) AS inbound,
+         bool_and(kind = 'call_minute') AS minutes,
+         min(quantity) AS quantity
+    FROM usage_records
+   GROUP BY source_id`;
+
+export const CHECKS: readonly CheckDef[] = [
+  // §7.1 ──────────────────────────────────────────────────────────────────────
+  {
+    key: 'carrier_events.stored_once',
+    invariant: 1,
+    name: 'carrier event stored once per carrier event id',
+    unit: () => 'carrier events',
+    subjects: `
+      SELECT id, count(*) OVER (PARTITION BY carrier, carrier_event_id) = 1 AS ok
+        FROM carrier_events`,
+  },
+  {
+    // An event younger than the grace period may simply not have had its first
+    // run yet. An event whose processing threw has its last error recorded while
+    // the job retries; that is an answer, not a silence.
+    key: 'carrier_events.processed',
+    invariant: 1,
+    name: 'carrier event processed or its error recorded',
+    unit: (o) => `carrier events older than ${o.graceSeconds} s`,
+    subjects: `
+      SELECT id, processed_at IS NOT NULL OR error IS NOT NULL AS ok
+        FROM carrier_events
+       WHERE created_at < now() - make_interval(secs => $2::float8)`,
+    values: (o) => [o.graceSeconds],
+  },
+
+  // §7.2 ──────────────────────────────────────────────────────────────────────
+  {
+    key: 'messages.one_per_carrier_id',
+    invariant: 2,
+    name: 'one message per carrier message id',
+    unit: () => 'messages with a carrier id',
+    subjects: `
+      SELECT id, count(*) OVER (PARTITION BY carrier, carrier_message_id) = 1 AS ok
+        FROM messages
+       WHERE carrier_message_id IS NOT NULL`,
+  },
+
+  // §7.3 ──────────────────────────────────────────────────────────────────────
+  {
+    // Per message: at most one terminal event and at most one event of each type;
+    // each status the message holds (or held: sent_at) has exactly its one event,
+    // and no event announces a status it does not hold; at most one terminal word
+    // from anyone was ever applied (the history keeps refused words as `refused`).
+    key: 'messages.terminal_once',
+    invariant: 3,
+    name: 'message terminal status, one event per transition',
+    unit: () => 'messages',
+    subjects: `
+      WITH ev AS (
+        SELECT subject_id,
+               count(*) FILTER (WHERE type = 'message.sent')      AS sent,
+               count(*) FILTER (WHERE type = 'message.delivered') AS delivered,
+               count(*) FILTER (WHERE type = 'message.failed')    AS failed,
+               count(*) FILTER (WHERE type = 'message.canceled')  AS canceled,
+               count(*) FILTER (WHERE type = 'message.received')  AS received
+          FROM outbound_events
+         WHERE type LIKE 'message.%'
+         GROUP BY subject_id
+      ), applied AS (
+        SELECT message_id, count(*) AS terminal
+          FROM message_status_history
+         WHERE effect = 'applied' AND status IN ('delivered', 'failed', 'canceled')
+         GROUP BY message_id
+      ), n AS (
+        SELECT m.id, m.status, m.sent_at,
+               coalesce(ev.sent, 0) AS sent, coalesce(ev.delivered, 0) AS delivered,
+               coalesce(ev.failed, 0) AS failed, coalesce(ev.canceled, 0) AS canceled,
+               coalesce(ev.received, 0) AS received, coalesce(applied.terminal, 0) AS applied_terminal
+          FROM messages m
+          LEFT JOIN ev ON ev.subject_id = m.id
+          LEFT JOIN applied ON applied.message_id = m.id
+      )
+      SELECT id,
+             delivered + failed + canceled <= 1
+         AND greatest(sent, delivered, failed, canceled, received) <= 1
+         AND (status = 'delivered') = (delivered = 1)
+         AND (status = 'failed') = (failed = 1)
+         AND (status = 'canceled') = (canceled = 1)
+         AND (status = 'received') = (received = 1)
+         AND (sent_at IS NOT NULL) = (sent = 1)
+         AND applied_terminal <= 1 AS ok
+        FROM n`,
+  },
+
+  // §7.4 ──────────────────────────────────────────────────────────────────────
+  {
+    // Dispatched (sent_at set) outbound: one outbound bill of `segments`;
+    // received inbound: one inbound bill of `segments`; anything else (queued,
+    // scheduled, canceled, refused at send): no bill at all.
+    key: 'messages.billed_once',
+    invariant: 4,
+    name: 'message segments billed exactly once',
+    unit: () => 'messages',
+    subjects: `
+      WITH u AS (${BILLS_BY_SOURCE})
+      SELECT m.id,
+             CASE WHEN m.direction = 'outbound' AND m.sent_at IS NOT NULL
+                    THEN u.bills = 1 AND u.outbound AND u.quantity = m.segments
+                  WHEN m.direction = 'inbound' AND m.status = 'received'
+                    THEN u.bills = 1 AND u.inbound AND u.quantity = m.segments
+                  ELSE u.bills IS NULL
+             END AS ok
+        FROM messages m
+        LEFT JOIN u ON u.source_id = m.id`,
+  },
+  {
+    // A completed call: one call_minute bill of ceil(duration/60) (a 0 s call
+    // bills one row of 0). Missed, ringing or still talking: no bill.
+    key: 'calls.billed_once',
+    invariant: 4,
+    name: 'call minutes billed once per completed call',
+    unit: () => 'calls',
+    subjects: `
+      WITH u AS (${BILLS_BY_SOURCE})
+      SELECT c.id,
+             CASE WHEN c.status = 'completed'
+                    THEN u.bills = 1 AND u.minutes AND u.quantity = ceil(c.duration_seconds / 60.0)
+                  ELSE u.bills IS NULL
+             END AS ok
+        FROM calls c
+        LEFT JOIN u ON u.source_id = c.id`,
+  },
+  {
+    // The ledger seen from its side: a bill whose source is no message or call
+    // (or one of another account, or the wrong direction) bills for nothing.
+    key: 'usage.has_source',
+    invariant: 4,
+    name: 'every bill is for a message or call of its account',
+    unit: () => 'usage records',
+    subjects: `
+      SELECT u.id,
+             CASE WHEN u.kind = 'call_minute' THEN c.account_id = u.account_id
+                  WHEN u.kind IN ('sms_segment_outbound', 'mms_outbound')
+                    THEN m.direction = 'outbound' AND m.account_id = u.account_id
+                  ELSE m.direction = 'inbound' AND m.account_id = u.account_id
+             END AS ok
+        FROM usage_records u
+        LEFT JOIN messages m ON m.id = u.source_id
+        LEFT JOIN calls c ON c.id = u.source_id`,
+  },
+
+  // §7.5 ──────────────────────────────────────────────────────────────────────
+  {
+    key: 'legs.one_per_position',
+    invariant: 5,
+    name: 'each ring position dialed at most once',
+    unit: () => 'legs',
+    subjects: `
+      SELECT id, count(*) OVER (PARTITION BY call_id, position) = 1 AS ok
+        FROM call_legs`,
+  },
+  {
+    // "Dialed" is judged by the claim, call_legs.created_at: the leg row is
+    // inserted in the compare-and-swap transaction that won its position, and
+    // that CAS only wins while the call is ringing. dialed_at is later and may
+    // legitimately fall after the answer or the end: the dial job checks the
+    // call is still ringing before the carrier request, and a call that ends
+    // while the request is in flight has the new leg hung up at once.
+    //
+    // "After" is taken in the database's serial order, not by clocks: the
+    // call.answered and call.completed|missed events carry the call's legs as
+    // read under the call's row lock in the very transaction that answered or
+    // ended it, so a leg missing from them was claimed after. calls.answered_at
+    // and ended_at are the carrier's clock (the webhook's occurred_at): a caller
+    // hanging up while we claim the next target is recorded as ending before a
+    // claim that in fact came first. Only a call without such an event (itself a
+    // broken §7.3-style promise) falls back to comparing created_at with them.
+    key: 'legs.claimed_while_ringing',
+    invariant: 5,
+    name: 'no leg claimed after the call was answered or ended',
+    unit: () => 'legs',
+    subjects: `
+      WITH marks AS (
+        SELECT DISTINCT ON (subject_id, answered)
+               subject_id, answered, jsonb_path_query_array(data, '$.legs[*].id') AS legs
+          FROM (SELECT id, subject_id, data, type = 'call.answered' AS answered
+                  FROM outbound_events
+                 WHERE type IN ('call.answered', 'call.completed', 'call.missed')) e
+         ORDER BY subject_id, answered, id
+      )
+      SELECT l.id,
+             NOT (c.answered_at IS NOT NULL
+                  AND CASE WHEN a.subject_id IS NOT NULL THEN NOT a.legs @> jsonb_build_array(l.id)
+                           ELSE l.created_at > c.answered_at END)
+         AND NOT (c.ended_at IS NOT NULL
+                  AND CASE WHEN e.subject_id IS NOT NULL THEN NOT e.legs @> jsonb_build_array(l.id)
+                           ELSE l.created_at > c.ended_at END) AS ok
+        FROM call_legs l
+        JOIN calls c ON c.id = l.call_id
+        LEFT JOIN marks a ON a.subject_id = c.id AND a.answered
+        LEFT JOIN marks e ON e.subject_id = c.id AND NOT e.answered`,
+  },
+  {
+    // Each claim moves the cursor by one and inserts that position's leg in the
+    // same transaction, so the legs sit exactly at 0 … next-1: none at or past
+    // the cursor (a leg dialed without a claim), none missing below it (a cursor
+    // pointing past what was claimed). A duplicate at one position is the
+    // check above.
+    key: 'calls.ring_cursor',
+    invariant: 5,
+    name: 'ring cursor matches the claimed legs',
+    unit: () => 'calls',
+    subjects: `
+      WITH l AS (
+        SELECT call_id, count(DISTINCT position) AS positions, min(position) AS first, max(position) AS last
+          FROM call_legs
+         GROUP BY call_id
+      )
+      SELECT c.id,
+             CASE WHEN jsonb_typeof(c.ring_plan -> 'next') = 'number'
+                  THEN coalesce(l.positions, 0) = (c.ring_plan ->> 'next')::numeric
+                   AND coalesce(l.first, 0) >= 0
+                   AND coalesce(l.last, -1) = (c.ring_plan ->> 'next')::numeric - 1
+             END AS ok
+        FROM calls c
+        LEFT JOIN l ON l.call_id = c.id`,
+  },
+  {
+    key: 'calls.answered_by_a_leg',
+    invariant: 5,
+    name: 'an answered call names one of its legs',
+    unit: () => 'answered calls',
+    subjects: `
+      SELECT c.id, l.id IS NOT NULL AS ok
+        FROM calls c
+        LEFT JOIN call_legs l ON l.id = c.answered_leg_id AND l.call_id = c.id
+       WHERE c.status IN ('in_progress', 'completed')`,
+  },
+
+  // §7.6 ──────────────────────────────────────────────────────────────────────
+  {
+    key: 'deliveries.one_per_endpoint',
+    invariant: 6,
+    name: 'one delivery per event and endpoint',
+    unit: () => 'deliveries',
+    subjects: `
+      SELECT id, count(*) OVER (PARTITION BY event_id, endpoint_id) = 1 AS ok
+        FROM webhook_deliveries`,
+  },
+  {
+    key: 'deliveries.same_account',
+    invariant: 6,
+    name: "delivery goes to an endpoint of the event's account",
+    unit: () => 'deliveries',
+    subjects: `
+      SELECT d.id, e.account_id = ev.account_id AS ok
+        FROM webhook_deliveries d
+        LEFT JOIN outbound_events ev ON ev.id = d.event_id
+        LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id`,
+  },
+  {
+    // A pending delivery moves on only when its job runs; without one it is lost.
+    // Its job is keyed 'delivery:<id>' (emit, retries, redeliver all use the
+    // key; a re-add while the job runs re-keys a fresh job). A job that has used
+    // up its attempts and is not running will never run again: that is lost too.
+    key: 'deliveries.pending_has_job',
+    invariant: 6,
+    name: 'pending delivery has its job',
+    unit: () => 'pending deliveries',
+    subjects: `
+      SELECT d.id, j.id IS NOT NULL AS ok
+        FROM webhook_deliveries d
+        LEFT JOIN graphile_worker.jobs j
+               ON j.key = 'delivery:' || d.id
+              AND (j.attempts < j.max_attempts OR j.locked_at IS NOT NULL)
+       WHERE d.status = 'pending'`,
+  },
+  {
+    // emit() gives an event one delivery per endpoint of its account that is not
+    // deleted and is subscribed to its type (a disabled one gets a `skipped`
+    // delivery), all in the event's transaction. "At the time" is read from
+    // timestamps, so this is approximate in two ways: event_types is today's,
+    // so an endpoint that later subscribed to a type is held to events of that
+    // type from before (a false alarm; one that later unsubscribed is simply not
+    // required); and created_at / deleted_at are their transactions' start
+    // times, so an endpoint created or deleted by a transaction in flight during
+    // the event's own (a few milliseconds) can be misjudged. Ties count as "not
+    // at the time".
+    key: 'events.delivered_to_subscribers',
+    invariant: 6,
+    name: 'event has a delivery per endpoint subscribed at the time',
+    unit: () => 'events',
+    subjects: `
+      SELECT ev.id,
+             NOT EXISTS (
+               SELECT 1
+                 FROM webhook_endpoints e
+                WHERE e.account_id = ev.account_id
+                  AND e.created_at < ev.created_at
+                  AND (e.deleted_at IS NULL OR e.deleted_at > ev.created_at)
+                  AND (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
+                  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = ev.id AND d.endpoint_id = e.id)
+             ) AS ok
+        FROM outbound_events ev`,
+  },
+];
