@@ -11,7 +11,10 @@ import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
 import { migrate } from '../db/migrate.js';
+import { runAuditCommand } from '../audit/cli.js';
+import { startEmbeddedPostgres } from '../db/embedded.js';
 import { devBanner, startDev } from '../dev/dev.js';
+import { readDevState } from '../dev/state.js';
 import { runListen } from '../dev/listen.js';
 import { runTrigger } from '../dev/trigger.js';
 import { ROLES, startPlatform, type Role } from '../platform.js';
@@ -30,6 +33,7 @@ commands:
   listen [--forward-to URL] [--events a,b]
                                subscribe a local endpoint; verify and print (or forward) every event
   trigger <scenario>           drive the simulator through the real pipeline (handset trigger for the list)
+  audit [--json] [--grace S]   check the exactly-once invariants over the whole database; exit 1 on any violation
 `;
 
 type Command = (args: string[], config: Config, log: Logger) => Promise<number | 'running'>;
@@ -41,6 +45,7 @@ const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
   accounts: { mode: 'serve', run: accountsCommand },
   sim: { mode: 'dev', run: (args, _config, log) => runSimCommand(args, log) },
   listen: { mode: 'dev', run: (args, config) => runListen(args, config.stateDir, { out: (l) => process.stdout.write(`${l}\n`) }) },
+  audit: { mode: 'dev', run: auditCommand },
   trigger: { mode: 'dev', run: (args, config) => runTrigger(args, config.stateDir, (l) => process.stdout.write(`${l}\n`)) },
 };
 
@@ -133,6 +138,32 @@ async function accountsCommand(args: string[], config: Config, log: Logger) {
     return 0;
   } finally {
     await pool.end();
+  }
+}
+
+/**
+ * `handset audit` reads DATABASE_URL, else the database of the running `handset
+ * dev`, else starts the embedded one under the state directory for the audit.
+ */
+async function auditCommand(args: string[], config: Config, log: Logger) {
+  if (config.databaseUrl) return runAuditCommand(args, config.databaseUrl, log);
+  const dev = await readDevState(config.stateDir);
+  if (dev && isAlive(dev.pid)) return runAuditCommand(args, dev.databaseUrl, log);
+  if (!dev) throw new ConfigError('DATABASE_URL', 'is required by handset audit (or run it next to `handset dev`)');
+  const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
+  try {
+    return await runAuditCommand(args, pg.url, log);
+  } finally {
+    await pg.stop();
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -1,0 +1,428 @@
+// The chaos run: a storm of messages and calls, inbound and outbound, through a
+// simulator that misbehaves hard (duplicates, re-sends under new ids,
+// contradictions, early receipts), with the worker role in separate processes
+// that are SIGKILLed and restarted at random. Then it waits for quiescence,
+// runs the audit, and compares the customer events with what a well-behaved
+// carrier would have produced: the carrier can be a rumor, the row stays the fact.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
+import { formatAuditReport, runAudit, type AuditReport } from '../audit/audit.js';
+import { loadConfig } from '../config.js';
+import { freePort, startEmbeddedPostgres } from '../db/embedded.js';
+import { migrate } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
+import { withTx } from '../db/tx.js';
+import { startPlatform } from '../platform.js';
+import { startSimulator, type Behaviour } from '../sim/simulator.js';
+import type { Logger } from '../telemetry/log.js';
+
+// The built CLI (from src/ under tests, from dist/ when built: both resolve to dist/).
+const HANDSET_BIN = fileURLToPath(new URL('../../dist/cli/handset.js', import.meta.url));
+
+export interface ChaosOptions {
+  outboundMessages: number;
+  inboundMessages: number;
+  outboundCalls: number;
+  inboundCalls: number;
+  workers: number;
+  /** Ingest in processes of its own (the carrier's webhooks round-robin over them); 0 = in this process. */
+  ingestProcesses: number;
+  /** A worker is SIGKILLed every killEveryMs[0]..killEveryMs[1] ms (0 = never). */
+  killEveryMs: [number, number];
+  /** How long the load is spread over. */
+  loadMs: number;
+  behaviour: Partial<Behaviour>;
+  timeScale: number;
+  databaseUrl: string | null;
+  seed: string;
+  log: Logger;
+  out: (line: string) => void;
+}
+
+export const CHAOS_DEFAULTS: Omit<ChaosOptions, 'log' | 'out' | 'databaseUrl'> = {
+  outboundMessages: 300,
+  inboundMessages: 100,
+  outboundCalls: 60,
+  inboundCalls: 30,
+  workers: 3,
+  ingestProcesses: 0,
+  killEveryMs: [1500, 4000],
+  loadMs: 30_000,
+  behaviour: { duplicateRate: 0.5, resendNewIdRate: 0.3, contradictionRate: 0.3, earlyReceiptRate: 0.3 },
+  timeScale: 0.05,
+  seed: 'chaos',
+};
+
+export interface ChaosResult {
+  carrier: { facts: number; webhooks: number; duplicates: number; resends: number; sends: number; dials: number };
+  stored: number;
+  processed: number;
+  customerEvents: number;
+  deliveries: { total: number; succeeded: number; receivedRequests: number; redelivered: number };
+  workersKilled: number;
+  audit: AuditReport;
+  /** Differences from what a well-behaved carrier would have produced; empty when none. */
+  mismatches: string[];
+  seconds: number;
+}
+
+// What each persona's messages and calls must end as (see src/sim/personas.ts).
+const SMS_PLAN = [
+  { to: '+15555550100', status: 'delivered', events: ['message.sent', 'message.delivered'] },
+  { to: '+15555550101', status: 'failed', events: ['message.sent', 'message.failed'] },
+  { to: '+15555550102', status: 'failed', events: ['message.sent', 'message.failed'] },
+  { to: '+15555550103', status: 'failed', events: ['message.failed'] },
+  { to: '+15555550104', status: 'sent', events: ['message.sent'] },
+  { to: '+15555550105', status: 'sent', events: ['message.sent'] },
+];
+const CALL_PLAN = [
+  { to: ['+15555550110', '+15555550111', '+15555550113'], status: 'completed', events: ['call.answered', 'call.completed'] },
+  { to: ['+15555550113'], status: 'completed', events: ['call.answered', 'call.completed'] },
+  { to: ['+15555550110', '+15555550112'], status: 'missed', events: ['call.missed'] },
+];
+const INBOUND_RING = ['+15555550111', '+15555550113'];
+const OUR_NUMBER = '+13125550170';
+const INBOUND_NUMBER = '+13125550171';
+
+export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
+  const started = Date.now();
+  const cleanups: (() => Promise<unknown>)[] = [];
+  const cleanup = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  };
+  try {
+    // A database of its own, so a chaos run never touches anyone's data.
+    let adminUrl = opts.databaseUrl;
+    if (!adminUrl) {
+      const dir = await mkdtemp(path.join(tmpdir(), 'handset-chaos-'));
+      const embedded = await startEmbeddedPostgres({ stateDir: dir, log: opts.log, durable: false, maxConnections: 300 });
+      cleanups.push(() => rm(dir, { recursive: true, force: true }), embedded.stop);
+      adminUrl = embedded.url;
+    }
+    const dbName = `handset_chaos_${randomBytes(4).toString('hex')}`;
+    await adminQuery(adminUrl, `CREATE DATABASE ${dbName}`);
+    cleanups.push(() => adminQuery(adminUrl!, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`));
+    const u = new URL(adminUrl);
+    u.pathname = `/${dbName}`;
+    const databaseUrl = u.toString();
+    const pool = createPool(databaseUrl, { max: 6, applicationName: 'handset-chaos', log: opts.log });
+    cleanups.push(() => pool.end());
+    await migrate(pool, opts.log);
+
+    const sim = await startSimulator({ webhookUrl: null, timeScale: opts.timeScale, seed: opts.seed, behaviour: opts.behaviour, log: opts.log });
+    cleanups.push(() => sim.close());
+    const env = {
+      HANDSET_HOST: '127.0.0.1',
+      HANDSET_API_PORT: '0',
+      HANDSET_INGEST_PORT: '0',
+      TELNYX_PUBLIC_KEY: sim.publicKeyBase64,
+      TELNYX_API_URL: sim.url,
+      TELNYX_API_KEY: sim.apiKey,
+      TELNYX_CONNECTION_ID: sim.connectionId,
+      HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      HANDSET_WORKER_STALE_AFTER: '3s',
+      HANDSET_DELIVERY_RETRY_SCHEDULE: '500ms,1s,2s,5s',
+      LOG_LEVEL: 'warn',
+    };
+    const config = loadConfig(env, 'serve');
+    const front = await startPlatform({ config, databaseUrl, roles: opts.ingestProcesses > 0 ? ['api'] : ['ingest', 'api'], log: opts.log });
+    cleanups.push(() => front.stop());
+    if (opts.ingestProcesses > 0) {
+      // Separate ingest processes; the carrier's webhooks alternate between them,
+      // so duplicates of one event land on different processes.
+      const urls: string[] = [];
+      for (let i = 0; i < opts.ingestProcesses; i++) {
+        const port = await freePort();
+        const child = spawn(process.execPath, [HANDSET_BIN, 'serve', '--roles', 'ingest'], {
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: databaseUrl, HANDSET_INGEST_PORT: String(port) },
+          stdio: ['ignore', 'ignore', 'inherit'],
+        });
+        cleanups.push(async () => child.kill('SIGTERM'));
+        urls.push(`http://127.0.0.1:${port}/webhooks/telnyx`);
+      }
+      for (const u of urls) await waitForHttp(u.replace('/webhooks/telnyx', '/readyz'));
+      let turn = 0;
+      sim.setWebhookUrl(urls[0]!);
+      const rotate = setInterval(() => sim.setWebhookUrl(urls[++turn % urls.length]!), 50);
+      cleanups.push(async () => clearInterval(rotate));
+    } else {
+      sim.setWebhookUrl(`${front.ingestUrl}/webhooks/telnyx`);
+    }
+
+    // The customer: an account, two numbers, an endpoint on a local receiver that answers 200.
+    const receiver = await startCountingReceiver();
+    cleanups.push(() => receiver.close());
+    const apiKey = await withTx(pool, async (tx) => (await apiKeyCreate(tx, (await accountCreate(tx, 'Chaos')).id)).key);
+    const api = async (p: string, body: unknown) => {
+      const res = await fetch(front.apiUrl + p, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      if (res.status !== 201) throw new Error(`POST ${p}: ${res.status} ${await res.text()}`);
+      return (await res.json()) as { id: string };
+    };
+    await api('/v1/phone_numbers', { number: OUR_NUMBER });
+    await api('/v1/phone_numbers', { number: INBOUND_NUMBER, inbound_ring: INBOUND_RING, ring_timeout_secs: 5 });
+    await api('/v1/webhook_endpoints', { url: receiver.url });
+
+    // The workers, in processes of their own, killed and restarted at random.
+    const workers = new Set<ChildProcess>();
+    const startWorker = () => {
+      const child = spawn(process.execPath, [HANDSET_BIN, 'serve', '--roles', 'worker'], {
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: databaseUrl },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      workers.add(child);
+      child.on('exit', () => workers.delete(child));
+    };
+    for (let i = 0; i < opts.workers; i++) startWorker();
+    let killed = 0;
+    let killing = opts.killEveryMs[1] > 0;
+    const killer = (async () => {
+      while (killing) {
+        await sleep(opts.killEveryMs[0] + Math.random() * (opts.killEveryMs[1] - opts.killEveryMs[0]));
+        if (!killing) break;
+        const victim = [...workers][Math.floor(Math.random() * workers.size)];
+        if (!victim) continue;
+        victim.kill('SIGKILL');
+        killed++;
+        startWorker();
+      }
+    })();
+    cleanups.push(async () => {
+      killing = false;
+      for (const w of workers) w.kill('SIGKILL');
+    });
+
+    // The storm.
+    opts.out(`storm: ${opts.outboundMessages} SMS out, ${opts.inboundMessages} in, ${opts.outboundCalls} calls out, ${opts.inboundCalls} in; ${opts.workers} workers, one SIGKILLed every ${opts.killEveryMs.join('–')} ms`);
+    const expected = new Map<string, { status: string; events: string[] }>();
+    const inbound: { from: string; kind: 'sms' | 'call' }[] = [];
+    const work: (() => Promise<void>)[] = [];
+    for (let i = 0; i < opts.outboundMessages; i++) {
+      const plan = SMS_PLAN[i % SMS_PLAN.length]!;
+      work.push(async () => {
+        const m = await api('/v1/messages', { from: OUR_NUMBER, to: plan.to, body: `chaos ${i} ${'é'.repeat(i % 3)}` });
+        expected.set(m.id, plan);
+      });
+    }
+    for (let i = 0; i < opts.outboundCalls; i++) {
+      const plan = CALL_PLAN[i % CALL_PLAN.length]!;
+      work.push(async () => {
+        const c = await api('/v1/calls', { from: OUR_NUMBER, to: plan.to, ring_timeout_secs: 5 });
+        expected.set(c.id, plan);
+      });
+    }
+    for (let i = 0; i < opts.inboundMessages; i++) {
+      const from = `+1415600${String(i).padStart(4, '0')}`;
+      work.push(async () => {
+        sim.injectInboundSms({ from, to: OUR_NUMBER, text: `inbound ${i}` });
+        inbound.push({ from, kind: 'sms' });
+      });
+    }
+    for (let i = 0; i < opts.inboundCalls; i++) {
+      const from = `+1415700${String(i).padStart(4, '0')}`;
+      work.push(async () => {
+        sim.injectInboundCall({ from, to: INBOUND_NUMBER });
+        inbound.push({ from, kind: 'call' });
+      });
+    }
+    shuffle(work);
+    const gap = opts.loadMs / Math.max(1, work.length);
+    await Promise.all(work.map(async (w, i) => {
+      await sleep(i * gap);
+      await w();
+    }));
+
+    opts.out(`storm sent after ${Math.round((Date.now() - started) / 1000)} s; waiting for quiescence…`);
+    await quiescence(pool, sim, opts.out);
+    opts.out(`quiescent after ${Math.round((Date.now() - started) / 1000)} s`);
+    killing = false;
+    await killer;
+    for (const w of workers) w.kill('SIGTERM');
+    await sleep(500);
+
+    const audit = await runAudit(pool, { graceSeconds: 0 });
+    const mismatches = await compare(pool, expected, inbound, (opts.behaviour.contradictionRate ?? 0) > 0);
+    const q = async (sql: string) => Number((await pool.query<{ n: number }>(sql)).rows[0]!.n);
+    const counts = sim.counts;
+    return {
+      carrier: {
+        facts: counts.events,
+        webhooks: counts.attempts,
+        duplicates: counts.duplicates,
+        resends: counts.resends,
+        sends: sim.requests.filter((r) => r.path === '/v2/messages' && r.status === 200).length,
+        dials: sim.requests.filter((r) => r.path === '/v2/calls' && r.status === 200 && !r.deduplicated).length,
+      },
+      stored: await q('SELECT count(*)::int AS n FROM carrier_events'),
+      processed: await q('SELECT count(*)::int AS n FROM carrier_events WHERE processed_at IS NOT NULL'),
+      customerEvents: await q('SELECT count(*)::int AS n FROM outbound_events'),
+      deliveries: {
+        total: await q('SELECT count(*)::int AS n FROM webhook_deliveries'),
+        succeeded: await q(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'succeeded'`),
+        receivedRequests: receiver.requests,
+        redelivered: receiver.requests - receiver.distinct.size,
+      },
+      workersKilled: killed,
+      audit,
+      mismatches,
+      seconds: Math.round((Date.now() - started) / 1000),
+    };
+  } finally {
+    await cleanup();
+  }
+}
+
+/**
+ * Settled: the simulator has nothing pending, no job is due, every delivery is
+ * terminal, every carrier event is processed except receipts for a carrier id
+ * that matches no message (the second send of a message whose worker was killed
+ * inside the send window; they are retried for a while and then recorded as
+ * errors), and all of that holds twice in a row.
+ */
+async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l: string) => void): Promise<void> {
+  let calm = 0;
+  let last = '';
+  const deadline = Date.now() + 600_000;
+  while (calm < 2) {
+    if (Date.now() > deadline) throw new Error('no quiescence within 10 minutes');
+    await sim.idle();
+    const { rows } = await pool.query<{ jobs: number; deliveries: number; events: number; calls: number; messages: number }>(`
+      SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts) AS jobs,
+             (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries,
+             (SELECT count(*) FROM carrier_events ce WHERE processed_at IS NULL
+               AND NOT (ce.event_type IN ('message.sent', 'message.finalized')
+                        AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.carrier_message_id = ce.payload->'data'->'payload'->>'id'))) AS events,
+             (SELECT count(*) FROM calls WHERE status IN ('ringing', 'in_progress')) AS calls,
+             (SELECT count(*) FROM messages WHERE status IN ('queued', 'scheduled')) AS messages`);
+    const busy = rows[0]!;
+    const summary = Object.entries(busy).filter(([, v]) => Number(v) > 0).map(([k, v]) => `${k} ${v}`).join(', ');
+    if (summary && summary !== last) out(`  still busy: ${summary}`);
+    last = summary;
+    calm = summary === '' ? calm + 1 : 0;
+    await sleep(1000);
+  }
+}
+
+/** Customer events and final states against what a well-behaved carrier would have produced. */
+async function compare(
+  pool: pg.Pool,
+  expected: Map<string, { status: string; events: string[] }>,
+  inbound: { from: string; kind: 'sms' | 'call' }[],
+  contradictions: boolean,
+): Promise<string[]> {
+  // A contradiction ("delivery_failed" after "delivered", under a new id) may be
+  // processed first when two workers race: the first terminal word processed wins.
+  // Either way there is exactly one terminal status and one terminal event.
+  const terminal = (s: string) => (contradictions ? s.replace(/^(message\.)(delivered|failed)$/, '$1terminal') : s);
+  const status = (s: string) => (contradictions && (s === 'delivered' || s === 'failed') ? 'terminal' : s);
+  const out: string[] = [];
+  const { rows } = await pool.query<{ id: string; status: string; events: string[] | null }>(`
+    SELECT r.id, r.status, (SELECT array_agg(type ORDER BY type) FROM outbound_events e WHERE e.subject_id = r.id) AS events
+      FROM (SELECT id, status FROM messages UNION ALL SELECT id, status FROM calls) r`);
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  for (const [id, want] of expected) {
+    const got = byId.get(id);
+    const wantEvents = want.events.map(terminal).sort().join(',');
+    const gotEvents = (got?.events ?? []).map(terminal).sort().join(',');
+    if (!got || status(got.status) !== status(want.status) || gotEvents !== wantEvents) {
+      out.push(`${id}: expected ${want.status} [${wantEvents}], got ${got?.status ?? 'nothing'} [${gotEvents}]`);
+    }
+  }
+  for (const { from, kind } of inbound) {
+    const table = kind === 'sms' ? 'messages' : 'calls';
+    const want = kind === 'sms' ? 'message.received' : 'call.completed,call.answered,call.initiated';
+    const { rows: found } = await pool.query<{ id: string; events: string[] | null }>(
+      `SELECT r.id, (SELECT array_agg(type ORDER BY type) FROM outbound_events e WHERE e.subject_id = r.id) AS events
+         FROM ${table} r WHERE r.from_number = $1`,
+      [from],
+    );
+    const sorted = want.split(',').sort().join(',');
+    if (found.length !== 1 || (found[0]!.events ?? []).join(',') !== sorted) {
+      out.push(`inbound ${kind} from ${from}: expected one with [${sorted}], got ${JSON.stringify(found)}`);
+    }
+  }
+  return out;
+}
+
+async function startCountingReceiver() {
+  const distinct = new Set<string>();
+  const state = { requests: 0, distinct, url: '', close: async () => {} };
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      state.requests++;
+      distinct.add(String(req.headers['webhook-id']));
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+  state.close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  return state;
+}
+
+export function chaosTable(r: ChaosResult): string {
+  const rows: [string, string | number][] = [
+    ['carrier facts told', r.carrier.facts],
+    ['carrier webhooks sent', r.carrier.webhooks],
+    ['  duplicates (same event id)', r.carrier.duplicates],
+    ['  re-sent under a new event id', r.carrier.resends],
+    ['carrier events stored (distinct ids)', r.stored],
+    ['carrier events processed', r.processed],
+    ['messages sent to the carrier / dials', `${r.carrier.sends} / ${r.carrier.dials}`],
+    ['customer events', r.customerEvents],
+    ['deliveries (succeeded / total)', `${r.deliveries.succeeded} / ${r.deliveries.total}`],
+    ['receiver requests (same id again)', `${r.deliveries.receivedRequests} (${r.deliveries.redelivered})`],
+    ['worker processes SIGKILLed', r.workersKilled],
+    ['audit violations', r.audit.checks.reduce((n, c) => n + c.violations, 0)],
+    ['differences from a well-behaved carrier', r.mismatches.length],
+    ['seconds', r.seconds],
+  ];
+  const w = Math.max(...rows.map(([k]) => k.length));
+  return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
+}
+
+export { formatAuditReport };
+
+async function adminQuery(url: string, sql: string) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+async function waitForHttp(url: string) {
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function shuffle<T>(a: T[]) {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j]!, a[i]!];
+  }
+}

@@ -1,0 +1,43 @@
+// `npm run chaos`: the full storm (hundreds of messages and calls, worker
+// processes SIGKILLed at random), then the audit and the comparison with a
+// well-behaved carrier. Exits 1 on any violation or difference.
+// Flags: --messages N --calls N --workers N --ingest-processes N --load-seconds N --seed S
+
+import { parseArgs } from 'node:util';
+import { createLogger } from '../telemetry/log.js';
+import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from './chaos.js';
+
+const { values } = parseArgs({
+  options: {
+    messages: { type: 'string' },
+    calls: { type: 'string' },
+    workers: { type: 'string' },
+    'ingest-processes': { type: 'string' },
+    'load-seconds': { type: 'string' },
+    seed: { type: 'string' },
+  },
+});
+const n = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number(v));
+const messages = n(values.messages, CHAOS_DEFAULTS.outboundMessages);
+const calls = n(values.calls, CHAOS_DEFAULTS.outboundCalls);
+
+const result = await runChaos({
+  ...CHAOS_DEFAULTS,
+  outboundMessages: messages,
+  inboundMessages: Math.ceil(messages / 3),
+  outboundCalls: calls,
+  inboundCalls: Math.ceil(calls / 2),
+  workers: n(values.workers, CHAOS_DEFAULTS.workers),
+  ingestProcesses: n(values['ingest-processes'], CHAOS_DEFAULTS.ingestProcesses),
+  loadMs: n(values['load-seconds'], CHAOS_DEFAULTS.loadMs / 1000) * 1000,
+  seed: values.seed ?? `chaos-${Date.now()}`,
+  databaseUrl: process.env.DATABASE_URL ?? null,
+  log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
+  out: (line) => process.stdout.write(`${line}\n`),
+});
+
+process.stdout.write(`\n${chaosTable(result)}\n\n${formatAuditReport(result.audit)}\n`);
+if (result.mismatches.length > 0) {
+  process.stdout.write(`\ndifferences from a well-behaved carrier:\n${result.mismatches.slice(0, 20).map((m) => `  ${m}`).join('\n')}\n`);
+}
+process.exit(result.audit.ok && result.mismatches.length === 0 ? 0 : 1);

@@ -1,0 +1,39 @@
+// The short chaos run (npm run chaos is the long one), in the topology of
+// issue 8: two ingest processes and two worker processes against one database,
+// workers SIGKILLed and restarted at random, a carrier that duplicates, re-sends
+// under new ids, contradicts itself and answers early. At the end: the audit is
+// clean and the customer events are exactly what a well-behaved carrier would
+// have produced.
+
+import { describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from '../../src/chaos/chaos.js';
+import { createLogger } from '../../src/telemetry/log.js';
+
+describe('chaos', () => {
+  it('a storm through a misbehaving carrier with workers SIGKILLed at random leaves 0 violations and the well-behaved counts', async () => {
+    const lines: string[] = [];
+    const result = await runChaos({
+      ...CHAOS_DEFAULTS,
+      outboundMessages: 36,
+      inboundMessages: 12,
+      outboundCalls: 9,
+      inboundCalls: 4,
+      workers: 2,
+      ingestProcesses: 2,
+      killEveryMs: [1000, 2500],
+      loadMs: 6000,
+      seed: `test-${Date.now()}`,
+      databaseUrl: inject('adminUrl'),
+      log: createLogger('silent'),
+      out: (l) => lines.push(l),
+    });
+    const report = `${chaosTable(result)}\n${formatAuditReport(result.audit)}\n${result.mismatches.join('\n')}`;
+    expect(result.audit.ok, report).toBe(true);
+    expect(result.mismatches, report).toEqual([]);
+    expect(result.workersKilled, report).toBeGreaterThan(0);
+    expect(result.carrier.duplicates + result.carrier.resends, report).toBeGreaterThan(0);
+    expect(result.deliveries.succeeded, report).toBe(result.deliveries.total);
+    expect(result.customerEvents, report).toBe(result.deliveries.total);
+  }, 240_000);
+});
