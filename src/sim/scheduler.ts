@@ -13,6 +13,7 @@
 // (timer jitter does not stretch a 5 s call); events from outside (a command, the
 // control API) at the timeline's now. With timeScale 1 a timeline is the wall clock.
 
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
@@ -24,7 +25,7 @@ export class Scheduler {
   private timers = new Set<NodeJS.Timeout>();
   private pending = 0;
   private waiters: Array<() => void> = [];
-  private abort = new AbortController();
+  private abort = unboundedController();
 
   constructor(
     readonly timeScale: number,
@@ -108,7 +109,7 @@ export class Scheduler {
     this.pending -= this.timers.size;
     this.timers.clear();
     this.abort.abort();
-    this.abort = new AbortController();
+    this.abort = unboundedController();
     this.settle(0);
   }
 
@@ -123,4 +124,12 @@ export class Scheduler {
       for (const w of waiters) w();
     });
   }
+}
+
+// Every in-flight delivery and sleep listens on the one signal; a storm has
+// hundreds at once, which is expected, not a leak.
+function unboundedController(): AbortController {
+  const c = new AbortController();
+  setMaxListeners(0, c.signal);
+  return c;
 }
