@@ -4,6 +4,7 @@
 
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
+import { isBadInput } from '../db/errors.js';
 import type { Logger } from '../telemetry/log.js';
 
 export const Problem = Type.Object(
@@ -88,6 +89,7 @@ export function apiErrorHandler(log: Logger) {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       return sendProblem(reply, problem(415, 'unsupported_media_type', 'send application/json'));
     }
+    if (isBadInput(err)) return sendProblem(reply, problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)'));
     if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', err.message));
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return sendProblem(reply, problem(err.statusCode === 404 ? 404 : 400, err.statusCode === 404 ? 'not_found' : 'invalid_request', err.message));

@@ -1,6 +1,8 @@
 // The jobs that talk to the carrier about calls. Each was enqueued in the
 // transaction that decided it and carries a command_id the carrier de-duplicates
-// (60 s), so a job re-run after a crash does not dial or act twice.
+// for 60 s, so a job re-run soon after a crash or a lost answer does not dial or
+// act twice; a re-run later than that is made harmless by the state it finds
+// (a leg already stamped, a call already over, a caller already answered).
 //
 // call.dial: if the call is no longer ringing when the job runs, the leg is
 // canceled and nobody is dialed. Otherwise dial (command_id = the leg id) and
@@ -52,8 +54,11 @@ export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1)
     await withTx(deps.pool, async (tx) => {
       const locked = await callLock(tx, leg.call_id);
       await legStamp(tx, leg.id, result.callControlId, result.callLegId, new Date());
-      // The call was answered elsewhere or ended while this dial was in flight.
-      if (locked && locked.status !== 'ringing') await hangUp(tx, result.callControlId, `hangup:${leg.id}`);
+      // The call was answered by another leg, or ended, while this dial was in flight.
+      // (It may also have left `ringing` because this very leg answered already.)
+      if (locked && locked.status !== 'ringing' && locked.answered_leg_id !== leg.id) {
+        await hangUp(tx, result.callControlId, `hangup:${leg.id}`);
+      }
     });
     return 'dialed';
   }
@@ -99,11 +104,10 @@ export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> 
     if (!leg?.call_control_id) throw new Error(`answered leg of ${callId} has no call_control_id yet`);
     const caller = call.caller_call_control_id;
     const answered = await deps.carrier.callAction(caller, { action: 'answer' }, `answer:${callId}`);
-    if (!answered.ok) {
-      if (answered.kind === 'retry') throw new Error(`answer ${caller}: ${answered.detail}`);
-      deps.log.warn({ callId, code: answered.code }, 'could not answer the caller');
-      return;
-    }
+    if (!answered.ok && answered.kind === 'retry') throw new Error(`answer ${caller}: ${answered.detail}`);
+    // A refused answer usually means an earlier run of this job answered already
+    // (outside the carrier's 60 s command_id window): go on and bridge.
+    if (!answered.ok) deps.log.warn({ callId, code: answered.code }, 'the carrier refused to answer the caller; bridging anyway');
     const bridged = await deps.carrier.callAction(caller, { action: 'bridge', otherCallControlId: leg.call_control_id }, `bridge:${callId}`);
     if (!bridged.ok && bridged.kind === 'retry') throw new Error(`bridge ${caller}: ${bridged.detail}`);
   };

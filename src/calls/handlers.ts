@@ -97,7 +97,20 @@ async function inboundCall(tx: Tx, ev: Extract<CarrierEvent, { kind: 'call.initi
   return { outcome: 'applied' };
 }
 
+/**
+ * A carrier leg that carries our leg's client_state but is not (or no longer)
+ * that leg: a dial we gave up on that went through after all, or a second dial
+ * after the command_id window. It must not move our leg; if it is up, hang it up.
+ */
+function isStray(leg: LegRow, callControlId: string): boolean {
+  return (leg.call_control_id !== null && leg.call_control_id !== callControlId) || leg.status === 'failed' || leg.status === 'canceled';
+}
+
 async function legAnswered(tx: Tx, call: CallRow, leg: LegRow, ev: Extract<CarrierEvent, { kind: 'call.answered' }>): Promise<HandlerResult> {
+  if (isStray(leg, ev.callControlId)) {
+    await hangUp(tx, ev.callControlId, `hangup:${ev.callControlId}`);
+    return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
+  }
   await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
   if (!(await legAnswer(tx, leg.id, ev.occurredAt))) return { outcome: 'ignored', reason: `leg already ${leg.status}` };
   const won = await callAnswer(tx, call.id, leg.id, ev.occurredAt);
@@ -119,6 +132,7 @@ async function legHungUp(
   ctx: HandlerContext,
 ): Promise<HandlerResult> {
   const at = ev.endedAt ?? ev.occurredAt;
+  if (isStray(leg, ev.callControlId)) return { outcome: 'ignored', reason: 'not the carrier leg we track' };
   await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
   // normal_clearing means the leg was connected: if its answer has not been applied
   // yet, the hangup overtook it; wait (a few retries) for the answer rather than
@@ -144,6 +158,10 @@ export const callHandlers: HandlerRegistry = {
     if (ev.direction === 'inbound') return inboundCall(tx, ev, ctx);
     const found = await find(tx, ev);
     if (!found || !('leg' in found)) return { outcome: 'ignored', reason: 'not a leg we dialed' };
+    if (isStray(found.leg, ev.callControlId)) {
+      await hangUp(tx, ev.callControlId, `hangup:${ev.callControlId}`);
+      return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
+    }
     const stamped = await legStamp(tx, found.leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
     return stamped ? { outcome: 'applied' } : { outcome: 'ignored', reason: 'leg already stamped' };
   },

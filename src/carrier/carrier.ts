@@ -106,7 +106,7 @@ export interface Dial {
   timeoutSecs: number;
   /** Echoed by the carrier on every webhook of the new leg. */
   clientState: unknown;
-  /** The carrier ignores a repeated command id, so a re-run does not dial twice. */
+  /** The carrier ignores a repeated command id for 60 s, so a quick re-run does not dial twice. */
   commandId: string;
   /** Bridge the new leg to this existing leg when it answers. */
   linkTo?: string;

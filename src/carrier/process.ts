@@ -56,8 +56,8 @@ export class NotReadyError extends Error {
   override name = 'NotReadyError';
 }
 
-// graphile-worker's backoff is exp(attempt) seconds: eight attempts wait about 1.3 hours
-// in total, far longer than any dispatcher takes to commit a carrier id.
+// graphile-worker's backoff is exp(attempt) seconds: eight attempts wait about half
+// an hour in total, far longer than any dispatcher takes to commit a carrier id.
 const NOT_READY_MAX_ATTEMPTS = 8;
 
 export interface ProcessDeps {
@@ -84,8 +84,10 @@ export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string,
       try {
         const event = adapter.parse(row.payload);
         const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
+        // In a savepoint: if the handler throws, its writes roll back even when
+        // the event is then marked rejected in this transaction.
         result = handler
-          ? await handler(tx, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now, attempt })
+          ? await withTx(tx, (inner) => handler(inner, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now, attempt }))
           : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
       } catch (err) {
         if (err instanceof MalformedCarrierEvent) result = { outcome: 'rejected', reason: `malformed: ${err.message}` };

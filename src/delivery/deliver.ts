@@ -28,7 +28,7 @@ import {
   deliverySkipPending,
   type AttemptTrigger,
 } from './deliveries.sql.js';
-import { endpointDisable, endpointRecordFailure, endpointRecordSuccess } from './endpoints.sql.js';
+import { endpointDisable, endpointLock, endpointRecordFailure, endpointRecordSuccess } from './endpoints.sql.js';
 import { sendWebhook, type AttemptResult } from './http.js';
 import { webhookHeaders } from './signature.js';
 
@@ -96,6 +96,9 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
 
     const succeeded = result.status !== null && result.status >= 200 && result.status < 300;
     const outcome = await withTx(deps.pool, async (tx) => {
+      // Lock order: the endpoint row first, then delivery rows. Two attempts to one
+      // endpoint finishing together must not take them in opposite orders.
+      const failures = succeeded ? (await endpointLock(tx, endpoint.id), null) : await endpointRecordFailure(tx, endpoint.id);
       const attempt = await attemptRecord(tx, {
         delivery_id: deliveryId,
         trigger,
@@ -106,13 +109,14 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
         response_excerpt: result.excerpt,
         error: result.error ?? (succeeded ? null : `HTTP ${result.status}`),
       });
-      if (succeeded) {
+      if (failures === null) {
+        // A success after another attempt disabled the endpoint is logged, but it
+        // neither re-arms the endpoint nor un-skips the delivery.
+        if (!(await deliveryFinish(tx, deliveryId, 'succeeded'))) return 'skipped' as const;
         await endpointRecordSuccess(tx, endpoint.id);
-        await deliveryFinish(tx, deliveryId, 'succeeded');
         return 'succeeded' as const;
       }
 
-      const failures = await endpointRecordFailure(tx, endpoint.id);
       const reason = result.status === 410 ? 'gone' : failures >= deps.disableAfter ? 'consecutive_failures' : null;
       if (reason && (await endpointDisable(tx, endpoint.id, reason, startedAt))) {
         await deliverySkipPending(tx, endpoint.id);

@@ -109,6 +109,11 @@ export async function endpointRotateSecret(
   return rows[0] ?? null;
 }
 
+/** Takes the endpoint's row lock without changing it (delivery outcomes lock the endpoint first). */
+export async function endpointLock(tx: Tx, id: string): Promise<void> {
+  await tx.query({ name: 'endpoint_lock', text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE', values: [id] });
+}
+
 /** A success resets the count; only writes when there is something to reset. */
 export async function endpointRecordSuccess(tx: Tx, id: string): Promise<void> {
   await tx.query({

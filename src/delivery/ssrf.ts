@@ -32,6 +32,7 @@ for (const [net, prefix] of [
   ['::', 128],
   ['::1', 128],
   ['100::', 64],
+  ['64:ff9b:1::', 48], // local-use NAT64 (RFC 8215): the embedded IPv4 is not ours to check
   ['2001:db8::', 32],
   ['fc00::', 7],
   ['fe80::', 10],

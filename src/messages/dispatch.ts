@@ -12,8 +12,9 @@
 // the sweeper and runs again, and the carrier sends the message a second time
 // (the recipient may get it twice; it is billed and announced once, and the first
 // send's receipts match no message and are recorded as errors). We chose
-// at-least-once over losing a message. A re-run after the commit finds `sent` and
-// does nothing.
+// at-least-once over losing a message. The same happens when the carrier takes
+// longer than the client timeout to answer: the request may have been accepted,
+// and the retry sends again. A re-run after the commit finds `sent` and does nothing.
 
 import type pg from 'pg';
 import type { CarrierClient } from '../carrier/carrier.js';
@@ -36,7 +37,7 @@ export interface DispatchDeps {
 
 export type DispatchOutcome = 'sent' | 'rejected' | 'retrying' | 'gave_up' | 'not_due' | 'nothing_to_send';
 
-// ~10 tries over about half an hour, then the message fails with carrier_unavailable.
+// 10 tries over about 14 minutes, then the message fails with carrier_unavailable.
 const MAX_ATTEMPTS = 10;
 const MAX_BACKOFF_MS = 5 * 60_000;
 const MAX_RETRY_AFTER_MS = 60 * 60_000;
@@ -49,8 +50,10 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
   if (m.status === 'scheduled') {
     const start = now();
     if (m.send_at && m.send_at > start) {
-      // Early (a clock skew, or a job re-run): wait for send_at.
-      await withTx(deps.pool, (tx) => enqueue(tx, 'message.dispatch', { messageId }, { runAt: m.send_at!, jobKey: dispatchJobKey(messageId) }));
+      // Early (clock skew between us and the database, or a job re-run): wait for
+      // send_at, at least a second, so a skewed clock cannot make the job spin.
+      const runAt = new Date(Math.max(m.send_at.getTime(), start.getTime() + 1000));
+      await withTx(deps.pool, (tx) => enqueue(tx, 'message.dispatch', { messageId }, { runAt, jobKey: dispatchJobKey(messageId) }));
       return 'not_due';
     }
     // Claim it first: once queued, a cancel is refused, so we never send a canceled message.

@@ -190,6 +190,45 @@ describe('sequential ring', () => {
   });
 });
 
+describe('carrier legs racing our own decisions', () => {
+  it('the dial job does not hang up the leg that answered while the dial request was in flight', async () => {
+    sim.setWebhookUrl(null); // only the events this test writes
+    sim.setBehaviour({ sendLatencyMs: 1500 });
+    try {
+      const callId = await place([A]);
+      const leg = await eventually(async () => (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1', [callId])).rows[0] as Leg | undefined);
+      await eventually(async () => sim.requests.some((r) => r.path === '/v2/calls' && r.commandId === leg.id)); // the dial is in flight
+      const ccid = `v3:early-${randomUUID()}`;
+      await sim.deliver(
+        answerOf({ ...leg, call_control_id: ccid, carrier_leg_id: randomUUID() }),
+        `${platform.ingestUrl}/webhooks/telnyx`,
+      );
+      await eventually(async () => (await getCall(callId)).status === 'in_progress');
+      const dialed = await eventually(async () => sim.requests.find((r) => r.path === '/v2/calls' && r.commandId === leg.id && r.status === 200));
+      await quiet();
+      expect(dialed).toBeDefined();
+      await new Promise((r) => setTimeout(r, 500)); // a hang-up command, if one was decided, has run by now
+      expect(sim.requests.filter((r) => r.commandId === `hangup:${leg.id}`)).toEqual([]);
+      expect((await getCall(callId)).status).toBe('in_progress');
+    } finally {
+      sim.setBehaviour({ sendLatencyMs: 0 });
+      sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
+    }
+  });
+
+  it('a carrier leg for a dial we gave up on that answers anyway is hung up and changes nothing', async () => {
+    const callId = await place([A, B]);
+    const a = await legAt(callId, 0);
+    // What dialLeg leaves after its attempts got no answer: the leg failed, never stamped.
+    await db.pool.query(`UPDATE call_legs SET status = 'failed', ended_at = now(), hangup_cause = 'carrier_unavailable', call_control_id = NULL WHERE id = $1`, [a.id]);
+    await sim.deliver(answerOf(a)); // …but the carrier did place it, and the callee picked up
+    await eventually(async () => actions(a.call_control_id, 'hangup') === 1);
+    await quiet();
+    expect((await getCall(callId)).status).toBe('ringing');
+    expect(await events(callId, 'call.answered')).toBe(0);
+  });
+});
+
 describe('inbound', () => {
   it('call.initiated re-sent under a new id is one call; the caller hanging up mid-ring misses it and hangs up the ringing leg', async () => {
     const before = { a: dials(A), b: dials(B) };
