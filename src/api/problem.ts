@@ -25,10 +25,13 @@ const TITLES: Record<number, string> = {
   401: 'Unauthorized',
   404: 'Not Found',
   409: 'Conflict',
+  408: 'Request Timeout',
   413: 'Payload Too Large',
+  414: 'URI Too Long',
   415: 'Unsupported Media Type',
   422: 'Unprocessable Content',
   429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };
@@ -91,6 +94,7 @@ export function apiErrorHandler(log: Logger) {
     }
     if (isBadInput(err)) return sendProblem(reply, problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)'));
     if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', err.message));
+    if (err.statusCode === 414) return sendProblem(reply, problem(414, 'path_too_long', err.message));
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return sendProblem(reply, problem(err.statusCode === 404 ? 404 : 400, err.statusCode === 404 ? 'not_found' : 'invalid_request', err.message));
     }

@@ -47,13 +47,46 @@ export interface ApiDeps extends ApiContext {
   routes: ApiRoutes[];
 }
 
+/**
+ * Limits for slow or stalled clients: the head must arrive within headersTimeout,
+ * the whole request within requestTimeout (Node checks every second, not every 30).
+ */
+export const SLOW_CLIENT_LIMITS = {
+  requestTimeout: 30_000,
+  connectionTimeout: 30_000,
+  keepAliveTimeout: 72_000,
+  http: { headersTimeout: 10_000, connectionsCheckingInterval: 1_000 },
+} as const;
+
+/** RFC 3339 date-times that JavaScript can also read: a leap second (23:59:60) is refused by the schema, not a 500. */
+function strictDateTime(ajv: { addFormat(name: string, format: { type: 'string'; validate: (s: string) => boolean }): unknown }): void {
+  const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+  ajv.addFormat('date-time', { type: 'string', validate: (s) => RFC3339.test(s) && !Number.isNaN(Date.parse(s)) });
+}
+
+/** Answers a request Node could not even parse with a small problem+json, then closes. */
+export function problemClientError(err: Error & { code?: string }, socket: import('node:net').Socket): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const body = JSON.stringify(problem(status, status === 431 ? 'headers_too_large' : status === 408 ? 'request_timeout' : 'malformed_request'));
+  const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
 export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     bodyLimit: 256 * 1024,
-    requestTimeout: 30_000,
-    connectionTimeout: 30_000,
-    keepAliveTimeout: 72_000,
+    ...SLOW_CLIENT_LIMITS,
     return503OnClosing: true,
+    // Router refusals (a broken percent-escape in the path) answer like every other error.
+    frameworkErrors: (err, _req, reply) => sendProblem(reply, problem(400, 'invalid_path', err.message)),
+    // Protocol-level refusals (431 header flood, an unparseable head) too.
+    clientErrorHandler: problemClientError,
     ajv: {
       customOptions: {
         removeAdditional: false, // unknown fields are an error, not silently dropped
@@ -63,7 +96,9 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
         verbose: true, // errors carry their schema, so x-code can name the error
         keywords: ['x-code'],
       },
-    },
+      // After ajv-formats (which the compiler adds last among plugins), so this one wins.
+      onCreate: strictDateTime,
+    } as object,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setErrorHandler(apiErrorHandler(deps.log));
