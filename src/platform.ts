@@ -95,7 +95,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
     let ingestUrl: string | null = null;
     if (roles.includes('ingest')) {
-      const app = buildIngestServer({ pool: pool('ingest', 20), adapters, log, metrics });
+      // Group commit keeps at most two writes in flight; one more connection for /readyz.
+      const app = buildIngestServer({ pool: pool('ingest', 4), adapters, log, metrics });
       servers.push(app);
       ingestUrl = await listen(app, config.host, config.ingestPort);
       log.info({ url: ingestUrl }, 'ingest listening');

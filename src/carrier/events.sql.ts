@@ -19,12 +19,64 @@ export interface CarrierEventRow {
 
 export type StoreResult = { stored: true; id: string } | { stored: false };
 
+export interface NewCarrierEvent {
+  carrier: string;
+  carrierEventId: string;
+  eventType: string;
+  /** The verified body as the carrier sent it; it goes straight to jsonb (no parse/stringify round trip). */
+  rawJson: string;
+}
+
 /**
- * Stores a verified webhook and enqueues its processing job as ONE statement, so
- * it is one transaction and one round trip: the event row and its job commit
- * together or not at all. A duplicate inserts nothing, so it enqueues nothing. The
- * raw JSON text goes straight to jsonb (no parse/stringify round trip).
+ * Stores verified webhooks and enqueues one processing job per new event as ONE
+ * statement, so it is one transaction and one round trip: every event row commits
+ * together with its job, or none does. A duplicate (already stored, or earlier in
+ * the same batch) inserts nothing and enqueues nothing. All jobs go through one
+ * graphile_worker.add_jobs call, hence one NOTIFY per batch, not one per event:
+ * PostgreSQL serializes the commits of notifying transactions, so that NOTIFY is
+ * what bounds ingest throughput (docs/scaling.md has the numbers). A batch with
+ * no new event calls nothing and notifies nobody. Rows go in key order, so two
+ * concurrent batches carrying the same events wait for each other instead of
+ * deadlocking on the unique index.
  */
+export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierEvent[]): Promise<StoreResult[]> {
+  const { rows } = await db.query<{ carrier: string; carrier_event_id: string; id: string }>({
+    name: 'carrier_event_store_many',
+    text: `WITH input AS (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                      WITH ORDINALITY AS t (carrier, carrier_event_id, event_type, payload, n)
+           ), ins AS (
+             INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload)
+             SELECT carrier, carrier_event_id, event_type, payload::jsonb FROM input ORDER BY carrier, carrier_event_id
+             ON CONFLICT (carrier, carrier_event_id) DO NOTHING
+             RETURNING id, carrier, carrier_event_id
+           ), jobs AS (
+             SELECT count(*) AS n FROM graphile_worker.add_jobs(
+               (SELECT array_agg(ROW('carrier_event.process', json_build_object('eventId', ins.id),
+                                     NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec)
+                  FROM ins))
+           )
+           -- jobs runs (once) only when ins returned rows: nothing new, no add_jobs, no NOTIFY.
+           SELECT ins.id, ins.carrier, ins.carrier_event_id, (SELECT n FROM jobs) AS jobs FROM ins`,
+    values: [
+      events.map((e) => e.carrier),
+      events.map((e) => e.carrierEventId),
+      events.map((e) => e.eventType),
+      events.map((e) => e.rawJson),
+    ],
+  });
+  // Each stored row answers the first request in the batch that carried its key.
+  const stored = new Map(rows.map((r) => [`${r.carrier}\u0000${r.carrier_event_id}`, r.id]));
+  return events.map((e) => {
+    const key = `${e.carrier}\u0000${e.carrierEventId}`;
+    const id = stored.get(key);
+    if (id === undefined) return { stored: false };
+    stored.delete(key);
+    return { stored: true, id };
+  });
+}
+
+/** One event: the same statement with a batch of one. */
 export async function carrierEventStore(
   db: Db,
   carrier: string,
@@ -32,20 +84,8 @@ export async function carrierEventStore(
   eventType: string,
   rawJson: string,
 ): Promise<StoreResult> {
-  const { rows } = await db.query<{ id: string }>({
-    name: 'carrier_event_store',
-    text: `WITH ins AS (
-             INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload)
-             VALUES ($1, $2, $3, $4::jsonb)
-             ON CONFLICT (carrier, carrier_event_id) DO NOTHING
-             RETURNING id
-           )
-           SELECT ins.id FROM ins,
-             LATERAL graphile_worker.add_job('carrier_event.process', json_build_object('eventId', ins.id)) AS job`,
-    values: [carrier, carrierEventId, eventType, rawJson],
-  });
-  const row = rows[0];
-  return row ? { stored: true, id: row.id } : { stored: false };
+  const [result] = await carrierEventStoreMany(db, [{ carrier, carrierEventId, eventType, rawJson }]);
+  return result!;
 }
 
 /** Locks the event row for the processing transaction, so two runs of one job serialize. */

@@ -4,17 +4,18 @@
 // routing and business logic happens in workers: this process must answer in
 // milliseconds, because call-control latency is dead air in the caller's ear.
 // Never a 2xx for an event that is not durably stored; a database failure is a
-// 503 so the carrier retries.
+// 503 so the carrier retries. Webhooks arriving together share one transaction
+// (group-commit.ts), which is what lets ingest scale past one commit at a time.
 
 import { TextDecoder } from 'node:util';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type pg from 'pg';
 import type { CarrierAdapter } from '../carrier/carrier.js';
-import { carrierEventStore } from '../carrier/events.sql.js';
 import { isBadInput } from '../db/errors.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { IngestOutcome, Metrics } from '../telemetry/metrics.js';
+import { CarrierEventWriter, type GroupCommitOptions } from './group-commit.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -25,6 +26,8 @@ export interface IngestDeps {
   metrics: Metrics;
   /** Unix seconds; a parameter so tests can move time, not mock it. */
   nowSeconds?: () => number;
+  /** How concurrent webhooks share a write (group-commit.ts); the defaults suit production. */
+  groupCommit?: GroupCommitOptions;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -33,14 +36,23 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   const { pool, log, metrics } = deps;
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
+  const writer = new CarrierEventWriter(pool, deps.groupCommit);
   const app = Fastify({
     bodyLimit: MAX_BODY_BYTES,
-    // A slow or stalled sender gets at most this long for its whole request.
+    // A slow or stalled sender gets at most this long for its head, and for its
+    // whole request; Node checks every second (its default is every 30 s).
     requestTimeout: 10_000,
     connectionTimeout: 15_000,
     keepAliveTimeout: 72_000,
+    http: { headersTimeout: 5_000, connectionsCheckingInterval: 1_000 },
     maxRequestsPerSocket: 0,
     return503OnClosing: true,
+  });
+
+  // The body is opaque bytes until its signature checks out: a missing or
+  // malformed content-type must not turn a webhook into a 415 before verification.
+  app.addHook('onRequest', async (req) => {
+    req.headers['content-type'] = 'application/octet-stream';
   });
 
   app.removeAllContentTypeParsers();
@@ -64,7 +76,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
       let text: string;
       let envelope;
       try {
-        text = utf8.decode(raw);
+        text = storableJson(utf8.decode(raw));
         envelope = adapter.envelope(JSON.parse(text));
       } catch {
         return answer(reply, started, 'bad_request', 400, { error: 'malformed_body', detail: 'body is not UTF-8 JSON' });
@@ -76,9 +88,9 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
         });
       }
 
-      // 2 and 3. Persist once and enqueue, in one statement.
+      // 2 and 3. Persist once and enqueue, in one statement, shared with the webhooks arriving meanwhile.
       try {
-        const result = await carrierEventStore(pool, adapter.name, envelope.eventId, envelope.eventType, text);
+        const result = await writer.store({ carrier: adapter.name, carrierEventId: envelope.eventId, eventType: envelope.eventType, rawJson: text });
         return result.stored
           ? answer(reply, started, 'stored', 200, { status: 'stored' })
           : answer(reply, started, 'duplicate', 200, { status: 'duplicate' });
@@ -106,4 +118,15 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
     return reply.code(status).send({ error: status === 500 ? 'internal_error' : 'bad_request' });
   });
   return app;
+}
+
+/**
+ * jsonb cannot hold the character U+0000, and refusing an authentic webhook
+ * would lose it (the carrier does not retry a 400). An escaped NUL (\u0000, not
+ * preceded by an escaping backslash) becomes U+FFFD; the signature was checked on
+ * the bytes as sent. A raw NUL byte cannot appear in valid JSON text at all.
+ */
+export function storableJson(text: string): string {
+  if (!text.includes('\\u0000')) return text;
+  return text.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\ufffd');
 }

@@ -1,0 +1,135 @@
+// Group commit: concurrent webhooks share one statement, and every one of them
+// still gets exactly the answer it would have got alone: stored once with one
+// job, a duplicate (even inside the same batch) stores and enqueues nothing, a
+// body the database refuses fails alone, and a failed write fails everyone in it.
+
+import type pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { carrierEventStoreMany, type NewCarrierEvent } from '../../src/carrier/events.sql.js';
+import { isBadInput } from '../../src/db/errors.js';
+import { CarrierEventWriter } from '../../src/ingest/group-commit.js';
+import { envelope } from '../support/carrier.js';
+import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
+
+let db: TestDatabase;
+
+const event = (id: string, body = envelope(id)): NewCarrierEvent => ({
+  carrier: 'telnyx',
+  carrierEventId: id,
+  eventType: 'message.finalized',
+  rawJson: body,
+});
+const events = () => count(db.pool, 'SELECT * FROM carrier_events');
+const jobs = () => count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`);
+
+/** The pool, counting the statements sent through it. */
+function counted(pool: pg.Pool): { pool: pg.Pool; statements: () => number } {
+  let n = 0;
+  const proxy = new Proxy(pool, {
+    get(target, prop, receiver) {
+      if (prop === 'query') {
+        return (...args: unknown[]) => {
+          n++;
+          return (target.query as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      return Reflect.get(target, prop, receiver) as unknown;
+    },
+  });
+  return { pool: proxy, statements: () => n };
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE carrier_events');
+  await db.pool.query('DELETE FROM graphile_worker._private_jobs');
+});
+
+describe('group commit', () => {
+  it('a lone webhook is written at once, in a statement of its own', async () => {
+    const c = counted(db.pool);
+    const writer = new CarrierEventWriter(c.pool);
+    expect(await writer.store(event('alone'))).toMatchObject({ stored: true });
+    expect(c.statements()).toBe(1);
+    expect(await jobs()).toBe(1);
+  });
+
+  it('webhooks arriving while a write is in flight share the next one: each stored once with one job', async () => {
+    const c = counted(db.pool);
+    const writer = new CarrierEventWriter(c.pool, { maxInFlight: 1 });
+    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => writer.store(event(`e${i}`))));
+    expect(results.every((r) => r.stored)).toBe(true);
+    expect(new Set(results.map((r) => (r.stored ? r.id : ''))).size).toBe(60);
+    expect(c.statements()).toBe(2); // the first alone, the other 59 together
+    expect(await events()).toBe(60);
+    expect(await jobs()).toBe(60);
+  });
+
+  it('duplicates inside one batch and of stored events insert nothing and enqueue nothing', async () => {
+    const writer = new CarrierEventWriter(db.pool, { maxInFlight: 1 });
+    await writer.store(event('old'));
+    const results = await Promise.all([
+      writer.store(event('first')), // written alone
+      ...Array.from({ length: 10 }, () => writer.store(event('same'))), // one batch, one key
+      writer.store(event('old')),
+    ]);
+    expect(results.filter((r) => r.stored)).toHaveLength(2); // 'first' and one 'same'
+    expect(results[1]!.stored).toBe(true); // the first request with the key is the one stored
+    expect(results.slice(2, 11).every((r) => !r.stored)).toBe(true);
+    expect(results[11]!.stored).toBe(false);
+    expect(await events()).toBe(3);
+    expect(await jobs()).toBe(3);
+  });
+
+  it('a body the database refuses fails alone; the rest of its batch is stored', async () => {
+    const writer = new CarrierEventWriter(db.pool, { maxInFlight: 1 });
+    const settled = await Promise.allSettled([
+      writer.store(event('opener')),
+      writer.store(event('good1')),
+      writer.store(event('nul', envelope('nul', 'message.received', { text: 'a\u0000b' }))),
+      writer.store(event('good2')),
+    ]);
+    expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect(isBadInput((settled[2] as PromiseRejectedResult).reason)).toBe(true);
+    expect(await events()).toBe(3);
+    expect(await jobs()).toBe(3);
+  });
+
+  it('when the enqueue fails, nobody in the batch is answered as stored and nothing is stored', async () => {
+    await db.pool.query(`CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$`);
+    await db.pool.query(`CREATE TRIGGER refuse_job BEFORE INSERT ON graphile_worker._private_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job()`);
+    try {
+      const writer = new CarrierEventWriter(db.pool, { maxInFlight: 1 });
+      const settled = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => writer.store(event(`f${i}`))));
+      expect(settled.every((s) => s.status === 'rejected')).toBe(true);
+      expect(await events()).toBe(0);
+      expect(await jobs()).toBe(0);
+    } finally {
+      await db.pool.query('DROP TRIGGER refuse_job ON graphile_worker._private_jobs; DROP FUNCTION refuse_job()');
+    }
+  });
+
+  it('a batch never exceeds its size limits', async () => {
+    const c = counted(db.pool);
+    const writer = new CarrierEventWriter(c.pool, { maxInFlight: 1, maxBatch: 10 });
+    await Promise.all(Array.from({ length: 31 }, (_, i) => writer.store(event(`b${i}`))));
+    expect(c.statements()).toBe(4); // 1 + 10 + 10 + 10
+    expect(await events()).toBe(31);
+  });
+
+  it('two batches in flight carrying the same events in opposite orders wait for each other, never deadlock', async () => {
+    for (let round = 0; round < 15; round++) {
+      const ids = Array.from({ length: 20 }, (_, i) => `r${round}-${i}`);
+      const forward = ids.map((id) => event(id));
+      const backward = [...forward].reverse();
+      const [a, b] = await Promise.all([carrierEventStoreMany(db.pool, forward), carrierEventStoreMany(db.pool, backward)]);
+      expect(a.filter((r) => r.stored).length + b.filter((r) => r.stored).length).toBe(20);
+    }
+    expect(await jobs()).toBe(await events());
+  });
+});
