@@ -1,0 +1,411 @@
+// `npm run bench`: how close Handset gets to what PostgreSQL itself can do on
+// this machine, measured against baselines taken in the same run so the ratios
+// hold on a noisy machine. It starts its own PostgreSQL (embedded, or a fresh
+// database on DATABASE_URL), runs the roles as real `handset serve` processes,
+// loads them with pre-signed Telnyx webhooks, prints one table and writes every
+// number to bench/results/<time>.json (and latest.json).
+//
+// Phases (each can be picked with --only): ingest (unique events at several
+// concurrencies with baselines A, A1, B; duplicates; half-peak latency),
+// pipeline (queue floor, receipts → customer webhooks), delivery (1 and 8
+// endpoints), growth (10k vs 1M stored carrier events), scale (1, 2, 4 ingest
+// processes, each against as many writers over pg).
+
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { newEndpointSecret } from '../delivery/signature.js';
+import { createLogger } from '../telemetry/log.js';
+import { runStatement, type Statement } from './baselines.js';
+import {
+  carrierEventCount,
+  checkpoint,
+  carrierEventSizes,
+  fillCarrierEvents,
+  openBenchDatabase,
+  purgeCarrierJobs,
+  resetIngestTables,
+  type BenchDatabase,
+} from './database.js';
+import { drive, hammer } from './http-load.js';
+import { findPostmaster, machineInfo, watchCpu, type CpuSplit, type CpuWatch } from './machine.js';
+import { parseOptions, type BenchOptions, type Phase } from './options.js';
+import { createCustomer, runDelivery, runPipeline, type Customer } from './pipeline.js';
+import { measureQueueFloor } from './queue.js';
+import { startReceiver, type Receiver } from './receiver.js';
+import { evaluateTargets, renderTable, type BenchReport, type GrowthPoint, type IngestPoint, type Measured } from './report.js';
+import { spawnRole, type RoleProcess } from './roles.js';
+import { ReceiptFactory, type SignedWebhook } from './webhooks.js';
+
+const WORKER_CONCURRENCY = 10; // the worker role's default (HANDSET_WORKER_CONCURRENCY)
+
+/** What the phases share: the database, the processes running, the carrier's key, the customers. */
+class Bench {
+  private readonly running = new Set<RoleProcess>();
+  readonly factory = new ReceiptFactory();
+  private receiver: Receiver | null = null;
+  private readonly secret = newEndpointSecret();
+  private readonly customers: Customer[] = [];
+  /** Messages per second of the paced pipeline runs (set by the pipeline phase). */
+  pacedRate: number;
+
+  constructor(
+    readonly opts: BenchOptions,
+    readonly db: BenchDatabase,
+    readonly postmaster: number | null,
+    readonly report: BenchReport,
+  ) {
+    this.pacedRate = opts.pipelineRate;
+  }
+
+  private readonly profileDir = () => (this.opts.profile ? path.resolve(this.opts.outDir, 'profiles') : undefined);
+
+  async start(role: 'ingest' | 'worker'): Promise<RoleProcess> {
+    const p = await spawnRole(
+      role,
+      { databaseUrl: this.db.url, telnyxPublicKey: this.factory.publicKeyBase64 },
+      { profileDir: role === 'ingest' ? this.profileDir() : undefined },
+    );
+    this.running.add(p);
+    return p;
+  }
+
+  async stop(...ps: RoleProcess[]): Promise<void> {
+    await Promise.all(ps.map((p) => p.stop()));
+    for (const p of ps) this.running.delete(p);
+  }
+
+  async stopAll(): Promise<void> {
+    await this.stop(...this.running);
+  }
+
+  /** One baseline statement at concurrency c, from an empty table (or replaying ids). */
+  async statement(s: Statement, c: number, replay?: string[], writers?: number): Promise<Measured> {
+    if (!replay) await resetIngestTables(this.db.pool);
+    const before = await carrierEventCount(this.db.pool);
+    const r = await measureStatement(this, s, c, replay, writers);
+    return { ...r, stored: (await carrierEventCount(this.db.pool)) - before };
+  }
+
+  /** Closed-loop HTTP load of unique events against ingest processes, from an empty table. */
+  async ingest(ps: RoleProcess[], c: number, expectedRate: number): Promise<Measured & { sent: SignedWebhook[] }> {
+    await resetIngestTables(this.db.pool);
+    const { duration, warmup } = this.opts;
+    const webhooks = this.factory.unique(Math.ceil(expectedRate * 1.6 * (duration + warmup)) + 500);
+    const { from, ...r } = await this.load(ps, c, webhooks);
+    if (r.exhausted) this.report.notes.push(`ingest c=${c} (${ps.length} process): the pre-signed requests ran out; the run ended early`);
+    return { ...r, sent: webhooks.slice(from, from + r.used) };
+  }
+
+  /** The same, replaying webhooks that are already stored (each a duplicate). */
+  async replay(ps: RoleProcess[], c: number, sent: SignedWebhook[]): Promise<Measured> {
+    const need = Math.ceil(10_000 * (this.opts.duration + this.opts.warmup)); // more than any duplicate rate seen
+    const webhooks: SignedWebhook[] = [];
+    while (webhooks.length < need) webhooks.push(...sent);
+    const { from: _from, used: _used, ...r } = await this.load(ps, c, webhooks);
+    return r;
+  }
+
+  /** Warm-up, then the measured run with its CPU split and the rows it added. */
+  private async load(ps: RoleProcess[], c: number, webhooks: SignedWebhook[]) {
+    const urls = ps.map((p) => p.url!);
+    let from = 0;
+    if (this.opts.warmup > 0) from = (await hammer({ urls, connections: c, seconds: this.opts.warmup, webhooks })).used;
+    const before = await carrierEventCount(this.db.pool);
+    const watch = watchCpu(Object.fromEntries(ps.map((p, i) => [`ingest${i}`, p.pid])), this.postmaster);
+    const r = await hammer({ urls, connections: c, seconds: this.opts.duration, webhooks, from });
+    const cpu = watch.stop();
+    return { ...r, cpu, stored: (await carrierEventCount(this.db.pool)) - before, from };
+  }
+
+  /** The receiver and `n` customers, each with its own endpoint on it (created once, reused). */
+  async customersAndReceiver(n = 1): Promise<{ receiver: Receiver; customers: Customer[] }> {
+    if (!this.receiver) this.receiver = await startReceiver(() => this.secret);
+    while (this.customers.length < n) {
+      this.customers.push(await createCustomer(this.db.pool, `${this.receiver.url}/${this.customers.length}`, this.secret));
+    }
+    return { receiver: this.receiver, customers: this.customers.slice(0, n) };
+  }
+
+  async closeReceiver(): Promise<void> {
+    await this.receiver?.close();
+  }
+
+  /** Paced at `rate` messages/s for the measurement time, or (no rate) the sustained window run. */
+  async pipeline(ingest: RoleProcess, worker: RoleProcess, rate?: number) {
+    const { receiver, customers } = await this.customersAndReceiver(1);
+    await checkpoint(this.db.pool);
+    const watch = watchCpu({ ingest: ingest.pid, worker: worker.pid }, this.postmaster);
+    const { duration } = this.opts;
+    const r = await runPipeline({
+      pool: this.db.pool,
+      ingestUrl: ingest.url!,
+      receiver,
+      factory: this.factory,
+      accountId: customers[0]!.accountId,
+      concurrency: this.opts.pipelineConcurrency,
+      mode: rate
+        ? { kind: 'paced', rate, messages: Math.max(20, Math.round(rate * duration)) }
+        : { kind: 'window', inFlight: this.opts.pipelineWindow, seconds: duration, maxMessages: this.opts.pipelineMessages },
+    });
+    if (r.extraWebhooks > 0) this.report.notes.push(`pipeline: ${r.extraWebhooks} customer webhooks beyond one per message`);
+    if (r.deliveredInDb !== r.messages) this.report.notes.push(`pipeline: ${r.deliveredInDb} of ${r.messages} messages delivered in the database`);
+    return { ...r, cpu: watch.stop() };
+  }
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+const fmt = (m: Measured) =>
+  `${Math.round(m.rate).toLocaleString('en-US')}/s  p50 ${m.latency.p50.toFixed(2)} ms  p99 ${m.latency.p99.toFixed(2)} ms  (${m.requests} req${m.errors ? `, ${m.errors} errors` : ''})`;
+
+async function ingestPhase(b: Bench): Promise<void> {
+  const ingest = await b.start('ingest');
+  try {
+    for (const c of b.opts.concurrencies) {
+      const A = await b.statement('A', c);
+      log(`  c=${c} baseline A   ${fmt(A)}`);
+      const A1 = c > 1 ? await b.statement('A1', c) : undefined;
+      if (A1) log(`  c=${c} 1 event/tx   ${fmt(A1)}`);
+      const B = await b.statement('B', c);
+      log(`  c=${c} baseline B   ${fmt(B)}`);
+      const N = c === 16 ? await b.statement('N', c) : undefined;
+      if (N) log(`  c=${c} insert+notify ${fmt(N)}`);
+      const run = await b.ingest([ingest], c, Math.max(A.rate, B.rate));
+      const { sent, ...measured } = run;
+      log(`  c=${c} ingest       ${fmt(measured)}  stored ${measured.stored}`);
+      const point: IngestPoint = { concurrency: c, ingest: measured, A, B, ...(A1 ? { A1 } : {}), ...(N ? { N } : {}) };
+      b.report.ingest.push(point);
+
+      if (c === Math.max(...b.opts.concurrencies)) {
+        // Duplicates: the events of this run are stored; replay them.
+        const dupIngest = await b.replay([ingest], c, sent);
+        log(`  c=${c} duplicates   ${fmt(dupIngest)}  stored ${dupIngest.stored}`);
+        const dupA = await b.statement('A', c, sent.map((w) => w.eventId));
+        log(`  c=${c} dup. base A  ${fmt(dupA)}`);
+        b.report.duplicates = { concurrency: c, ingest: dupIngest, A: dupA };
+      }
+    }
+
+    // Half of the peak, open loop: the latency a carrier sees on a busy but not saturated day.
+    const peak = Math.max(...b.report.ingest.map((p) => p.ingest.rate));
+    const offered = Math.max(1, Math.round(peak / 2));
+    await resetIngestTables(b.db.pool);
+    const webhooks = b.factory.unique(Math.ceil(offered * b.opts.duration));
+    const watch = watchCpu({ ingest: ingest.pid }, b.postmaster);
+    const r = await drive({ url: ingest.url!, items: webhooks, request: (w) => w, concurrency: 64, rate: offered });
+    b.report.halfPeak = { offered, ingest: { ...r, cpu: watch.stop() } };
+    log(`  half peak (${offered}/s) ${fmt(b.report.halfPeak.ingest)}`);
+  } finally {
+    await b.stop(ingest);
+    await resetIngestTables(b.db.pool);
+  }
+}
+
+async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: boolean): Promise<void> {
+  const floor = await measureQueueFloor({
+    databaseUrl: b.db.url,
+    concurrency: WORKER_CONCURRENCY,
+    pickupSeconds: Math.max(2, b.opts.duration / 2),
+    pickupRate: 50,
+    burnJobs: b.opts.deliveries,
+  });
+  b.report.queue = floor;
+  log(`  queue floor: wake-up p50 ${floor.pickup.p50.toFixed(2)} ms p99 ${floor.pickup.p99.toFixed(2)} ms, burn-down ${Math.round(floor.burnDown)} jobs/s`);
+
+  await purgeCarrierJobs(b.db.pool);
+  const [ingest, worker] = [await b.start('ingest'), await b.start('worker')];
+  try {
+    if (withPipeline) {
+      // The sustained rate first: it sets the paced run's rate, which must stay well under
+      // capacity to measure latency rather than queueing.
+      const sustained = await b.pipeline(ingest, worker);
+      log(`  pipeline sustained: ${Math.round(sustained.receiptsPerSecond)} receipts/s, p50 ${sustained.latency.p50.toFixed(1)} ms p99 ${sustained.latency.p99.toFixed(1)} ms`);
+      b.pacedRate = Math.max(5, Math.min(b.opts.pipelineRate, Math.floor(sustained.messagesPerSecond / 3)));
+      if (b.pacedRate < b.opts.pipelineRate) {
+        b.report.notes.push(`pipeline paced at ${b.pacedRate} msg/s: a third of the sustained rate (${Math.round(sustained.messagesPerSecond)} msg/s), below the default ${b.opts.pipelineRate}`);
+      }
+      const paced = await b.pipeline(ingest, worker, b.pacedRate);
+      log(`  pipeline paced ${b.pacedRate} msg/s: p50 ${paced.latency.p50.toFixed(1)} ms p99 ${paced.latency.p99.toFixed(1)} ms`);
+      b.report.pipeline = { paced, sustained };
+    }
+    if (withDelivery) {
+      for (const [endpoints, events] of [[1, Math.ceil(b.opts.deliveries / 4)], [8, b.opts.deliveries]] as const) {
+        const { receiver, customers } = await b.customersAndReceiver(endpoints);
+        const watch = watchCpu({ worker: worker.pid }, b.postmaster);
+        const d = await runDelivery({ pool: b.db.pool, receiver, customers, events });
+        b.report.delivery.push({ ...d, cpu: watch.stop() });
+        if (d.rejected) b.report.notes.push(`delivery: ${d.rejected} webhooks failed verification`);
+        log(`  delivery, ${endpoints} endpoint${endpoints > 1 ? 's' : ''}: ${Math.round(d.rate)} events/s`);
+      }
+    }
+  } finally {
+    await b.stop(ingest, worker);
+  }
+}
+
+async function growthPhase(b: Bench): Promise<void> {
+  await resetIngestTables(b.db.pool);
+  for (const target of [b.opts.growthSmall, b.opts.growthLarge]) {
+    const fill = await fillCarrierEvents(b.db.pool, target, b.factory.body('00000000-0000-4000-8000-000000000000', '00000000-0000-4000-8000-000000000001'));
+    const sizes = await carrierEventSizes(b.db.pool);
+    log(`  ${target.toLocaleString('en-US')} stored (+${fill.added} in ${fill.seconds.toFixed(1)} s; table ${sizes.tableMiB} MiB, indexes ${sizes.indexesMiB} MiB)`);
+    // Each measurement's own rows are removed afterwards, so every one sees `target` rows.
+    const marker = await b.db.pool.query<{ t: Date }>('SELECT now() AS t');
+    const trim = async () => {
+      await purgeCarrierJobs(b.db.pool);
+      await b.db.pool.query('DELETE FROM carrier_events WHERE created_at > $1', [marker.rows[0]!.t]);
+      await b.db.pool.query('VACUUM carrier_events');
+      await checkpoint(b.db.pool);
+    };
+
+    const A = await measureStatement(b, 'A', 16);
+    await trim();
+    const ingest = await b.start('ingest');
+    let run: Measured;
+    try {
+      run = await growthIngest(b, ingest, 16, A.rate);
+    } finally {
+      await b.stop(ingest);
+    }
+    await trim();
+    log(`    A ${fmt(A)}\n    ingest ${fmt(run)}`);
+
+    const [ing, worker] = [await b.start('ingest'), await b.start('worker')];
+    let pipeline;
+    try {
+      pipeline = await b.pipeline(ing, worker, b.pacedRate);
+    } finally {
+      await b.stop(ing, worker);
+    }
+    await trim();
+    log(`    pipeline p50 ${pipeline.latency.p50.toFixed(1)} ms p99 ${pipeline.latency.p99.toFixed(1)} ms`);
+    const point: GrowthPoint = { stored: target, fillSeconds: fill.seconds, ...sizes, ingest: run, A, pipeline };
+    b.report.growth.push(point);
+  }
+  await resetIngestTables(b.db.pool);
+}
+
+/** A baseline statement with the CPU split of its measured part (warm-up excluded). */
+async function measureStatement(b: Bench, s: Statement, c: number, replay?: string[], writers?: number): Promise<Measured> {
+  let watch: CpuWatch | null = null;
+  let cpu: CpuSplit | null = null;
+  const r = await runStatement({
+    databaseUrl: b.db.url,
+    statement: s,
+    concurrency: c,
+    seconds: b.opts.duration,
+    warmup: Math.min(1, b.opts.warmup), // connections are open and statements prepared before it
+    body: (id) => b.factory.body(id, id),
+    ...(replay ? { replay } : {}),
+    ...(writers ? { writers } : {}),
+    onStart: () => (watch = watchCpu({}, b.postmaster)),
+    onEnd: () => (cpu = watch!.stop()),
+  });
+  return { ...r, cpu: cpu! };
+}
+
+async function growthIngest(b: Bench, ingest: RoleProcess, c: number, expectedRate: number): Promise<Measured> {
+  const { duration, warmup } = b.opts;
+  const webhooks = b.factory.unique(Math.ceil(expectedRate * 1.6 * (duration + warmup)) + 500);
+  let from = 0;
+  if (warmup > 0) from = (await hammer({ urls: [ingest.url!], connections: c, seconds: warmup, webhooks })).used;
+  const watch = watchCpu({ ingest: ingest.pid }, b.postmaster);
+  const r = await hammer({ urls: [ingest.url!], connections: c, seconds: duration, webhooks, from });
+  return { ...r, cpu: watch.stop() };
+}
+
+async function scalePhase(b: Bench): Promise<void> {
+  const c = 64;
+  const a64 = b.report.ingest.find((p) => p.concurrency === c);
+  // HTTP-bound: budget from what one process did at c=64 (pre-signing 75 µs a piece is not free).
+  const expected = Math.max((a64?.ingest.rate ?? 0) * 1.5, 1500);
+  for (const k of b.opts.processes) {
+    const ps: RoleProcess[] = [];
+    try {
+      for (let i = 0; i < k; i++) ps.push(await b.start('ingest'));
+      const { sent: _sent, ...r } = await b.ingest(ps, c, expected);
+      log(`  ${k} process${k > 1 ? 'es' : ''}: ${fmt(r)}`);
+      await b.stop(...ps);
+      // The same number of independent writers driven over pg (one of them is baseline A at c=64).
+      const A = k === 1 && a64 ? a64.A : await b.statement('A', c, undefined, k);
+      if (k > 1) log(`  ${k} writers over pg: ${fmt(A)}`);
+      b.report.scale.push({ processes: k, result: r, A });
+    } finally {
+      await b.stop(...ps);
+    }
+  }
+  await resetIngestTables(b.db.pool);
+}
+
+async function main(): Promise<void> {
+  const opts = parseOptions(process.argv.slice(2), process.env);
+  const started = Date.now();
+  const silent = createLogger('warn');
+  log(`handset bench: starting PostgreSQL (${process.env['DATABASE_URL'] ? 'a fresh database on DATABASE_URL' : 'embedded'})`);
+  const db = await openBenchDatabase(silent);
+  const report: BenchReport = {
+    startedAt: new Date(started).toISOString(),
+    seconds: 0,
+    command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+    machine: await machineInfo(db.pool, db.kind),
+    options: opts,
+    ingest: [],
+    delivery: [],
+    growth: [],
+    scale: [],
+    targets: [],
+    notes: [],
+  };
+  const bench = new Bench(opts, db, await findPostmaster(db.pool), report);
+  // Ctrl-C: stop the roles and the database we started, then go.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: stopping`);
+      void Promise.allSettled([bench.stopAll(), bench.closeReceiver()])
+        .then(() => db.close())
+        .finally(() => process.exit(130));
+    });
+  }
+  const has = (p: Phase) => opts.phases.includes(p);
+  let failure: unknown = null;
+  try {
+    if (has('ingest')) {
+      log('1, 2. ingest: unique events with baselines A and B, duplicates, half-peak latency');
+      await ingestPhase(bench);
+    }
+    if (has('pipeline') || has('delivery')) {
+      log('3, 4. queue floor, pipeline and delivery (worker role running)');
+      await pipelinePhase(bench, has('pipeline'), has('delivery'));
+    }
+    if (has('growth')) {
+      log(`5. cost growth: ${opts.growthSmall.toLocaleString('en-US')} and ${opts.growthLarge.toLocaleString('en-US')} stored carrier events`);
+      await growthPhase(bench);
+    }
+    if (has('scale')) {
+      log('6. scale-out: 1, 2 and 4 ingest processes');
+      await scalePhase(bench);
+    }
+  } catch (err) {
+    failure = err;
+  } finally {
+    await bench.stopAll();
+    await bench.closeReceiver();
+    await db.close();
+  }
+
+  report.seconds = (Date.now() - started) / 1000;
+  report.targets = evaluateTargets(report);
+  if (failure) report.notes.push(`the run stopped early: ${(failure as Error).message.split('\n')[0]}`);
+  await mkdir(opts.outDir, { recursive: true });
+  const stamp = report.startedAt.replace(/[:.]/g, '-');
+  const json = JSON.stringify(report, null, 2);
+  await writeFile(path.join(opts.outDir, `bench-${stamp}.json`), json);
+  await writeFile(path.join(opts.outDir, 'latest.json'), json);
+  process.stdout.write(`\n${renderTable(report)}\n\nresults: ${path.join(opts.outDir, `bench-${stamp}.json`)}\n`);
+  if (failure) {
+    process.stderr.write(`bench failed: ${(failure as Error).stack ?? String(failure)}\n`);
+    process.exit(1);
+  }
+  process.exit(0);
+}
+
+await main();

@@ -1,0 +1,106 @@
+// Handset roles as the bench runs them: real OS processes of the built CLI,
+// `handset serve --roles ingest|worker`, configured only through the
+// environment, exactly as an operator would start them. Optionally under
+// `node --cpu-prof`, which writes a .cpuprofile when the process exits.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const HANDSET_BIN = fileURLToPath(new URL('../cli/handset.js', import.meta.url));
+
+export interface RoleEnv {
+  databaseUrl: string;
+  telnyxPublicKey: string;
+  /** Extra variables (HANDSET_WORKER_CONCURRENCY…). */
+  extra?: Record<string, string>;
+}
+
+export interface RoleProcess {
+  role: 'ingest' | 'worker';
+  pid: number;
+  /** The ingest base URL (http://127.0.0.1:port); null for a worker. */
+  url: string | null;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+export interface SpawnOptions {
+  /** Directory for a --cpu-prof profile; none when absent. */
+  profileDir?: string | undefined;
+}
+
+export async function spawnRole(role: 'ingest' | 'worker', env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
+  const nodeArgs = opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : [];
+  const child = spawn(process.execPath, [...nodeArgs, HANDSET_BIN, 'serve', '--roles', role], {
+    env: {
+      PATH: process.env['PATH'],
+      HOME: process.env['HOME'],
+      DATABASE_URL: env.databaseUrl,
+      HANDSET_HOST: '127.0.0.1',
+      HANDSET_INGEST_PORT: '0',
+      HANDSET_API_PORT: '0',
+      TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
+      // The worker needs a carrier API; the bench never sends, so nothing listens there.
+      TELNYX_API_KEY: 'KEY_bench',
+      TELNYX_API_URL: 'http://127.0.0.1:9/v2',
+      HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      LOG_LEVEL: 'info',
+      ...env.extra,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const onData = (chunk: Buffer) => {
+    out = (out + chunk.toString('utf8')).slice(-20_000);
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
+  const ready = role === 'ingest' ? /^.*"msg":"ingest listening".*\n/m : /^.*"msg":"worker running".*\n/m;
+  const line = (await waitForOutput(child, () => out, ready, 30_000))[0];
+  return {
+    role,
+    pid: child.pid!,
+    url: role === 'ingest' ? (JSON.parse(line) as { url: string }).url : null,
+    output: () => out,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+function waitForOutput(child: ChildProcess, out: () => string, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const m = out().match(pattern);
+      if (m) {
+        cleanup();
+        resolve(m);
+      }
+    };
+    const onExit = () => {
+      cleanup();
+      reject(new Error(`handset exited before it was ready:\n${out().slice(-2000)}`));
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      child.kill('SIGKILL');
+      reject(new Error(`handset not ready within ${timeoutMs} ms:\n${out().slice(-2000)}`));
+    }, timeoutMs);
+    const cleanup = () => {
+      clearTimeout(timer);
+      child.stdout!.off('data', check);
+      child.stderr!.off('data', check);
+      child.off('exit', onExit);
+    };
+    child.stdout!.on('data', check);
+    child.stderr!.on('data', check);
+    child.on('exit', onExit);
+    check();
+  });
+}
