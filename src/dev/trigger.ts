@@ -32,7 +32,7 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
       const from = randomNumber();
       await c.sim('POST', '/inbound/sms', { from, to: c.number, text: 'Hi! Is this Handset?' });
       c.out(`The carrier delivered an SMS from ${from} to ${c.number}.`);
-      const m = await waitFor(c, async () => {
+      const m = await waitFor(async () => {
         const list = await c.api('GET', '/v1/messages?direction=inbound&limit=10');
         return list.json.data.find((x: { from: string }) => x.from === from);
       });
@@ -69,7 +69,7 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
       const res = await c.api('POST', '/v1/calls', { from: c.number, to: DEMO_RING, ring_timeout_secs: 5 });
       if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
       c.out(`Placed ${res.json.id}, ringing ${DEMO_RING.join(' → ')} (5 s each)…`);
-      const call = await waitFor(c, async () => {
+      const call = await waitFor(async () => {
         const got = (await c.api('GET', `/v1/calls/${res.json.id}`)).json;
         return ['completed', 'missed'].includes(got.status) && got;
       }, 60_000);
@@ -83,7 +83,7 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
       const from = randomNumber();
       const injected = await c.sim('POST', '/inbound/call', { from, to: c.number });
       c.out(`${from} is calling ${c.number} (carrier leg ${injected.call_control_id}).`);
-      const call = await waitFor(c, async () => {
+      const call = await waitFor(async () => {
         const list = await c.api('GET', '/v1/calls?direction=inbound&limit=10');
         const found = list.json.data.find((x: { from: string }) => x.from === from);
         return found && ['completed', 'missed'].includes(found.status) && found;
@@ -98,7 +98,7 @@ async function sendAndFollow(c: Ctx, to: string, expect: string): Promise<string
   const res = await c.api('POST', '/v1/messages', { from: c.number, to, body: `Hello from handset trigger at ${new Date().toISOString()}` });
   if (res.status !== 201) throw new Error(`POST /v1/messages: ${JSON.stringify(res.json)}`);
   c.out(`Sent ${res.json.id} to ${to} (status ${res.json.status}).`);
-  const m = await waitFor(c, async () => {
+  const m = await waitFor(async () => {
     const got = (await c.api('GET', `/v1/messages/${res.json.id}`)).json;
     return ['delivered', 'failed'].includes(got.status) && got;
   });
@@ -112,7 +112,7 @@ async function eventTypes(c: Ctx, subjectId: string): Promise<string[]> {
   return (list.json.data as { type: string }[]).map((e) => e.type).reverse();
 }
 
-async function waitFor<T>(c: Ctx, fn: () => Promise<T | false | undefined | null>, timeoutMs = 30_000): Promise<T> {
+async function waitFor<T>(fn: () => Promise<T | false | undefined | null>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

@@ -9,7 +9,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { signPayload } from '../../src/delivery/signature.js';
 import { verifyWebhook } from '../../src/dev/listen.js';
 import type { DevState } from '../../src/dev/state.js';
-import { eventually } from '../support/db.js';
 import { spawnHandset, type HandsetProcess } from '../support/process.js';
 
 const procs: HandsetProcess[] = [];
