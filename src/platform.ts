@@ -86,8 +86,12 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   };
 
   try {
-    const migrationPool = pool('migrate', 2);
-    await migrate(migrationPool, log);
+    const migrationPool = createPool(opts.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
+    try {
+      await migrate(migrationPool, log);
+    } finally {
+      await migrationPool.end();
+    }
 
     const adapters: CarrierAdapter[] = [
       telnyxAdapter({ publicKey: config.telnyx.publicKey, toleranceSeconds: config.webhookToleranceSeconds }),
