@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { createDatabase, dropDatabase } from '../db/databases.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
@@ -28,12 +29,11 @@ export async function openBenchDatabase(log: Logger): Promise<BenchDatabase> {
   const serverUrl = process.env['DATABASE_URL'];
   if (serverUrl) {
     const name = `handset_bench_${process.pid}_${Date.now().toString(36)}`;
-    await adminQuery(serverUrl, `CREATE DATABASE ${name}`);
-    const url = withDatabase(serverUrl, name);
+    const url = await createDatabase(serverUrl, name);
     const pool = createPool(url, { max: 4, applicationName: 'handset-bench' });
     const close = async () => {
       await pool.end();
-      await adminQuery(serverUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await dropDatabase(serverUrl, name);
     };
     await migrate(pool, log).catch(async (err: unknown) => {
       await close();
@@ -55,22 +55,6 @@ export async function openBenchDatabase(log: Logger): Promise<BenchDatabase> {
     throw err;
   });
   return { url: embedded.url, kind: 'embedded', pool, close };
-}
-
-async function adminQuery(url: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
 }
 
 /**

@@ -17,6 +17,7 @@ import pg from 'pg';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { formatAuditReport, runAudit, type AuditReport } from '../audit/audit.js';
 import { loadConfig } from '../config.js';
+import { createDatabase, dropDatabase } from '../db/databases.js';
 import { freePort, startEmbeddedPostgres } from '../db/embedded.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
@@ -109,11 +110,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       adminUrl = embedded.url;
     }
     const dbName = `handset_chaos_${randomBytes(4).toString('hex')}`;
-    await adminQuery(adminUrl, `CREATE DATABASE ${dbName}`);
-    cleanups.push(() => adminQuery(adminUrl!, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`));
-    const u = new URL(adminUrl);
-    u.pathname = `/${dbName}`;
-    const databaseUrl = u.toString();
+    const databaseUrl = await createDatabase(adminUrl, dbName);
+    cleanups.push(() => dropDatabase(adminUrl!, dbName));
     const pool = createPool(databaseUrl, { max: 6, applicationName: 'handset-chaos', log: opts.log });
     cleanups.push(() => pool.end());
     await migrate(pool, opts.log);
@@ -395,16 +393,6 @@ export function chaosTable(r: ChaosResult): string {
 }
 
 export { formatAuditReport };
-
-async function adminQuery(url: string, sql: string) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
 
 async function waitForHttp(url: string) {
   for (let i = 0; i < 200; i++) {

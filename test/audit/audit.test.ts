@@ -23,7 +23,7 @@ import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, eventually } from '../support/db.js';
-import { withDatabase } from '../support/global-setup.js';
+import { withDatabase } from '../../src/db/databases.js';
 import { startTestPlatform } from '../support/platform.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { loadMigrations } from '../../src/db/migrate.js';
 import { withTx } from '../../src/db/tx.js';
-import { withDatabase } from '../support/global-setup.js';
+import { withDatabase } from '../../src/db/databases.js';
 import { createTestDatabase } from '../support/db.js';
 import { runHandset } from '../support/process.js';
 

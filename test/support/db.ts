@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { createPool } from '../../src/db/pool.js';
-import { withDatabase } from './global-setup.js';
+import { createDatabase, dropDatabase } from '../../src/db/databases.js';
 
 export interface TestDatabase {
   name: string;
@@ -17,14 +17,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const adminUrl = inject('adminUrl');
   const template = inject('templateDb');
   const name = `handset_t_${template.replace('handset_tpl_', '')}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
-  } finally {
-    await admin.end();
-  }
-  const url = withDatabase(adminUrl, name);
+  const url = await createDatabase(adminUrl, name, template);
   const pool = createPool(url, { max: 10, applicationName: 'handset-test' });
   return {
     name,
@@ -32,10 +25,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     pool,
     async drop() {
       await pool.end();
-      const c = new pg.Client({ connectionString: adminUrl });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
+      await dropDatabase(adminUrl, name);
     },
   };
 }

@@ -9,6 +9,7 @@ import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
+import { createDatabase, dropDatabase } from '../../src/db/databases.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { createLogger } from '../../src/telemetry/log.js';
@@ -18,12 +19,6 @@ declare module 'vitest' {
     adminUrl: string;
     templateDb: string;
   }
-}
-
-export function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
 }
 
 export default async function setup(project: TestProject) {
@@ -38,10 +33,7 @@ export default async function setup(project: TestProject) {
   }
   const runId = `${process.pid}_${Date.now().toString(36)}`;
   const templateDb = `handset_tpl_${runId}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${templateDb}`);
-  const pool = createPool(withDatabase(adminUrl, templateDb), { max: 2, applicationName: 'handset-test-setup' });
+  const pool = createPool(await createDatabase(adminUrl, templateDb), { max: 2, applicationName: 'handset-test-setup' });
   await migrate(pool, log);
   await pool.end();
 
@@ -50,12 +42,14 @@ export default async function setup(project: TestProject) {
 
   return async () => {
     // Drop the template and any database a crashed test file left behind.
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
     const { rows } = await admin.query<{ datname: string }>(
       `SELECT datname FROM pg_database WHERE datname LIKE $1`,
       [`handset_%${runId}%`],
     );
-    for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
     await admin.end();
+    for (const { datname } of rows) await dropDatabase(adminUrl!, datname);
     if (embedded) await embedded.stop();
     if (stateDir) await rm(stateDir, { recursive: true, force: true });
   };
