@@ -98,11 +98,11 @@ export async function carrierEventLock(tx: Tx, id: string): Promise<CarrierEvent
   return rows[0] ?? null;
 }
 
-/** Marks the event processed; `error` records why a rejected event had no effect. */
-export async function carrierEventMarkProcessed(tx: Tx, id: string, now: Date, error: string | null): Promise<void> {
-  await tx.query({
+/** Marks the event processed, once; `error` records why a rejected event had no effect. */
+export async function carrierEventMarkProcessed(db: Db, id: string, now: Date, error: string | null): Promise<void> {
+  await db.query({
     name: 'carrier_event_mark_processed',
-    text: 'UPDATE carrier_events SET processed_at = $2, error = $3 WHERE id = $1',
+    text: 'UPDATE carrier_events SET processed_at = $2, error = $3 WHERE id = $1 AND processed_at IS NULL',
     values: [id, now, error],
   });
 }

@@ -7,6 +7,7 @@
 // throws NotReadyError and simply waits its turn the same way.
 
 import type pg from 'pg';
+import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import { withTx } from '../db/tx.js';
 import type { TaskHandler } from '../jobs/runner.js';
@@ -80,31 +81,39 @@ export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string,
       const adapter = deps.adapters[row.carrier];
       if (!adapter) throw new Error(`no adapter for carrier ${row.carrier}`);
 
-      let result: HandlerResult;
+      let event: CarrierEvent;
       try {
-        const event = adapter.parse(row.payload);
-        const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
-        // In a savepoint: if the handler throws, its writes roll back even when
-        // the event is then marked rejected in this transaction.
-        result = handler
-          ? await withTx(tx, (inner) => handler(inner, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now, attempt }))
-          : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
+        event = adapter.parse(row.payload);
       } catch (err) {
-        if (err instanceof MalformedCarrierEvent) result = { outcome: 'rejected', reason: `malformed: ${err.message}` };
-        else if (err instanceof NotReadyError && attempt >= NOT_READY_MAX_ATTEMPTS) {
-          result = { outcome: 'rejected', reason: `gave up after ${attempt} attempts: ${err.message}` };
-        } else throw err;
+        if (!(err instanceof MalformedCarrierEvent)) throw err;
+        return reject(deps, tx, eventRowId, now, `malformed: ${err.message}`);
       }
-      await carrierEventMarkProcessed(tx, eventRowId, now, result.outcome === 'rejected' ? result.reason : null);
-      if (result.outcome === 'rejected') deps.log.warn({ eventRowId, reason: result.reason }, 'carrier event rejected');
+      const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
+      const result: HandlerResult = handler
+        ? await handler(tx, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now, attempt })
+        : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
+      if (result.outcome === 'rejected') return reject(deps, tx, eventRowId, now, result.reason);
+      await carrierEventMarkProcessed(tx, eventRowId, now, null);
       return result.outcome;
     });
   } catch (err) {
+    // The handler's transaction rolled back whole; an event that waited long
+    // enough for its row is then given up in a statement of its own.
+    if (err instanceof NotReadyError && attempt >= NOT_READY_MAX_ATTEMPTS) {
+      return reject(deps, deps.pool, eventRowId, new Date(), `gave up after ${attempt} attempts: ${err.message}`);
+    }
     await carrierEventRecordError(deps.pool, eventRowId, `${(err as Error).name}: ${(err as Error).message}`).catch(
       () => undefined, // the database may be what failed; the job retry will record it
     );
     throw err;
   }
+}
+
+/** An event that can never apply: marked processed with the reason, never retried. */
+async function reject(deps: ProcessDeps, db: Db, eventRowId: string, now: Date, reason: string): Promise<'rejected'> {
+  await carrierEventMarkProcessed(db, eventRowId, now, reason);
+  deps.log.warn({ eventRowId, reason }, 'carrier event rejected');
+  return 'rejected';
 }
 
 export function processCarrierEventTask(deps: ProcessDeps): TaskHandler<'carrier_event.process'> {

@@ -84,7 +84,8 @@ describe('processing', () => {
 
   it('an event whose row never appears is given up after its attempts and recorded', async () => {
     const notReady: HandlerRegistry = {
-      'message.receipt': async () => {
+      'message.receipt': async (tx) => {
+        await tx.query(`CREATE TABLE IF NOT EXISTS partial (v text); INSERT INTO partial VALUES ('half-done')`);
         throw new NotReadyError('no message with carrier id x');
       },
     };
@@ -97,5 +98,7 @@ describe('processing', () => {
     expect((await row('early')).error).toMatch(/NotReadyError: no message/);
     expect(await processCarrierEvent(deps, rows[0].id, 8)).toBe('rejected');
     expect((await row('early')).error).toMatch(/^gave up after 8 attempts/);
+    // the handler's writes before it threw are gone with its transaction
+    expect((await db.pool.query(`SELECT to_regclass('partial') AS t`)).rows[0].t).toBeNull();
   });
 });
