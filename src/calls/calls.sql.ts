@@ -106,6 +106,12 @@ export async function callGet(db: Db, accountId: string, id: string): Promise<Ca
   return rows[0] ?? null;
 }
 
+/** For jobs, which act on a call whoever owns it. */
+export async function callById(db: Db, id: string): Promise<CallRow | null> {
+  const { rows } = await db.query<CallRow>({ name: 'call_by_id', text: 'SELECT * FROM calls WHERE id = $1', values: [id] });
+  return rows[0] ?? null;
+}
+
 export async function callByCallerControlId(db: Db, callControlId: string): Promise<CallRow | null> {
   const { rows } = await db.query<CallRow>({
     name: 'call_by_caller_control_id',

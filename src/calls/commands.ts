@@ -17,7 +17,7 @@ import { enqueue } from '../jobs/enqueue.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
 import { hangUp, ringOn } from './calls.js';
-import { callLock, legAbandon, legGet, legsOf, legStamp } from './calls.sql.js';
+import { callById, callLock, legAbandon, legGet, legStamp } from './calls.sql.js';
 import type { LegState } from './handlers.js';
 
 export interface CallCommandDeps {
@@ -31,9 +31,8 @@ const DIAL_ATTEMPTS = 4; // retries at 2, 4, 8 s: all inside Telnyx's 60 s comma
 export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1): Promise<'dialed' | 'canceled' | 'refused' | 'retrying' | 'nothing'> {
   const leg = await legGet(deps.pool, legId);
   if (!leg || leg.status !== 'dialing' || leg.ended_at) return 'nothing';
-  const { rows } = await deps.pool.query('SELECT status, number, ring_plan FROM calls WHERE id = $1', [leg.call_id]);
-  const call = rows[0] as { status: string; number: string; ring_plan: { timeout: number } };
-  if (call.status !== 'ringing') {
+  const call = await callById(deps.pool, leg.call_id);
+  if (!call || call.status !== 'ringing') {
     await withTx(deps.pool, async (tx) => {
       await callLock(tx, leg.call_id);
       await legAbandon(tx, leg.id, 'canceled', 'call_ended_before_dial', new Date());
@@ -97,10 +96,9 @@ export function commandTask(deps: CallCommandDeps): TaskHandler<'call.command'> 
 /** Inbound: answer the parked caller, then bridge them to the leg that answered. */
 export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> {
   return async ({ callId }) => {
-    const { rows } = await deps.pool.query('SELECT * FROM calls WHERE id = $1', [callId]);
-    const call = rows[0] as { status: string; caller_call_control_id: string | null; answered_leg_id: string | null } | undefined;
+    const call = await callById(deps.pool, callId);
     if (!call || call.status !== 'in_progress' || !call.caller_call_control_id || !call.answered_leg_id) return;
-    const leg = (await legsOf(deps.pool, callId)).find((l) => l.id === call.answered_leg_id);
+    const leg = await legGet(deps.pool, call.answered_leg_id);
     if (!leg?.call_control_id) throw new Error(`answered leg of ${callId} has no call_control_id yet`);
     const caller = call.caller_call_control_id;
     const answered = await deps.carrier.callAction(caller, { action: 'answer' }, `answer:${callId}`);
