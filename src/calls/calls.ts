@@ -131,10 +131,10 @@ export async function afterCallEnded(tx: Tx, call: CallRow, except: { legId?: st
   for (const leg of legs) {
     if (leg.ended_at || leg.id === except.legId) continue;
     if (leg.status === 'dialing') await legAbandon(tx, leg.id, 'canceled', 'call_ended', call.ended_at!);
-    else if (leg.call_control_id) await hangUp(tx, leg.call_control_id, `hangup:${leg.id}`);
+    else if (leg.call_control_id) await hangUp(tx, leg.call_control_id);
   }
   if (call.direction === 'inbound' && call.caller_call_control_id && !except.callerHungUp) {
-    await hangUp(tx, call.caller_call_control_id, `hangup:${call.id}`);
+    await hangUp(tx, call.caller_call_control_id);
   }
   await emit(tx, {
     accountId: call.account_id,
@@ -146,7 +146,13 @@ export async function afterCallEnded(tx: Tx, call: CallRow, except: { legId?: st
   });
 }
 
-export function hangUp(tx: Tx, callControlId: string, commandId: string): Promise<void> {
+/**
+ * Hangs a carrier leg up. Every decision to hang up the same leg (the call
+ * ended, an answer lost, a stray leg turned up) shares one job key and one
+ * command_id, so they collapse into one command at the carrier.
+ */
+export function hangUp(tx: Tx, callControlId: string): Promise<void> {
+  const commandId = `hangup:${callControlId}`;
   return enqueue(tx, 'call.command', { callControlId, action: 'hangup', commandId }, { jobKey: commandId });
 }
 

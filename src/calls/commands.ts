@@ -56,7 +56,7 @@ export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1)
       // The call was answered by another leg, or ended, while this dial was in flight.
       // (It may also have left `ringing` because this very leg answered already.)
       if (locked && locked.status !== 'ringing' && locked.answered_leg_id !== leg.id) {
-        await hangUp(tx, result.callControlId, `hangup:${leg.id}`);
+        await hangUp(tx, result.callControlId);
       }
     });
     return 'dialed';

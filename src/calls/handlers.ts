@@ -108,7 +108,7 @@ function isStray(leg: LegRow, callControlId: string): boolean {
 
 async function legAnswered(tx: Tx, call: CallRow, leg: LegRow, ev: Extract<CarrierEvent, { kind: 'call.answered' }>): Promise<HandlerResult> {
   if (isStray(leg, ev.callControlId)) {
-    await hangUp(tx, ev.callControlId, `hangup:${ev.callControlId}`);
+    await hangUp(tx, ev.callControlId);
     return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
   }
   await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
@@ -116,7 +116,7 @@ async function legAnswered(tx: Tx, call: CallRow, leg: LegRow, ev: Extract<Carri
   const won = await callAnswer(tx, call.id, leg.id, ev.occurredAt);
   if (!won) {
     // The call was answered by another leg, or ended: this answer loses and the leg is hung up.
-    await hangUp(tx, ev.callControlId, `hangup:${leg.id}`);
+    await hangUp(tx, ev.callControlId);
     return { outcome: 'ignored', reason: `call already ${call.status}; leg hung up` };
   }
   await emit(tx, { accountId: won.account_id, tenantId: won.tenant_id, type: 'call.answered', subjectId: won.id, data: callResource(won, await legsOf(tx, won.id)), occurredAt: ev.occurredAt });
@@ -159,7 +159,7 @@ export const callHandlers: HandlerRegistry = {
     const found = await find(tx, ev);
     if (!found || !('leg' in found)) return { outcome: 'ignored', reason: 'not a leg we dialed' };
     if (isStray(found.leg, ev.callControlId)) {
-      await hangUp(tx, ev.callControlId, `hangup:${ev.callControlId}`);
+      await hangUp(tx, ev.callControlId);
       return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
     }
     const stamped = await legStamp(tx, found.leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);

@@ -195,6 +195,7 @@ describe('carrier legs racing our own decisions', () => {
     sim.setWebhookUrl(null); // only the events this test writes
     sim.setBehaviour({ sendLatencyMs: 1500 });
     try {
+      const mark = sim.requests.length;
       const callId = await place([A]);
       const leg = await eventually(async () => (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1', [callId])).rows[0] as Leg | undefined);
       await eventually(async () => sim.requests.some((r) => r.path === '/v2/calls' && r.commandId === leg.id)); // the dial is in flight
@@ -208,7 +209,7 @@ describe('carrier legs racing our own decisions', () => {
       await quiet();
       expect(dialed).toBeDefined();
       await new Promise((r) => setTimeout(r, 500)); // a hang-up command, if one was decided, has run by now
-      expect(sim.requests.filter((r) => r.commandId === `hangup:${leg.id}`)).toEqual([]);
+      expect(sim.requests.slice(mark).filter((r) => r.path.endsWith('/actions/hangup'))).toEqual([]);
       expect((await getCall(callId)).status).toBe('in_progress');
     } finally {
       sim.setBehaviour({ sendLatencyMs: 0 });
@@ -258,6 +259,42 @@ describe('inbound', () => {
     expect(await minutes(callRow.id)).toEqual([]);
     const call = await getCall(callRow.id);
     expect(call).toMatchObject({ direction: 'inbound', from: '+14155550999', number: INBOUND_NUMBER, to: [A, B] });
+  });
+
+  it('a ringing leg timing out after the caller hung up rings nobody else (the cursor moves only while the call rings)', async () => {
+    const before = dials(B);
+    const from = '+14155550980';
+    const inbound = sim.injectInboundCall({ from, to: INBOUND_NUMBER });
+    const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+    const a = await legAt(callRow.id, 0);
+    await sim.deliver(telnyxWebhook.callHangup({ callControlId: inbound.callControlId, callLegId: inbound.callLegId, from, to: INBOUND_NUMBER, hangupCause: 'normal_clearing', hangupSource: 'caller' }));
+    await eventually(async () => (await getCall(callRow.id)).status === 'missed');
+    await sim.deliver(hangupOf(a, 'timeout')); // A's own timeout, processed after the call ended
+    await quiet();
+    expect(dials(B) - before).toBe(0);
+    expect(await count(db.pool, 'SELECT * FROM call_legs WHERE call_id = $1', [callRow.id])).toBe(1);
+    expect(await events(callRow.id, 'call.missed')).toBe(1);
+  });
+
+  it('the caller hanging up at the same moment the ringing leg times out: missed once, and a next leg dialed meanwhile is hung up', async () => {
+    for (let round = 0; round < 4; round++) {
+      const from = `+141555509${81 + round}`;
+      const inbound = sim.injectInboundCall({ from, to: INBOUND_NUMBER });
+      const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+      const a = await legAt(callRow.id, 0);
+      const callerGone = telnyxWebhook.callHangup({ callControlId: inbound.callControlId, callLegId: inbound.callLegId, from, to: INBOUND_NUMBER, hangupCause: 'normal_clearing', hangupSource: 'caller' });
+      await Promise.all([sim.deliver(callerGone), sim.deliver(hangupOf(a, 'timeout'))]);
+      await eventually(async () => (await getCall(callRow.id)).status === 'missed');
+      await quiet();
+      expect(await events(callRow.id, 'call.missed')).toBe(1);
+      const { rows: legs } = await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 ORDER BY position', [callRow.id]);
+      expect(legs.length).toBeLessThanOrEqual(2);
+      const b = legs[1];
+      // If A's timeout won the race, B was claimed while the call still rang; the caller's
+      // hangup then canceled it before its dial, or hung it up after.
+      if (b?.call_control_id) await eventually(async () => actions(b.call_control_id, 'hangup') === 1);
+      else if (b) expect(b.status).toBe('canceled');
+    }
   });
 
   it('an answered target is bridged to the caller; the caller hanging up completes the call and hangs up the target', async () => {
