@@ -21,7 +21,7 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
             number: E164,
             inbound_ring: Type.Optional(Type.Array(E164, { maxItems: 10, description: 'ring these in order on an inbound call' })),
             ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20 })),
-            tenant_id: Type.Optional(Type.String({ maxLength: 64 })),
+            tenant_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
           },
           { additionalProperties: false },
         ),
@@ -31,7 +31,8 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
     async (req, reply) => {
       const { accountId } = req.principal;
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        if (req.body.tenant_id && !(await tenantGet(tx, accountId, req.body.tenant_id))) throw notFound('tenant');
+        // `!== undefined`, not truthiness: any string given must name one of the account's tenants.
+        if (req.body.tenant_id !== undefined && !(await tenantGet(tx, accountId, req.body.tenant_id))) throw notFound('tenant');
         const n = await numberCreate(tx, {
           accountId,
           tenantId: req.body.tenant_id ?? null,
