@@ -94,8 +94,9 @@ async function serve(args: string[], config: Config, log: Logger) {
   const { values } = parseArgs({ args, options: { roles: { type: 'string' } } });
   const roles = parseRoles(values.roles);
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
-  const platform = await startPlatform({ config, databaseUrl: config.databaseUrl, roles, log });
-  onShutdown(log, () => platform.stop());
+  const starting = startPlatform({ config, databaseUrl: config.databaseUrl, roles, log });
+  onShutdown(log, async () => (await starting).stop());
+  await starting;
   return 'running' as const;
 }
 
@@ -105,9 +106,10 @@ async function dev(args: string[], config: Config) {
   const logFile = path.join(config.stateDir, 'handset.log');
   const log = createFileLogger(config.logLevel, logFile);
   process.stdout.write('Starting Handset (embedded PostgreSQL, migrations, simulator)…\n');
-  const handle = await startDev(config, log);
+  const starting = startDev(config, log);
+  onShutdown(log, async () => (await starting).stop());
+  const handle = await starting;
   process.stdout.write(devBanner(handle.state, path.relative(process.cwd(), logFile) || logFile));
-  onShutdown(log, handle.stop);
   return 'running' as const;
 }
 
@@ -167,7 +169,12 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** SIGTERM/SIGINT: stop taking work and finish what is in flight; a second signal forces exit. */
+/**
+ * SIGTERM/SIGINT: stop taking work and finish what is in flight; a second signal
+ * forces exit. Installed before start-up, so a signal that arrives while we start
+ * (or right after we print that we are ready) waits for start-up and then stops
+ * cleanly instead of taking Node's default of dying on the spot.
+ */
 function onShutdown(log: Logger, stop: () => Promise<void>): void {
   let stopping = false;
   const handler = (signal: NodeJS.Signals) => {

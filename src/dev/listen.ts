@@ -128,15 +128,19 @@ export async function runListen(args: string[], stateDir: string, io: ListenIo):
     await writeFile(file, JSON.stringify({ apiUrl, endpointId, secret } satisfies Saved), { mode: 0o600 });
   }
 
+  // Listen for the stop signal before saying we are ready: a ^C sent on the
+  // ready line must stop us cleanly, not hit Node's default handler.
+  const stopped =
+    io.stopped ??
+    new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
   io.out(`Ready! Listening for ${eventTypes.length ? eventTypes.join(', ') : 'all events'} on ${localUrl}`);
   io.out(`Your webhook signing secret is ${secret} (it stays the same across runs). ^C to stop.`);
   if (forwardTo) io.out(`Forwarding every verified event to ${forwardTo}`);
 
-  await (io.stopped ??
-    new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve());
-      process.once('SIGTERM', () => resolve());
-    }));
+  await stopped;
   await api('PATCH', `/v1/webhook_endpoints/${endpointId}`, { enabled: false }).catch(() => undefined);
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));

@@ -144,6 +144,17 @@ export async function runSimCommand(args: string[], log: Logger, io: Partial<Sim
   if (parsed.keyFile) options.privateKey = await loadOrCreateKey(parsed.keyFile);
   const sim = await startSimulator(options);
 
+  // Listen for the stop signal before printing that we listen: a signal sent
+  // on that line must close the simulator cleanly.
+  const stopped = new Promise<void>((resolve) => {
+    const stop = () => {
+      signals.off('SIGINT', stop);
+      signals.off('SIGTERM', stop);
+      resolve();
+    };
+    signals.once('SIGINT', stop);
+    signals.once('SIGTERM', stop);
+  });
   const b = sim.behaviour;
   const rumours = (Object.keys(b) as Array<keyof Behaviour>).filter((k) => b[k] !== WELL_BEHAVED[k]);
   stdout.write(
@@ -159,15 +170,7 @@ export async function runSimCommand(args: string[], log: Logger, io: Partial<Sim
     ].join('\n'),
   );
 
-  await new Promise<void>((resolve) => {
-    const stop = () => {
-      signals.off('SIGINT', stop);
-      signals.off('SIGTERM', stop);
-      resolve();
-    };
-    signals.once('SIGINT', stop);
-    signals.once('SIGTERM', stop);
-  });
+  await stopped;
   await sim.close();
   return 0;
 }

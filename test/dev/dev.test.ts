@@ -79,6 +79,18 @@ describe('handset dev', () => {
   });
 });
 
+describe('handset dev shutdown', () => {
+  it('a SIGTERM that arrives while dev is still starting waits for start-up, then stops cleanly: exit 0 and no PostgreSQL left behind', async () => {
+    const dir = await stateDir();
+    const dev = start(['dev'], dir);
+    await dev.waitFor(/Starting Handset/);
+    dev.child.kill('SIGTERM');
+    expect(await dev.exited).toEqual({ code: 0, signal: null });
+    // pg.stop() removes the pid file only after PostgreSQL has stopped
+    await expect(readFile(path.join(dir, 'handset.pid'), 'utf8')).rejects.toThrow(/ENOENT/);
+  });
+});
+
 describe('handset listen verification', () => {
   const secret = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
   const now = 1_800_000_000;
