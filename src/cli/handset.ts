@@ -13,11 +13,11 @@ import { withTx } from '../db/tx.js';
 import { migrate } from '../db/migrate.js';
 import { runAuditCommand } from '../audit/cli.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
-import { devBanner, startDev } from '../dev/dev.js';
+import { devBanner, startDev, type DevHandle } from '../dev/dev.js';
 import { readDevState } from '../dev/state.js';
 import { runListen } from '../dev/listen.js';
 import { runTrigger } from '../dev/trigger.js';
-import { ROLES, startPlatform, type Role } from '../platform.js';
+import { ROLES, startPlatform, type Platform, type Role } from '../platform.js';
 import { runSimCommand } from '../sim/cli.js';
 import { createFileLogger, createLogger, type Logger } from '../telemetry/log.js';
 
@@ -94,8 +94,9 @@ async function serve(args: string[], config: Config, log: Logger) {
   const { values } = parseArgs({ args, options: { roles: { type: 'string' } } });
   const roles = parseRoles(values.roles);
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
-  const starting = startPlatform({ config, databaseUrl: config.databaseUrl, roles, log });
-  onShutdown(log, async () => (await starting).stop());
+  let starting: Promise<Platform> | undefined;
+  onShutdown(log, async () => (await starting)?.stop());
+  starting = startPlatform({ config, databaseUrl: config.databaseUrl, roles, log });
   await starting;
   return 'running' as const;
 }
@@ -105,9 +106,10 @@ async function dev(args: string[], config: Config) {
   if (values.reset) await rm(config.stateDir, { recursive: true, force: true });
   const logFile = path.join(config.stateDir, 'handset.log');
   const log = createFileLogger(config.logLevel, logFile);
+  let starting: Promise<DevHandle> | undefined;
+  onShutdown(log, async () => (await starting)?.stop());
   process.stdout.write('Starting Handset (embedded PostgreSQL, migrations, simulator)…\n');
-  const starting = startDev(config, log);
-  onShutdown(log, async () => (await starting).stop());
+  starting = startDev(config, log);
   const handle = await starting;
   process.stdout.write(devBanner(handle.state, path.relative(process.cwd(), logFile) || logFile));
   return 'running' as const;
@@ -171,9 +173,10 @@ function isAlive(pid: number): boolean {
 
 /**
  * SIGTERM/SIGINT: stop taking work and finish what is in flight; a second signal
- * forces exit. Installed before start-up, so a signal that arrives while we start
- * (or right after we print that we are ready) waits for start-up and then stops
- * cleanly instead of taking Node's default of dying on the spot.
+ * forces exit. Installed before we print or start anything, so a signal that
+ * arrives while we start (or right after a line a supervisor waits for) waits for
+ * start-up and then stops cleanly instead of taking Node's default of dying on
+ * the spot.
  */
 function onShutdown(log: Logger, stop: () => Promise<void>): void {
   let stopping = false;
