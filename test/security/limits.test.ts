@@ -147,7 +147,7 @@ describe('header floods', () => {
     ['api', `${apiUrl}/v1/tenants`] as const,
   ];
 
-  it('a single 20 KiB header, or 3,000 headers, is 431 (or the connection closed) within a second, never a hang or a 500', async () => {
+  it('a single 20 KiB header, or 3,000 headers, is 431 (or the connection closed) within seconds, never a hang or a 500', async () => {
     for (const [name, url] of targets()) {
       for (const flood of [
         [['x-big', 'a'.repeat(20 * 1024)]] as [string, string][],
@@ -158,7 +158,8 @@ describe('header floods', () => {
         const a = await rawRequest(url, { headers: flood, body: '{}', timeoutMs: 5000 });
         const what = `${name}: ${flood.length} header(s) of ${flood[0]![1].length} bytes`;
         expect(a.closedByServer, `${what}: no answer and not closed`).toBe(true);
-        expect(a.closedAfterMs, what).toBeLessThan(1000);
+        // the idle timeout is 15 s: closed this early means the header limit did it (bound loose for loaded CI)
+        expect(a.closedAfterMs, what).toBeLessThan(3000);
         expect([431, null], `${what}: ${a.status} ${a.body}`).toContain(a.status);
       }
     }
@@ -184,7 +185,7 @@ describe('header floods', () => {
     expect(await events()).toBe(0);
   });
 
-  it('200 connections trickling headers and bodies do not keep a real webhook from being stored, nor an API call from being answered, within a second', async () => {
+  it('200 connections trickling headers and bodies do not keep a real webhook from being stored, nor an API call from being answered, well before the crowd gives up', async () => {
     const crowd: Promise<RawAnswer>[] = [];
     for (let i = 0; i < 100; i++) {
       crowd.push(slowClient(ingestUrl, i % 2 ? 'trickled body' : 'trickled headers', signed(Buffer.from('x')), 200, 4000));
@@ -199,8 +200,9 @@ describe('header floods', () => {
     const call = await client.get('/v1/tenants');
     const callMs = performance.now() - started;
     expect({ hook: hook.status, call: call.status }).toEqual({ hook: 200, call: 200 });
-    expect(hookMs).toBeLessThan(1000);
-    expect(callMs).toBeLessThan(1000);
+    // starved, they would wait out the crowd (4 s); the bound is loose for a loaded CI machine
+    expect(hookMs).toBeLessThan(3000);
+    expect(callMs).toBeLessThan(3000);
     await Promise.all(crowd);
     expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id LIKE 'slow-%'`)).toBe(0);
   });
@@ -236,7 +238,7 @@ describe('slow and stalled requests', () => {
       for (const [i, r] of results.entries()) {
         expect({ how: SLOW[i], closed: r.closedByServer, status: r.status }).toEqual({ how: SLOW[i], closed: true, status: 408 });
         expect(r.closedAfterMs).toBeGreaterThanOrEqual(900);
-        expect(r.closedAfterMs).toBeLessThan(1500);
+        expect(r.closedAfterMs).toBeLessThan(3000); // Node's default 30 s check interval (B5) would be far past this
       }
       expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id LIKE 'slow-%'`)).toBe(0);
     } finally {
@@ -246,9 +248,11 @@ describe('slow and stalled requests', () => {
 
   // Regression: bug B5 (fixed). Node uses min(requestTimeout, headersTimeout) for the head and the max for the whole
   // request, and sweeps only every 30 s; both servers leave headersTimeout at Node's 60 s.
-  it('B5: the real servers hang up on a client that trickles its body, trickles its headers or stalls, within their requestTimeout (ingest 10 s, API 30 s) + 2 s', async () => {
-    const out = await hangUps({ ingest: 12_000, api: 32_000 });
-    console.log('limits: ms until the real servers hung up within requestTimeout + 2 s (null: still open)', out);
+  it('B5: the real servers hang up on a client that trickles its body, trickles its headers or stalls, within their requestTimeout (ingest 10 s, API 30 s) + 5 s', async () => {
+    // Node checks timeouts once a second; the 5 s margin is for a loaded CI machine. The bug
+    // this guards against held clients for 60 s + 30 s.
+    const out = await hangUps({ ingest: 15_000, api: 35_000 });
+    console.log('limits: ms until the real servers hung up within requestTimeout + 5 s (null: still open)', out);
     expect(Object.entries(out).filter(([, ms]) => ms === null).map(([name]) => name)).toEqual([]);
     expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id LIKE 'slow-%'`)).toBe(0);
   }, 60_000);
