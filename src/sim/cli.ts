@@ -160,9 +160,7 @@ export async function runSimCommand(args: string[], log: Logger, io: Partial<Sim
   stdout.write(
     [
       `Telnyx simulator listening (seed ${sim.seed}, time scale ${sim.timeScale})`,
-      `  TELNYX_API_URL=${sim.url}`,
-      `  TELNYX_API_KEY=${sim.apiKey}`,
-      `  TELNYX_PUBLIC_KEY=${sim.publicKeyBase64}`,
+      ...Object.entries(sim.carrierEnv()).map(([name, value]) => `  ${name}=${value}`),
       `  webhooks  → ${sim.webhookUrl ?? '(none: only per-message/per-call webhook_url)'}`,
       `  control   → ${sim.controlUrl}/state`,
       `  behaviour → ${rumours.length === 0 ? 'well-behaved' : rumours.map((k) => `${k}=${b[k]}`).join(' ')}`,

@@ -82,6 +82,14 @@ export interface SimulatorState {
   recentWebhooks: Array<Omit<WebhookAttempt, 'body'>>;
 }
 
+// A type, not an interface, so it passes wherever a plain environment record is expected.
+export type CarrierEnv = {
+  TELNYX_API_URL: string;
+  TELNYX_API_KEY: string;
+  TELNYX_PUBLIC_KEY: string;
+  TELNYX_CONNECTION_ID: string;
+};
+
 export interface Simulator {
   /** Base URL of the REST API, ending in /v2 (what TELNYX_API_URL points at). */
   readonly url: string;
@@ -102,6 +110,8 @@ export interface Simulator {
   /** Every webhook attempt, in the order they were answered. */
   readonly webhooks: readonly WebhookAttempt[];
   readonly counts: Readonly<SimulatorCounts>;
+  /** The settings that point Handset at this simulator, as `handset sim` prints them. */
+  carrierEnv(): CarrierEnv;
   setWebhookUrl(url: string | null): void;
   setBehaviour(partial: Partial<Behaviour>): Behaviour;
   setPersona(number: string, persona: Persona): void;
@@ -224,6 +234,12 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     get counts() {
       return { requests: requestSeq, messages: messaging.count, callLegs: calls.count, ...sender.counts };
     },
+    carrierEnv: () => ({
+      TELNYX_API_URL: sim.url,
+      TELNYX_API_KEY: apiKey,
+      TELNYX_PUBLIC_KEY: publicKeyBase64,
+      TELNYX_CONNECTION_ID: account.connectionId,
+    }),
     setWebhookUrl(url) {
       webhookUrl = checkWebhookUrl(url);
     },

@@ -102,10 +102,7 @@ beforeAll(async () => {
     databaseUrl: db.url,
     roles: ['ingest', 'api', 'worker'],
     env: {
-      TELNYX_PUBLIC_KEY: sim.publicKeyBase64,
-      TELNYX_API_URL: sim.url,
-      TELNYX_API_KEY: sim.apiKey,
-      TELNYX_CONNECTION_ID: 'conn-audit',
+      ...sim.carrierEnv(),
       // the failing endpoint's deliveries stay pending, their retries an hour away
       HANDSET_DELIVERY_RETRY_SCHEDULE: '1h',
     },

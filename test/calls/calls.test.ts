@@ -33,7 +33,7 @@ beforeAll(async () => {
   platform = await startTestPlatform({
     databaseUrl: db.url,
     roles: ['ingest', 'api', 'worker'],
-    env: { TELNYX_PUBLIC_KEY: sim.publicKeyBase64, TELNYX_API_URL: sim.url, TELNYX_API_KEY: sim.apiKey, TELNYX_CONNECTION_ID: 'conn-test' },
+    env: sim.carrierEnv(),
   });
   sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
   acme = await createAccount(db.pool, platform.apiUrl!, 'Acme');

@@ -59,7 +59,7 @@ async function stormWith(databaseUrl: string, fault: () => Promise<{ from: numbe
   const platform = await startTestPlatform({
     databaseUrl,
     roles: ['ingest', 'worker'],
-    env: { TELNYX_PUBLIC_KEY: sim.publicKeyBase64, TELNYX_API_URL: sim.url, TELNYX_API_KEY: sim.apiKey, HANDSET_WORKER_STALE_AFTER: '2s' },
+    env: { ...sim.carrierEnv(), HANDSET_WORKER_STALE_AFTER: '2s' },
   });
   sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
   const injected: string[] = [];

@@ -30,7 +30,7 @@ beforeAll(async () => {
   platform = await startTestPlatform({
     databaseUrl: db.url,
     roles: ['ingest', 'api', 'worker'],
-    env: { TELNYX_PUBLIC_KEY: sim.publicKeyBase64, TELNYX_API_URL: sim.url, TELNYX_API_KEY: sim.apiKey, HANDSET_API_RATE_LIMIT: '20' },
+    env: { ...sim.carrierEnv(), HANDSET_API_RATE_LIMIT: '20' },
     log: createLogger('info', capture),
   });
   sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
