@@ -16,8 +16,8 @@ import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
-import { hangUp, ringOn } from './calls.js';
-import { callById, callLock, legAbandon, legGet, legStamp } from './calls.sql.js';
+import { afterCallEnded, hangUp, ringOn } from './calls.js';
+import { callById, callEnd, callLock, legAbandon, legGet, legStamp } from './calls.sql.js';
 import type { LegState } from './handlers.js';
 
 export interface CallCommandDeps {
@@ -103,6 +103,17 @@ export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> 
     const caller = call.caller_call_control_id;
     const answered = await deps.carrier.callAction(caller, { action: 'answer' }, `answer:${callId}`);
     if (!answered.ok && answered.kind === 'retry') throw new Error(`answer ${caller}: ${answered.detail}`);
+    if (answered.ok && answered.alreadyEnded) {
+      // The caller is gone. Their hangup ends the call when we get it, but it may
+      // have come so long before the call itself that it was given up on: end the
+      // call here as it would (the guard makes whichever comes second a no-op),
+      // which hangs up the leg that answered instead of leaving it on a dead line.
+      await withTx(deps.pool, async (tx) => {
+        const over = await callEnd(tx, callId, new Date());
+        if (over) await afterCallEnded(tx, over, { callerHungUp: true });
+      });
+      return;
+    }
     // A refused answer usually means an earlier run of this job answered already
     // (outside the carrier's 60 s command_id window): go on and bridge.
     if (!answered.ok) deps.log.warn({ callId, code: answered.code }, 'the carrier refused to answer the caller; bridging anyway');

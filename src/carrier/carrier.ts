@@ -123,6 +123,9 @@ export interface CarrierClient {
   readonly name: string;
   sendMessage(m: SendMessage): Promise<CommandResult<{ carrierMessageId: string }>>;
   dial(d: Dial): Promise<CommandResult<{ callControlId: string; callLegId: string }>>;
-  /** "The call has already ended" counts as success: the wanted state holds. */
-  callAction(callControlId: string, a: CallAction, commandId: string): Promise<CommandResult>;
+  /**
+   * "The call has already ended" counts as success (for a hangup the wanted state
+   * holds), reported as `alreadyEnded` for the callers to whom it means more.
+   */
+  callAction(callControlId: string, a: CallAction, commandId: string): Promise<CommandResult<{ alreadyEnded: boolean }>>;
 }

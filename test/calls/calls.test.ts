@@ -333,6 +333,25 @@ describe('inbound', () => {
     expect(actions(inbound.callControlId, 'bridge')).toBe(0);
   });
 
+  it('a caller whose hangup we never applied (given up on, or lost) is found gone when we answer them: the call ends, the leg that answered is hung up, nothing is bridged', async () => {
+    const inbound = sim.injectInboundCall({ from: '+14155550995', to: INBOUND_NUMBER });
+    const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+    const a = await legAt(callRow.id, 0);
+    // The caller leaves, and their hangup never reaches a worker that can apply it.
+    sim.setWebhookUrl(null);
+    sim.hangup(inbound.callControlId);
+    await sim.idle();
+    sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
+    sim.answer(a.call_control_id);
+    await eventually(async () => (await getCall(callRow.id)).status === 'completed');
+    await eventually(async () => actions(a.call_control_id, 'hangup') === 1);
+    await quiet();
+    expect(actions(inbound.callControlId, 'answer')).toBe(1);
+    expect(actions(inbound.callControlId, 'bridge')).toBe(0);
+    expect(await events(callRow.id, 'call.answered')).toBe(1);
+    expect(await events(callRow.id, 'call.completed')).toBe(1);
+  });
+
   it('a call to a number with no ring plan is rejected and missed', async () => {
     expect((await acme.post('/v1/phone_numbers', { number: '+13125550102' })).status).toBe(201);
     const inbound = sim.injectInboundCall({ from: '+14155550997', to: '+13125550102' });

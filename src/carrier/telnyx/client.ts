@@ -75,7 +75,8 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     async callAction(callControlId: string, a: CallAction, commandId: string) {
       const body = a.action === 'bridge' ? { call_control_id: a.otherCallControlId, command_id: commandId } : { command_id: commandId };
       const r = await post<unknown>(`/calls/${callControlId}/actions/${a.action}`, body);
-      if (r.ok || (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED)) return { ok: true };
+      if (r.ok) return { ok: true, alreadyEnded: false };
+      if (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED) return { ok: true, alreadyEnded: true };
       return r;
     },
   };
