@@ -25,6 +25,7 @@ import {
   deliveryFinish,
   deliveryLoad,
   deliveryScheduleRetry,
+  deliverySkipForEndpoint,
   deliverySkipPending,
   type AttemptTrigger,
 } from './deliveries.sql.js';
@@ -63,7 +64,13 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     const { endpoint, event } = work;
 
     if (!endpoint.enabled || endpoint.deleted_at) {
-      await withTx(deps.pool, (tx) => deliveryFinish(tx, deliveryId, 'skipped'));
+      const skipped = await withTx(deps.pool, async (tx) => {
+        await endpointLock(tx, endpoint.id);
+        return deliverySkipForEndpoint(tx, deliveryId);
+      });
+      // Not skipped: the endpoint was re-enabled since we read it (or the delivery
+      // finished elsewhere). The job's retry reads it afresh.
+      if (!skipped) throw new Error(`endpoint ${endpoint.id} changed while delivery ${deliveryId} was being skipped`);
       deps.metrics.deliveries.inc({ outcome: 'skipped' });
       return;
     }

@@ -101,6 +101,23 @@ export async function deliveryFinish(tx: Tx, id: string, status: Exclude<Deliver
   return rowCount === 1;
 }
 
+/**
+ * pending → skipped because its endpoint is disabled or deleted, checked in the
+ * statement itself. Lock the endpoint first: a re-enable committing meanwhile is
+ * then seen, and the delivery is not skipped.
+ */
+export async function deliverySkipForEndpoint(tx: Tx, id: string): Promise<boolean> {
+  const { rowCount } = await tx.query({
+    name: 'delivery_skip_for_endpoint',
+    text: `UPDATE webhook_deliveries d SET status = 'skipped', next_attempt_at = NULL, updated_at = now()
+             FROM webhook_endpoints e
+            WHERE d.id = $1 AND d.status = 'pending' AND e.id = d.endpoint_id
+              AND (NOT e.enabled OR e.deleted_at IS NOT NULL)`,
+    values: [id],
+  });
+  return rowCount === 1;
+}
+
 export async function deliveryScheduleRetry(tx: Tx, id: string, at: Date): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'delivery_schedule_retry',

@@ -90,7 +90,8 @@ export function sendWebhook(
         done({
           status: res.statusCode ?? null,
           retryAfter: typeof res.headers['retry-after'] === 'string' ? res.headers['retry-after'] : null,
-          excerpt: Buffer.concat(chunks).toString('utf8') || null,
+          // Whatever bytes the receiver sent: text columns cannot hold NUL (gzip, UTF-16, binary bodies have it).
+          excerpt: Buffer.concat(chunks).toString('utf8').replaceAll('\u0000', '\ufffd') || null,
           error: null,
         });
       res.on('end', finish);

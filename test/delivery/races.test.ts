@@ -103,6 +103,59 @@ describe('concurrent delivery outcomes', () => {
   });
 });
 
+describe('an endpoint re-enabled while its delivery is being skipped', () => {
+  it('the skip sees the re-enable (it locks the endpoint and checks in the statement): the delivery is not skipped, and the next run delivers it', async () => {
+    const { rows } = await db.pool.query(
+      `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
+      [accountId, receiver.url],
+    );
+    const endpointId: string = rows[0].id;
+    const { eventId } = await withTx(db.pool, (tx) => emit(tx, { accountId, tenantId: null, type: 'message.sent', subjectId: 'msg_reenable', data: {}, occurredAt: new Date() }));
+    const deliveryId: string = (await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [eventId, endpointId])).rows[0].id;
+    await db.pool.query(`DELETE FROM graphile_worker._private_jobs`);
+    await db.pool.query(`UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'manual', disabled_at = now() WHERE id = $1`, [endpointId]);
+    receiver.answer = () => ({ status: 200 });
+
+    // The customer's re-enable is in flight (row locked, not committed) when the job reads the endpoint as disabled.
+    const patch = await db.pool.connect();
+    try {
+      await patch.query('BEGIN');
+      await patch.query(`UPDATE webhook_endpoints SET enabled = true, disabled_reason = NULL, disabled_at = NULL WHERE id = $1`, [endpointId]);
+      const run = task(100)({ deliveryId, trigger: 'scheduled' }, job);
+      const settled = run.then(() => 'done', (err: Error) => err.message);
+      await waitUntil(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n > 0);
+      await patch.query('COMMIT');
+      expect(await settled).toMatch(/changed while delivery .* was being skipped/);
+    } finally {
+      patch.release();
+    }
+    expect((await db.pool.query('SELECT status FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0].status).toBe('pending');
+    const before = receiver.received.length;
+    await task(100)({ deliveryId, trigger: 'scheduled' }, job);
+    expect((await db.pool.query('SELECT status FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0].status).toBe('succeeded');
+    expect(receiver.received.slice(before).map((r) => r.headers['webhook-id'])).toEqual([eventId]);
+  });
+});
+
+describe('what a receiver answers is recorded whatever its bytes', () => {
+  it('a response body with NUL bytes (gzip, UTF-16, binary) is kept with U+FFFD, and the delivery finishes succeeded with one attempt', async () => {
+    const { rows } = await db.pool.query(
+      `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
+      [accountId, receiver.url],
+    );
+    const endpointId: string = rows[0].id;
+    const { eventId } = await withTx(db.pool, (tx) => emit(tx, { accountId, tenantId: null, type: 'message.sent', subjectId: 'msg_nul', data: {}, occurredAt: new Date() }));
+    const deliveryId: string = (await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [eventId, endpointId])).rows[0].id;
+    await db.pool.query(`DELETE FROM graphile_worker._private_jobs`);
+    receiver.answer = () => ({ status: 200, body: Buffer.from([0x1f, 0x8b, 0x08, 0x00, 0x6f, 0x6b]) });
+    await task(100)({ deliveryId, trigger: 'scheduled' }, job);
+    expect((await db.pool.query('SELECT status, attempts FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0]).toEqual({ status: 'succeeded', attempts: 1 });
+    const excerpt: string = (await db.pool.query('SELECT response_excerpt FROM webhook_attempts WHERE delivery_id = $1', [deliveryId])).rows[0].response_excerpt;
+    expect(excerpt).toContain('\ufffdok');
+    expect(excerpt).not.toContain('\u0000');
+  });
+});
+
 async function waitUntil(check: () => Promise<boolean>) {
   for (let i = 0; i < 200 && !(await check()); i++) await new Promise((r) => setTimeout(r, 25));
 }

@@ -14,7 +14,7 @@ export interface Received {
   at: number;
 }
 
-export type Answer = { status: number; headers?: Record<string, string>; hang?: boolean };
+export type Answer = { status: number; headers?: Record<string, string>; hang?: boolean; body?: string | Buffer };
 
 export interface Receiver {
   url: string;
@@ -72,7 +72,7 @@ export async function startReceiver(): Promise<Receiver> {
         return;
       }
       res.writeHead(a.status, { 'content-type': 'text/plain', ...a.headers });
-      res.end(`answer ${a.status}`);
+      res.end(a.body ?? `answer ${a.status}`);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
