@@ -120,13 +120,20 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   return app;
 }
 
+// An escape (`\u`, not itself escaped by a backslash) of NUL, of a high surrogate
+// with or without the low one after it, or of a lone low surrogate.
+const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|[dD][c-fC-F][0-9a-fA-F]{2})/g;
+
 /**
- * jsonb cannot hold the character U+0000, and refusing an authentic webhook
- * would lose it (the carrier does not retry a 400). An escaped NUL (\u0000, not
- * preceded by an escaping backslash) becomes U+FFFD; the signature was checked on
- * the bytes as sent. A raw NUL byte cannot appear in valid JSON text at all.
+ * jsonb cannot hold U+0000 or a lone UTF-16 surrogate (an SMS cut in the middle of
+ * an emoji has one), and refusing an authentic webhook would lose it: the carrier
+ * retries a 400 a few times, then gives up. Such an escape becomes U+FFFD; a
+ * surrogate pair is kept. The signature was checked on the bytes as sent. Neither
+ * can appear unescaped: the UTF-8 decoder already refused the body then.
  */
 export function storableJson(text: string): string {
-  if (!text.includes('\\u0000')) return text;
-  return text.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\ufffd');
+  if (!text.includes('\\u')) return text;
+  return text.replace(UNSTORABLE_ESCAPE, (escape, backslashes: string, high: string | undefined, low: string | undefined) =>
+    high && low ? escape : `${backslashes}\\ufffd`,
+  );
 }

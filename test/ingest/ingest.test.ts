@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
 import { signTelnyxWebhook } from '../../src/carrier/telnyx/signature.js';
 import { createPool } from '../../src/db/pool.js';
-import { buildIngestServer } from '../../src/ingest/server.js';
+import { buildIngestServer, storableJson } from '../../src/ingest/server.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { envelope, fixture, postWebhook, telnyxKeys } from '../support/carrier.js';
@@ -224,6 +224,20 @@ describe('bad input', () => {
     expect(res.status).toBe(200);
     const { rows } = await db.pool.query(`SELECT payload->'data'->'payload' AS p FROM carrier_events WHERE carrier_event_id = 'nul'`);
     expect(rows[0].p).toEqual({ text: 'a\ufffdb', path: 'c:\\u0000d' }); // an escaped backslash before u0000 is left alone
+  });
+
+  it('an authentic webhook with a lone surrogate (an SMS cut mid-emoji; jsonb cannot hold it) is stored with U+FFFD; a whole pair is kept', async () => {
+    // JSON.stringify escapes lone surrogates, as a carrier's JSON encoder would.
+    const res = await postWebhook(url, keys, envelope('lone', 'message.received', { text: 'cut \ud83d', low: '\ude00!', pair: '😀', mid: 'x\uD800y', path: 'c:\\ud800' }));
+    expect(res.status).toBe(200);
+    const { rows } = await db.pool.query(`SELECT payload->'data'->'payload' AS p FROM carrier_events WHERE carrier_event_id = 'lone'`);
+    expect(rows[0].p).toEqual({ text: 'cut \ufffd', low: '\ufffd!', pair: '😀', mid: 'x\ufffdy', path: 'c:\\ud800' });
+  });
+
+  it('storableJson rewrites exactly the escapes jsonb refuses, in either case, and nothing an escaped backslash protects', () => {
+    expect(storableJson(String.raw`["\uD83D\uDE00","\uDBFF","\uDC00\uD800","\u0000","\\uDBFF","\\\uDBFF","\u00e9"]`)).toBe(
+      String.raw`["\uD83D\uDE00","\ufffd","\ufffd\ufffd","\ufffd","\\uDBFF","\\\ufffd","\u00e9"]`,
+    );
   });
 
   it('error bodies are small JSON without stack traces', async () => {

@@ -372,7 +372,7 @@ describe('correctly signed requests with hostile bodies', () => {
       runs(300),
     );
     // the generators reach every outcome
-    expect([...seenVerdicts.keys()].sort()).toEqual(expect.arrayContaining(['malformed_body', 'not_an_envelope', 'stored', 'unstorable_body']));
+    expect([...seenVerdicts.keys()].sort()).toEqual(expect.arrayContaining(['malformed_body', 'not_an_envelope', 'stored']));
   });
 
   it('wrong types in every field of a real Telnyx envelope: stored verbatim when data.id and data.event_type are usable strings, else 400', async () => {

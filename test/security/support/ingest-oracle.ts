@@ -2,8 +2,8 @@
 // computed independently of src/: the signature rules (digits-only seconds,
 // padded base64 of 64 bytes, tolerance both ways, Ed25519 over "<ts>|<body>")
 // and the body rules (UTF-8 JSON with data.id and data.event_type as non-empty
-// strings of at most 255 characters; PostgreSQL jsonb refuses lone surrogates,
-// and ingest stores an escaped NUL as U+FFFD rather than lose an authentic webhook). Headers are seen the way Node's parser hands them over: latin1,
+// strings of at most 255 characters; jsonb refuses NUL and lone surrogates, which
+// ingest stores as U+FFFD rather than lose an authentic webhook). Headers are seen the way Node's parser hands them over: latin1,
 // surrounding spaces and tabs trimmed, duplicates joined with ", ".
 
 import { verify, type KeyObject } from 'node:crypto';
@@ -52,43 +52,28 @@ export function bodyVerdict(body: Buffer): BodyVerdict {
     const v = data[key];
     if (typeof v !== 'string' || v.length === 0 || v.length > 255) return 'not_an_envelope';
   }
+  // jsonb holds neither NUL nor a lone surrogate; ingest stores both as U+FFFD, so no string makes a body unstorable.
   const shape = jsonShape(value);
-  if (shape.unstorableString) return 'unstorable_body';
   // Very deep nesting and out-of-range numbers depend on the server's limits.
   if (shape.depth > 1000 || shape.hugeNumber) return 'stored_or_unstorable';
   return 'stored';
 }
 
 /** Walks a parsed JSON value without recursion (it may be nested 500,000 deep). */
-function jsonShape(root: unknown): { depth: number; unstorableString: boolean; hugeNumber: boolean } {
+function jsonShape(root: unknown): { depth: number; hugeNumber: boolean } {
   let depth = 0;
-  let unstorableString = false;
   let hugeNumber = false;
   const stack: [unknown, number][] = [[root, 1]];
   while (stack.length > 0) {
     const [v, d] = stack.pop()!;
     depth = Math.max(depth, d);
-    if (typeof v === 'string') unstorableString ||= !storableText(v);
-    else if (typeof v === 'number') hugeNumber ||= !Number.isFinite(v) || Math.abs(v) > 1e300;
+    if (typeof v === 'number') hugeNumber ||= !Number.isFinite(v) || Math.abs(v) > 1e300;
     else if (Array.isArray(v)) for (const x of v) stack.push([x, d + 1]);
     else if (isObject(v)) {
-      for (const [k, x] of Object.entries(v)) {
-        unstorableString ||= !storableText(k);
-        stack.push([x, d + 1]);
-      }
+      for (const x of Object.values(v)) stack.push([x, d + 1]);
     }
   }
-  return { depth, unstorableString, hugeNumber };
-}
-
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
-/**
- * jsonb holds any Unicode text except NUL, which ingest rewrites to U+FFFD; a lone
- * surrogate is not Unicode text, so it cannot be stored.
- */
-export function storableText(s: string): boolean {
-  return !LONE_SURROGATE.test(s);
+  return { depth, hugeNumber };
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
