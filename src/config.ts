@@ -162,7 +162,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     allowPrivateWebhookUrls: bool('HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS', dev),
     workerConcurrency: int('HANDSET_WORKER_CONCURRENCY', 10, 1, 1000),
     carrierEventRetentionMs: duration('HANDSET_CARRIER_EVENT_RETENTION', '30d'),
-    workerStaleAfterMs: duration('HANDSET_WORKER_STALE_AFTER', '60s'),
+    // 30 s: with a heartbeat every 7.5 s and a sweep every 10 s, a dial job whose worker
+    // died after the carrier accepted it runs again within ~45 s, inside the 60 s in
+    // which Telnyx ignores the repeated command_id (so the target is not dialed twice).
+    workerStaleAfterMs: duration('HANDSET_WORKER_STALE_AFTER', '30s'),
     apiRateLimit: int('HANDSET_API_RATE_LIMIT', 100, 1, 1_000_000),
     logLevel,
     stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),
