@@ -45,6 +45,19 @@ export interface JobRunner {
   readonly events: WorkerEvents;
 }
 
+const DEFAULT_POLL_INTERVAL_MS = 1000;
+
+/**
+ * How often a worker beats and sweeps for a given stale bound, and the latest a
+ * job of a worker that died runs again, counted from its death: silent for the
+ * bound (its last beat came before), noticed at the next sweep, found at the next poll.
+ */
+export function recoveryTimings(staleAfterMs: number) {
+  const heartbeatEveryMs = Math.max(200, Math.min(10_000, staleAfterMs / 4));
+  const sweepEveryMs = Math.max(250, Math.min(30_000, staleAfterMs / 3));
+  return { heartbeatEveryMs, sweepEveryMs, rerunWithinMs: staleAfterMs + sweepEveryMs + DEFAULT_POLL_INTERVAL_MS };
+}
+
 export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner> {
   const { pool, log, metrics } = opts;
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
@@ -70,7 +83,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   events.on('pool:create', ({ workerPool }) => {
     poolId = workerPool.id;
     beat();
-    beating = setInterval(beat, Math.max(200, Math.min(10_000, opts.staleAfterMs / 4)));
+    beating = setInterval(beat, recoveryTimings(opts.staleAfterMs).heartbeatEveryMs);
     beating.unref();
   });
 
@@ -81,7 +94,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
         .then((ids) => ids.length > 0 && log.warn({ pools: ids }, 'unlocked jobs of silent workers'))
         .catch((err: Error) => log.warn({ err: err.message }, 'worker sweep failed'));
     },
-    Math.max(250, Math.min(30_000, opts.staleAfterMs / 3)),
+    recoveryTimings(opts.staleAfterMs).sweepEveryMs,
   );
   sweeping.unref();
 
@@ -117,7 +130,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
     runner = await run({
       pgPool: pool,
       concurrency: opts.concurrency,
-      pollInterval: opts.pollIntervalMs ?? 1000,
+      pollInterval: opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
       noHandleSignals: true,
       taskList,
       logger: workerLogger(log),

@@ -3,6 +3,8 @@
 // HANDSET_WORKER_STALE_AFTER, and the job runs again. Real processes, real SIGKILL.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { recoveryTimings } from '../../src/jobs/runner.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { spawnHandset, type HandsetProcess } from '../support/process.js';
 
@@ -66,5 +68,12 @@ describe('worker crash recovery', () => {
     expect(await db.pool.query('SELECT count(*)::int AS n FROM graphile_worker.jobs').then((r) => r.rows[0].n)).toBe(0);
     b.child.kill('SIGTERM');
     expect((await b.exited).code).toBe(0);
+  });
+});
+
+describe('the default recovery bound', () => {
+  it('a dial job whose worker died after the carrier accepted it runs again inside the 60 s in which Telnyx ignores its repeated command_id', () => {
+    const config = loadConfig({ DATABASE_URL: 'postgres://localhost/x', TELNYX_API_KEY: 'KEY_x' }, 'serve');
+    expect(recoveryTimings(config.workerStaleAfterMs).rerunWithinMs).toBeLessThan(60_000);
   });
 });
