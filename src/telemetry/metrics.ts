@@ -40,6 +40,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly runnerRestarts = new Counter({
+    name: 'handset_job_runner_restarts_total',
+    help: 'Times the job runner stopped on its own (a database failure while recording a job) and was restarted',
+    registers: [this.registry],
+  });
+
   readonly deliveries = new Counter({
     name: 'handset_webhook_deliveries_total',
     help: 'Customer webhook delivery attempts, by outcome',
