@@ -31,6 +31,7 @@ import {
 import type { CallPlan } from './personas.js';
 import { refuse, type Outcome, type Refusal } from './refusals.js';
 import type { Timer } from './scheduler.js';
+import type { DeliveryPolicy } from './webhooks.js';
 
 export const COMMAND_WINDOW_MS = 60_000;
 const DEFAULT_TIMEOUT_SECS = 30;
@@ -67,6 +68,8 @@ interface Leg extends LegFacts {
   bridgeOnAnswer: boolean;
   bridgedWith: string | null;
   plan: CallPlan;
+  /** What the far end's persona (callee of an outgoing leg, caller of an incoming one) does to its webhooks. */
+  policy: DeliveryPolicy;
   timers: Timer[];
 }
 
@@ -178,6 +181,7 @@ export class CallControl {
     if (opts.reject) return refuse.dialRefused();
 
     const linked = req.linkTo === null ? undefined : this.legs.get(req.linkTo);
+    const callee = this.account.personas.lookup(req.to);
     const clock = linked?.clock ?? this.account.scheduler.timeline();
     const startTime = clock();
     const leg: Leg = {
@@ -201,7 +205,8 @@ export class CallControl {
       linkTo: req.linkTo,
       bridgeOnAnswer: req.bridgeOnAnswer,
       bridgedWith: null,
-      plan: this.account.personas.lookup(req.to).call,
+      plan: callee.call,
+      policy: callee.delivery,
       timers: [],
     };
     this.legs.set(leg.callControlId, leg);
@@ -269,6 +274,7 @@ export class CallControl {
       bridgeOnAnswer: false,
       bridgedWith: null,
       plan: { kind: 'manual' },
+      policy: this.account.personas.lookup(input.from).delivery,
       timers: [],
     };
     this.legs.set(leg.callControlId, leg);
@@ -510,6 +516,7 @@ export class CallControl {
   }
 
   private emit(leg: Leg, event: TelnyxEvent): void {
-    void this.account.sender.emit(event, [leg.webhookUrl ?? this.account.webhookUrl()], { lane: leg.callControlId });
+    const urls = [leg.webhookUrl ?? this.account.webhookUrl()];
+    void this.account.sender.emit(event, urls, { lane: leg.callControlId, policy: leg.policy });
   }
 }

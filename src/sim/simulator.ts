@@ -10,7 +10,7 @@ import Fastify from 'fastify';
 import { pino, type Logger } from 'pino';
 import { telnyxPublicKeyBase64 } from '../carrier/telnyx/signature.js';
 import type { Account } from './account.js';
-import { WELL_BEHAVED, parseBehaviour, type Behaviour } from './behaviour.js';
+import { checkBehaviour, parseBehaviour, WELL_BEHAVED, type Behaviour } from './behaviour.js';
 import { CallControl, type InboundCall, type InboundCallResult, type LiveLeg } from './calls.js';
 import { registerControlApi } from './control.js';
 import { newConnectionId } from './events.js';
@@ -21,14 +21,15 @@ import { freshSeed, seededRandom, type Random } from './random.js';
 import { errorBody, refuse } from './refusals.js';
 import { registerCarrierApi, refusal, type RequestRecord } from './rest.js';
 import { Scheduler } from './scheduler.js';
-import { WebhookSender, type WebhookAttempt, type WebhookCounts } from './webhooks.js';
+import { WebhookSender, type DroppedEvent, type WebhookAttempt, type WebhookCounts } from './webhooks.js';
 
 export { telnyxWebhook, envelopeBody, canonicalJson, messagingTime, voiceTime } from './events.js';
 export type { Behaviour } from './behaviour.js';
 export type { Persona, CallPersona, SmsOutcome } from './personas.js';
 export { MAGIC_PERSONAS } from './personas.js';
 export type { RequestRecord } from './rest.js';
-export type { WebhookAttempt, DeliveryCopy } from './webhooks.js';
+export type { WebhookAttempt, DeliveryCopy, DroppedEvent } from './webhooks.js';
+export { EVENT_TYPES, type EventType } from './events.js';
 export type { InboundSms } from './messages.js';
 export type { InboundCall, InboundCallResult } from './calls.js';
 
@@ -80,6 +81,7 @@ export interface SimulatorState {
   liveCalls: LiveLeg[];
   recentRequests: RequestRecord[];
   recentWebhooks: Array<Omit<WebhookAttempt, 'body'>>;
+  recentDropped: Array<Omit<DroppedEvent, 'body'>>;
 }
 
 // A type, not an interface, so it passes wherever a plain environment record is expected.
@@ -109,6 +111,8 @@ export interface Simulator {
   readonly requests: readonly RequestRecord[];
   /** Every webhook attempt, in the order they were answered. */
   readonly webhooks: readonly WebhookAttempt[];
+  /** Every event lost for good (no attempt made), in the order they were dropped. */
+  readonly dropped: readonly DroppedEvent[];
   readonly counts: Readonly<SimulatorCounts>;
   /** The settings that point Handset at this simulator, as `handset sim` prints them. */
   carrierEnv(): CarrierEnv;
@@ -144,15 +148,17 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   if (privateKey.asymmetricKeyType !== 'ed25519') throw new SimInputError('privateKey must be an Ed25519 private key');
   const publicKeyBase64 = telnyxPublicKeyBase64(createPublicKey(privateKey));
   const seed = String(opts.seed ?? freshSeed());
-  const initialBehaviour: Behaviour = { ...WELL_BEHAVED, ...parseBehaviour(opts.behaviour ?? {}) };
+  const initialBehaviour = checkBehaviour({ ...WELL_BEHAVED, ...parseBehaviour(opts.behaviour ?? {}) });
   const historyLimit = opts.historyLimit ?? DEFAULT_HISTORY_LIMIT;
 
   let behaviour: Behaviour = { ...initialBehaviour };
   let stream: Random = seededRandom(seed);
   const requests: RequestRecord[] = [];
   const webhooks: WebhookAttempt[] = [];
+  const dropped: DroppedEvent[] = [];
   let requestSeq = 0;
   let webhookSeq = 0;
+  let droppedSeq = 0;
 
   const scheduler = new Scheduler(timeScale, opts.now ?? (() => performance.timeOrigin + performance.now()), log);
   const personas = new PersonaBook(opts.personas ?? {});
@@ -162,6 +168,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     random: () => stream(),
     behaviour: () => behaviour,
     record: (a) => keep(webhooks, { seq: ++webhookSeq, ...a }, historyLimit),
+    recordDropped: (d) => keep(dropped, { seq: ++droppedSeq, ...d }, historyLimit),
     log,
   });
   const configuredConnection = opts.connectionId;
@@ -231,6 +238,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     },
     requests,
     webhooks,
+    dropped,
     get counts() {
       return { requests: requestSeq, messages: messaging.count, callLegs: calls.count, ...sender.counts };
     },
@@ -244,7 +252,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       webhookUrl = checkWebhookUrl(url);
     },
     setBehaviour(partial) {
-      behaviour = { ...behaviour, ...parseBehaviour(partial) };
+      // Checked whole before it replaces anything: a refused change changes nothing.
+      behaviour = checkBehaviour({ ...behaviour, ...parseBehaviour(partial) });
       return { ...behaviour };
     },
     setPersona(number, persona) {
@@ -278,6 +287,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         liveCalls: calls.live(),
         recentRequests: requests.slice(-RECENT),
         recentWebhooks: webhooks.slice(-RECENT).map(({ body: _body, ...rest }) => rest),
+        recentDropped: dropped.slice(-RECENT).map(({ body: _body, ...rest }) => rest),
       };
     },
     idle: () => scheduler.idle(),
@@ -290,8 +300,10 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       stream = seededRandom(seed);
       requests.length = 0;
       webhooks.length = 0;
+      dropped.length = 0;
       requestSeq = 0;
       webhookSeq = 0;
+      droppedSeq = 0;
       sender.forget();
     },
     async close() {

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { parseSimArgs, runSimCommand } from '../../src/sim/cli.js';
+import { BEHAVIOUR_KEYS, knobFlag } from '../../src/sim/behaviour.js';
+import { parseSimArgs, runSimCommand, SIM_USAGE } from '../../src/sim/cli.js';
 import { segmentsOf } from '../../src/sim/segments.js';
 import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { startReceiver, telnyx, type Receiver } from './receiver.js';
@@ -157,6 +158,33 @@ describe('handset sim', () => {
     expect(parseSimArgs(['--webhook-url', '']).options.webhookUrl).toBeNull();
     expect(() => parseSimArgs(['--duplicate-rate', '2'])).toThrow(/between 0 and 1/);
     expect(() => parseSimArgs(['--bogus'])).toThrow();
+  });
+
+  test('the loss knobs have flags too: per-type rates as TYPE=P, a hold window that is not upside down', () => {
+    const { options } = parseSimArgs([
+      '--drop-rate', '0.1', '--drop-rates', 'call.hangup=1,message.finalized=0.5', '--hold-rate', '0.2',
+      '--hold-min-ms', '100', '--hold-max-ms', '900', '--answer-delay-ms', '1500', '--lost-answer-rate', '0.3',
+      '--stalled-body-rate', '0.4',
+    ]);
+    expect(options.behaviour).toEqual({
+      dropRate: 0.1,
+      dropRates: { 'call.hangup': 1, 'message.finalized': 0.5 },
+      holdRate: 0.2,
+      holdMinMs: 100,
+      holdMaxMs: 900,
+      answerDelayMs: 1500,
+      lostAnswerRate: 0.3,
+      stalledBodyRate: 0.4,
+    });
+    expect(() => parseSimArgs(['--drop-rates', 'call.hangup'])).toThrow(/TYPE=P/);
+    expect(() => parseSimArgs(['--drop-rates', 'call.nope=1'])).toThrow(/unknown event type/);
+    expect(() => parseSimArgs(['--hold-min-ms', '10'])).toThrow(/holdMinMs/);
+  });
+
+  test('--help lists every knob and every event type', () => {
+    for (const k of BEHAVIOUR_KEYS) expect(SIM_USAGE).toContain(`--${knobFlag(k)} `);
+    expect(SIM_USAGE).toContain('call.hangup');
+    for (const line of SIM_USAGE.split('\n')) expect(line.length).toBeLessThanOrEqual(120);
   });
 
   test('prints URL, key and public key, keeps its key file, and stops on SIGINT', async () => {
