@@ -19,7 +19,7 @@ import { Messaging, type InboundSms } from './messages.js';
 import { PersonaBook, type Persona } from './personas.js';
 import { freshSeed, seededRandom, type Random } from './random.js';
 import { errorBody, refuse } from './refusals.js';
-import { registerCarrierApi, refusal, type RequestRecord } from './rest.js';
+import { registerCarrierApi, refusal, type CarrierApiCounts, type RequestRecord } from './rest.js';
 import { Scheduler } from './scheduler.js';
 import { WebhookSender, type DroppedEvent, type WebhookAttempt, type WebhookCounts } from './webhooks.js';
 
@@ -27,7 +27,7 @@ export { telnyxWebhook, envelopeBody, canonicalJson, messagingTime, voiceTime } 
 export type { Behaviour } from './behaviour.js';
 export type { Persona, CallPersona, SmsOutcome } from './personas.js';
 export { MAGIC_PERSONAS } from './personas.js';
-export type { RequestRecord } from './rest.js';
+export type { RequestRecord, AnswerFate } from './rest.js';
 export type { WebhookAttempt, DeliveryCopy, DroppedEvent } from './webhooks.js';
 export { EVENT_TYPES, type EventType } from './events.js';
 export type { InboundSms } from './messages.js';
@@ -60,7 +60,7 @@ export interface SimulatorOptions {
   log?: Logger;
 }
 
-export interface SimulatorCounts extends WebhookCounts {
+export interface SimulatorCounts extends WebhookCounts, CarrierApiCounts {
   requests: number;
   messages: number;
   callLegs: number;
@@ -190,8 +190,11 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const calls = new CallControl(account);
 
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: true, return503OnClosing: true });
+  // The bytes as they came, for Idempotency-Key (the same request is the same body byte for byte).
+  const rawBodies = new WeakMap<object, string>();
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, text, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
+    if (typeof text === 'string') rawBodies.set(req, text);
     if (typeof text !== 'string' || text.trim() === '') return done(null, undefined);
     try {
       done(null, JSON.parse(text));
@@ -207,11 +210,12 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     return refusal(reply, { ...refuse.malformedBody(err.message), status });
   });
 
-  registerCarrierApi(app, {
+  const carrierApi = registerCarrierApi(app, {
     apiKey,
     account,
     messaging,
     calls,
+    rawBody: (req) => rawBodies.get(req) ?? '',
     record: (r) => keep(requests, { seq: ++requestSeq, ...r }, historyLimit),
   });
 
@@ -240,7 +244,13 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     webhooks,
     dropped,
     get counts() {
-      return { requests: requestSeq, messages: messaging.count, callLegs: calls.count, ...sender.counts };
+      return {
+        requests: requestSeq,
+        messages: messaging.count,
+        callLegs: calls.count,
+        ...sender.counts,
+        ...carrierApi.counts,
+      };
     },
     carrierEnv: () => ({
       TELNYX_API_URL: sim.url,
@@ -293,6 +303,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     idle: () => scheduler.idle(),
     reset() {
       scheduler.cancelAll();
+      carrierApi.forget();
       messaging.reset();
       calls.reset();
       personas.reset();
@@ -308,6 +319,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     },
     async close() {
       scheduler.cancelAll();
+      carrierApi.forget();
       await app.close();
     },
   };
