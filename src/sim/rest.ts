@@ -220,7 +220,9 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
       v2.post('/calls', async (req, reply) => carryOut(req, reply, () => calls.dial(req.body, { reject: rejects() })));
 
       // call_control_id carries ':' (v3:…), which the router takes as part of the parameter.
-      v2.get<{ Params: { id: string } }>('/calls/:id', async (req, reply) => send(req, reply, calls.status(req.params.id)));
+      v2.get<{ Params: { id: string } }>('/calls/:id', async (req, reply) =>
+        send(req, reply, calls.status(req.params.id)),
+      );
 
       v2.post<{ Params: { id: string; action: string } }>('/calls/:id/actions/:action', async (req, reply) =>
         send(req, reply, calls.action(req.params.id, req.params.action, req.body)),

@@ -3,48 +3,25 @@
 // cut, stalled mid-body) that make a client retry with the same key: the retry
 // is answered from the record and nothing happens twice.
 
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { startSimulator, type Behaviour, type Simulator } from '../../src/sim/simulator.js';
-import { startReceiver, telnyx, type Answer, type Receiver } from './receiver.js';
+import { describe, expect, test } from 'vitest';
+import { startSimulator, type Behaviour } from '../../src/sim/simulator.js';
+import { useSimulator } from './harness.js';
+import { telnyx } from './receiver.js';
 
 const FROM = '+13125550001';
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-let sim: Simulator;
-let rx: Receiver;
-let answer: Answer = () => 200;
-let offsetMs = 0;
-
-beforeAll(async () => {
-  rx = await startReceiver((d, i) => answer(d, i));
-  sim = await startSimulator({
-    webhookUrl: rx.url,
-    timeScale: 0.001,
-    seed: 'idempotency',
-    now: () => performance.timeOrigin + performance.now() + offsetMs,
-  });
-});
-afterEach(async () => {
-  await sim.idle();
-  sim.reset();
-  rx.received.length = 0;
-  answer = () => 200;
-  offsetMs = 0;
-});
-afterAll(async () => {
-  await sim.close();
-  await rx.close();
-});
+const h = useSimulator({ seed: 'idempotency' });
 
 const SMS = JSON.stringify({ from: FROM, to: '+15555550100', text: 'Hello' });
 const DIAL = JSON.stringify({ connection_id: '1', from: FROM, to: '+15555550115' });
 
 /** A raw POST: the body goes byte for byte as given. */
 function post(path: string, body: string, key?: string, signal?: AbortSignal) {
-  return fetch(`${sim.url}${path}`, {
+  return fetch(`${h.sim.url}${path}`, {
     method: 'POST',
     headers: {
-      authorization: `Bearer ${sim.apiKey}`,
+      authorization: `Bearer ${h.sim.apiKey}`,
       'content-type': 'application/json',
       ...(key === undefined ? {} : { 'idempotency-key': key }),
     },
@@ -59,7 +36,7 @@ async function send(path: string, body: string, key?: string) {
 }
 
 const records = (path: string) =>
-  sim.requests.filter((r) => r.path === path).map((r) => [r.idempotencyKey, r.replayed, r.status, r.answer]);
+  h.sim.requests.filter((r) => r.path === path).map((r) => [r.idempotencyKey, r.replayed, r.status, r.answer]);
 
 describe('Idempotency-Key', () => {
   test('the same key and body is answered from the record: one message, one set of webhooks', async () => {
@@ -67,9 +44,9 @@ describe('Idempotency-Key', () => {
     const second = await send('/messages', SMS, 'msg_1');
     expect(first.status).toBe(200);
     expect(second).toEqual(first);
-    await sim.idle();
-    expect(sim.counts).toMatchObject({ messages: 1, replays: 1 });
-    expect(rx.received.map((r) => r.json.data.event_type)).toEqual(['message.sent', 'message.finalized']);
+    await h.sim.idle();
+    expect(h.sim.counts).toMatchObject({ messages: 1, replays: 1 });
+    expect(h.rx.received.map((r) => r.json.data.event_type)).toEqual(['message.sent', 'message.finalized']);
     expect(records('/v2/messages')).toEqual([
       ['msg_1', false, 200, 'sent'],
       ['msg_1', true, 200, 'sent'],
@@ -82,9 +59,9 @@ describe('Idempotency-Key', () => {
     const first = await send('/calls', DIAL, 'leg_1');
     const second = await send('/calls', DIAL, 'leg_1');
     expect(second).toEqual(first);
-    await sim.idle();
-    expect(sim.counts).toMatchObject({ callLegs: 1, replays: 1 });
-    expect(rx.ofType('call.initiated')).toHaveLength(1);
+    await h.sim.idle();
+    expect(h.sim.counts).toMatchObject({ callLegs: 1, replays: 1 });
+    expect(h.rx.ofType('call.initiated')).toHaveLength(1);
   });
 
   test('the same key with a body not byte-for-byte the same is 422 and sends nothing', async () => {
@@ -97,29 +74,29 @@ describe('Idempotency-Key', () => {
     }
     // A query string is part of the request too.
     expect((await send('/messages?x=1', SMS, 'msg_1')).status).toBe(422);
-    await sim.idle();
-    expect(sim.counts.messages).toBe(1);
+    await h.sim.idle();
+    expect(h.sim.counts.messages).toBe(1);
     // The record is per method and path: the same key on /v2/calls is its own record.
     expect((await send('/calls', DIAL, 'msg_1')).status).toBe(200);
   });
 
   test('a failed send is not stored: the retry with the same key is carried out', async () => {
-    sim.setBehaviour({ serverErrorRate: 1 });
+    h.sim.setBehaviour({ serverErrorRate: 1 });
     expect([500, 503]).toContain((await send('/messages', SMS, 'msg_1')).status);
-    sim.setBehaviour({ serverErrorRate: 0, rateLimitRate: 1 });
+    h.sim.setBehaviour({ serverErrorRate: 0, rateLimitRate: 1 });
     expect((await send('/messages', SMS, 'msg_1')).status).toBe(429);
-    sim.setBehaviour({ rateLimitRate: 0 });
+    h.sim.setBehaviour({ rateLimitRate: 0 });
     // A refusal is not stored either: the corrected body under the same key is a new request, not a 422.
     expect((await send('/messages', JSON.stringify({ from: FROM, text: 'x' }), 'msg_1')).status).toBe(422);
     const retried = await send('/messages', SMS, 'msg_1');
     expect(retried.status).toBe(200);
-    expect(sim.counts).toMatchObject({ messages: 1, replays: 0 });
-    expect(sim.requests.at(-1)).toMatchObject({ idempotencyKey: 'msg_1', replayed: false, status: 200 });
+    expect(h.sim.counts).toMatchObject({ messages: 1, replays: 0 });
+    expect(h.sim.requests.at(-1)).toMatchObject({ idempotencyKey: 'msg_1', replayed: false, status: 200 });
   });
 
   test('a replay of a stored success is a success, whatever the failure knobs say', async () => {
     const first = await send('/messages', SMS, 'msg_1');
-    sim.setBehaviour({ serverErrorRate: 1, rateLimitRate: 1, rejectRate: 1 });
+    h.sim.setBehaviour({ serverErrorRate: 1, rateLimitRate: 1, rejectRate: 1 });
     expect(await send('/messages', SMS, 'msg_1')).toEqual(first);
     expect((await send('/messages', SMS)).status).toBe(429);
   });
@@ -130,90 +107,90 @@ describe('Idempotency-Key', () => {
       expect(res.status, JSON.stringify(key)).toBe(400);
       expect(res.json.errors[0]).toMatchObject({ code: '10015' });
     }
-    expect(sim.counts.messages).toBe(0);
+    expect(h.sim.counts.messages).toBe(0);
     expect((await send('/messages', SMS, `v3:${'a_-:9'.repeat(50)}x`.slice(0, 255))).status).toBe(200);
   });
 
   test('the same key while the first request is still in flight is 409', async () => {
     // Early receipts make the send wait for its webhooks' answers; the receiver is slow to give them.
-    sim.setBehaviour({ earlyReceiptRate: 1 });
+    h.sim.setBehaviour({ earlyReceiptRate: 1 });
     let release = () => {};
     const held = new Promise<void>((r) => (release = r));
-    answer = async () => {
+    h.answer = async () => {
       await held;
       return 200;
     };
     const first = send('/messages', SMS, 'msg_1');
     // Accepted, and still waiting on its receipts' answers: in flight.
-    while (sim.counts.messages === 0) await pause();
+    while (h.sim.counts.messages === 0) await pause();
     const second = await send('/messages', SMS, 'msg_1');
     expect(second.status).toBe(409);
     expect(second.json.errors[0]).toMatchObject({ code: '10015' });
     release();
     expect((await first).status).toBe(200);
     expect((await send('/messages', SMS, 'msg_1')).json).toEqual((await first).json);
-    expect(sim.counts.messages).toBe(1);
+    expect(h.sim.counts.messages).toBe(1);
   });
 
   test('records are kept 24 hours of wall-clock time', async () => {
     const first = await send('/messages', SMS, 'msg_1');
-    offsetMs = DAY_MS - 60_000;
+    h.offsetMs = DAY_MS - 60_000;
     expect((await send('/messages', SMS, 'msg_1')).json).toEqual(first.json);
-    offsetMs = DAY_MS + 60_000;
+    h.offsetMs = DAY_MS + 60_000;
     const later = await send('/messages', SMS, 'msg_1');
     expect(later.status).toBe(200);
     expect(later.json.data.id).not.toBe(first.json.data.id);
-    expect(sim.counts.messages).toBe(2);
+    expect(h.sim.counts.messages).toBe(2);
   });
 });
 
 const pause = () => new Promise((r) => setTimeout(r, 1));
 
 describe('answers lost after the carrier acted', () => {
-  test('answerDelayMs: a client that gives up first finds the send done, and its retry gets the stored answer', async () => {
-    sim.setBehaviour({ answerDelayMs: 400 });
+  test('answerDelayMs: a client that gives up finds the send done; its retry gets the stored answer', async () => {
+    h.sim.setBehaviour({ answerDelayMs: 400 });
     const gaveUp = await post('/messages', SMS, 'msg_1', AbortSignal.timeout(50)).catch((e: Error) => e);
     expect(gaveUp).toBeInstanceOf(Error);
     expect((gaveUp as Error).name).toBe('TimeoutError');
     // Carried out before the answer was even due.
-    expect(sim.counts.messages).toBe(1);
-    await sim.idle();
-    const id = rx.ofType('message.sent')[0]!.json.data.payload['id'];
-    sim.setBehaviour({ answerDelayMs: 0 });
+    expect(h.sim.counts.messages).toBe(1);
+    await h.sim.idle();
+    const id = h.rx.ofType('message.sent')[0]!.json.data.payload['id'];
+    h.sim.setBehaviour({ answerDelayMs: 0 });
     const retried = await send('/messages', SMS, 'msg_1');
     expect(retried.json.data.id).toBe(id);
-    expect(sim.counts).toMatchObject({ messages: 1, replays: 1, answersDelayed: 1 });
+    expect(h.sim.counts).toMatchObject({ messages: 1, replays: 1, answersDelayed: 1 });
     expect(records('/v2/messages')[0]).toEqual(['msg_1', false, 200, 'delayed']);
   });
 
   test('lostAnswerRate: the connection is cut after the message was accepted; the retry replays', async () => {
-    sim.setBehaviour({ lostAnswerRate: 1 });
+    h.sim.setBehaviour({ lostAnswerRate: 1 });
     const cut = await post('/messages', SMS, 'msg_1').catch((e: Error) => e);
     expect(cut).toBeInstanceOf(TypeError); // fetch failed: the other side closed
-    expect(sim.counts).toMatchObject({ messages: 1, answersLost: 1 });
+    expect(h.sim.counts).toMatchObject({ messages: 1, answersLost: 1 });
     expect(records('/v2/messages')).toEqual([['msg_1', false, 200, 'lost']]);
-    sim.setBehaviour({ lostAnswerRate: 0 });
+    h.sim.setBehaviour({ lostAnswerRate: 0 });
     const retried = await send('/messages', SMS, 'msg_1');
     expect(retried.status).toBe(200);
-    await sim.idle();
-    expect(rx.received.map((r) => r.json.data.payload['id'])).toEqual([retried.json.data.id, retried.json.data.id]);
-    expect(sim.counts.messages).toBe(1);
+    await h.sim.idle();
+    expect(h.rx.received.map((r) => r.json.data.payload['id'])).toEqual([retried.json.data.id, retried.json.data.id]);
+    expect(h.sim.counts.messages).toBe(1);
   });
 
   test('lostAnswerRate on a dial: the leg rings all the same, and the retry gets its call_control_id', async () => {
-    sim.setBehaviour({ lostAnswerRate: 1 });
+    h.sim.setBehaviour({ lostAnswerRate: 1 });
     expect(await post('/calls', DIAL, 'leg_1').catch((e: Error) => e)).toBeInstanceOf(TypeError);
-    sim.setBehaviour({ lostAnswerRate: 0 });
+    h.sim.setBehaviour({ lostAnswerRate: 0 });
     const retried = await send('/calls', DIAL, 'leg_1');
-    await sim.idle();
-    expect(rx.ofType('call.initiated').map((r) => r.json.data.payload['call_control_id'])).toEqual([
+    await h.sim.idle();
+    expect(h.rx.ofType('call.initiated').map((r) => r.json.data.payload['call_control_id'])).toEqual([
       retried.json.data.call_control_id,
     ]);
-    expect((await telnyx(sim, 'GET', `/calls/${retried.json.data.call_control_id}`)).json.data.is_alive).toBe(true);
+    expect((await telnyx(h.sim, 'GET', `/calls/${retried.json.data.call_control_id}`)).json.data.is_alive).toBe(true);
   });
 
   test('stalledBodyRate: 200 and half a body that never ends, while the message exists (GET shows it)', async () => {
-    sim.setBehaviour({ stalledBodyRate: 1 });
+    h.sim.setBehaviour({ stalledBodyRate: 1 });
     const controller = new AbortController();
     const res = await post('/messages', SMS, 'msg_1', controller.signal);
     expect(res.status).toBe(200);
@@ -226,27 +203,27 @@ describe('answers lost after the carrier acted', () => {
       () => (finished = true),
       () => 'aborted',
     );
-    const got = await telnyx(sim, 'GET', `/messages/${id}`);
+    const got = await telnyx(h.sim, 'GET', `/messages/${id}`);
     expect(got.status).toBe(200);
     expect(got.json.data.id).toBe(id);
-    await sim.idle();
+    await h.sim.idle();
     expect(finished).toBe(false);
-    expect(sim.counts).toMatchObject({ messages: 1, bodiesStalled: 1 });
+    expect(h.sim.counts).toMatchObject({ messages: 1, bodiesStalled: 1 });
     expect(records('/v2/messages')[0]).toEqual(['msg_1', false, 200, 'stalled']);
     controller.abort();
     expect(await rest).toBe('aborted');
-    sim.setBehaviour({ stalledBodyRate: 0 });
+    h.sim.setBehaviour({ stalledBodyRate: 0 });
     expect((await send('/messages', SMS, 'msg_1')).json.data.id).toBe(id);
   });
 
   test('reset() cuts an answer left stalled', async () => {
-    sim.setBehaviour({ stalledBodyRate: 1 });
+    h.sim.setBehaviour({ stalledBodyRate: 1 });
     const res = await post('/messages', SMS);
     const body = res.text().then(
       () => 'finished',
       () => 'cut',
     );
-    sim.reset();
+    h.sim.reset();
     expect(await body).toBe('cut');
   });
 

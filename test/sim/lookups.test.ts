@@ -4,9 +4,9 @@
 // truth about the ones that were lost, and a call's status is kept 10 minutes.
 
 import Telnyx from 'telnyx';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
-import { startReceiver, telnyx, type Receiver, type Received } from './receiver.js';
+import { describe, expect, test } from 'vitest';
+import { useSimulator } from './harness.js';
+import { telnyx, type Received } from './receiver.js';
 
 const FROM = '+13125550001';
 const PERSONA = '+14155550170';
@@ -16,33 +16,11 @@ const STATUS_KEYS = [
   'call_duration', 'record_type',
 ];
 
-let sim: Simulator;
-let rx: Receiver;
-let offsetMs = 0;
-
-beforeAll(async () => {
-  rx = await startReceiver();
-  sim = await startSimulator({
-    webhookUrl: rx.url,
-    timeScale: 0.001,
-    seed: 'lookups',
-    now: () => performance.timeOrigin + performance.now() + offsetMs,
-  });
-});
-afterEach(async () => {
-  await sim.idle();
-  sim.reset();
-  rx.received.length = 0;
-  offsetMs = 0;
-});
-afterAll(async () => {
-  await sim.close();
-  await rx.close();
-});
+const h = useSimulator({ seed: 'lookups' });
 
 const payload = (r: Received) => r.json.data.payload;
 const legEvent = (id: string, type: string) =>
-  rx.received.find((r) => r.json.data.event_type === type && payload(r)['call_control_id'] === id);
+  h.rx.received.find((r) => r.json.data.event_type === type && payload(r)['call_control_id'] === id);
 
 /** A voice timestamp in whole microseconds since the epoch. */
 function micros(iso: unknown): number {
@@ -52,19 +30,19 @@ function micros(iso: unknown): number {
 }
 
 async function dial(to: string, extra: object = {}) {
-  const res = await telnyx(sim, 'POST', '/calls', { connection_id: '1', from: FROM, to, ...extra });
+  const res = await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to, ...extra });
   expect(res.status).toBe(200);
   return res.json.data.call_control_id as string;
 }
 
-const lookup = (id: string) => telnyx(sim, 'GET', `/calls/${id}`);
+const lookup = (id: string) => telnyx(h.sim, 'GET', `/calls/${id}`);
 
 describe('GET /v2/calls/{call_control_id}', () => {
   test('an ended call: the exact stamps of its webhooks, and the seconds it was connected', async () => {
     // Answers after 1.5 s, talks 61.25 s: 62 whole seconds rounded up, two billed minutes either way.
-    sim.setPersona(PERSONA, { call: { answerAfterMs: 1500, talkMs: 61_250 } });
+    h.sim.setPersona(PERSONA, { call: { answerAfterMs: 1500, talkMs: 61_250 } });
     const id = await dial(PERSONA, { client_state: 'aGk=' });
-    await sim.idle();
+    await h.sim.idle();
     const res = await lookup(id);
     expect(res.status).toBe(200);
     expect(Object.keys(res.json)).toEqual(['data']);
@@ -96,7 +74,7 @@ describe('GET /v2/calls/{call_control_id}', () => {
 
   test('a leg never answered lasted 0 seconds; its end_time is its timeout hangup', async () => {
     const id = await dial('+15555550110', { timeout_secs: 5 });
-    await sim.idle();
+    await h.sim.idle();
     const status = (await lookup(id)).json.data;
     expect(status).toMatchObject({ is_alive: false, call_duration: 0, client_state: null });
     expect(status.end_time).toBe(payload(legEvent(id, 'call.hangup')!)['end_time']);
@@ -108,50 +86,54 @@ describe('GET /v2/calls/{call_control_id}', () => {
     const ringingStatus = (await lookup(ringing)).json.data;
     expect(ringingStatus).toMatchObject({ is_alive: true, call_duration: 0 });
     expect(ringingStatus).not.toHaveProperty('end_time');
-    sim.answer(ringing);
-    offsetMs = 10; // 10 s of the leg's (compressed) time
+    h.sim.answer(ringing);
+    h.offsetMs = 10; // 10 s of the leg's (compressed) time
     const talking = (await lookup(ringing)).json.data;
     expect(talking).toMatchObject({ is_alive: true });
     expect(talking.call_duration).toBeGreaterThanOrEqual(10);
     expect(talking).not.toHaveProperty('end_time');
-    await telnyx(sim, 'POST', `/calls/${ringing}/actions/hangup`, { client_state: 'Ynll' });
+    await telnyx(h.sim, 'POST', `/calls/${ringing}/actions/hangup`, { client_state: 'Ynll' });
     expect((await lookup(ringing)).json.data).toMatchObject({ is_alive: false, client_state: 'Ynll' });
   });
 
   test('a lost hangup: no attempt at all, while the lookup says is_alive false', async () => {
-    sim.setPersona(PERSONA, { call: { answerAfterMs: 1000, talkMs: 3000 }, lose: ['call.hangup'] });
+    h.sim.setPersona(PERSONA, { call: { answerAfterMs: 1000, talkMs: 3000 }, lose: ['call.hangup'] });
     const id = await dial(PERSONA);
-    await sim.idle();
-    expect(sim.webhooks.filter((w) => w.eventType === 'call.hangup')).toEqual([]);
+    await h.sim.idle();
+    expect(h.sim.webhooks.filter((w) => w.eventType === 'call.hangup')).toEqual([]);
     const status = (await lookup(id)).json.data;
     expect(status).toMatchObject({ is_alive: false, call_duration: 3 });
-    const lost = JSON.parse(sim.dropped[0]!.body).data.payload;
+    const lost = JSON.parse(h.sim.dropped[0]!.body).data.payload;
     expect(status.end_time).toBe(lost.end_time);
     expect(micros(status.end_time) - micros(legEvent(id, 'call.answered')!.json.data.occurred_at)).toBe(3_000_000);
   });
 
   test('an inbound leg can be looked up too', async () => {
-    const inbound = sim.injectInboundCall({ from: '+18124040851', to: FROM });
-    await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
-    sim.hangup(inbound.callControlId);
-    await sim.idle();
+    const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
+    await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
+    h.sim.hangup(inbound.callControlId);
+    await h.sim.idle();
     const status = (await lookup(inbound.callControlId)).json.data;
-    expect(status).toMatchObject({ call_control_id: inbound.callControlId, call_leg_id: inbound.callLegId, is_alive: false });
+    expect(status).toMatchObject({
+      call_control_id: inbound.callControlId,
+      call_leg_id: inbound.callLegId,
+      is_alive: false,
+    });
     expect(status.start_time).toBe(payload(legEvent(inbound.callControlId, 'call.initiated')!)['start_time']);
   });
 
   test('kept 10 minutes of the leg\'s time after it ended, then refused like an unknown id', async () => {
     const id = await dial('+15555550111'); // busy after 1 s
-    await sim.idle();
+    await h.sim.idle();
     const unknown = await lookup('v3:never-issued');
     expect(unknown.status).toBe(422);
     expect(unknown.json).toEqual(
-      (await telnyx(sim, 'POST', '/calls/v3:never-issued/actions/hangup', {})).json,
+      (await telnyx(h.sim, 'POST', '/calls/v3:never-issued/actions/hangup', {})).json,
     );
     expect(unknown.json.errors[0]).toMatchObject({ code: '90015', title: 'Invalid Call Control ID' });
-    offsetMs = 500; // ≈ 500 s later at timeScale 0.001
+    h.offsetMs = 500; // ≈ 500 s later at timeScale 0.001
     expect((await lookup(id)).status).toBe(200);
-    offsetMs = 601;
+    h.offsetMs = 601;
     const gone = await lookup(id);
     expect(gone.status).toBe(422);
     expect(gone.json).toEqual(unknown.json);
@@ -159,8 +141,8 @@ describe('GET /v2/calls/{call_control_id}', () => {
 
   test('the official SDK reads it', async () => {
     const id = await dial('+15555550111');
-    await sim.idle();
-    const client = new Telnyx({ apiKey: sim.apiKey, baseURL: sim.url, maxRetries: 0 });
+    await h.sim.idle();
+    const client = new Telnyx({ apiKey: h.sim.apiKey, baseURL: h.sim.url, maxRetries: 0 });
     const status = await client.calls.retrieveStatus(id);
     expect(status.data).toMatchObject({ call_control_id: id, is_alive: false, call_duration: 0, record_type: 'call' });
   });
@@ -169,17 +151,18 @@ describe('GET /v2/calls/{call_control_id}', () => {
 describe('GET /v2/messages/{id}', () => {
   test('shows what the carrier knows, and agrees with the receipts to the millisecond', async () => {
     const ms = (iso: unknown) => Date.parse(String(iso));
-    const only = await telnyx(sim, 'POST', '/messages', { from: FROM, to: '+15555550105', text: 'Hello' }); // sent, never final
-    await sim.idle();
-    const sentOnly = (await telnyx(sim, 'GET', `/messages/${only.json.data.id}`)).json.data;
-    const sentReceipt = rx.received.find((r) => payload(r)['id'] === only.json.data.id)!;
+    // +15555550105: message.sent, never finalized.
+    const only = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550105', text: 'Hello' });
+    await h.sim.idle();
+    const sentOnly = (await telnyx(h.sim, 'GET', `/messages/${only.json.data.id}`)).json.data;
+    const sentReceipt = h.rx.received.find((r) => payload(r)['id'] === only.json.data.id)!;
     expect(sentOnly).toMatchObject({ to: [{ status: 'sent' }], completed_at: null, errors: [] });
     expect(ms(sentOnly.sent_at)).toBe(ms(payload(sentReceipt)['sent_at']));
 
-    const sent = await telnyx(sim, 'POST', '/messages', { from: FROM, to: '+15555550101', text: 'Hello' });
-    await sim.idle();
-    const got = (await telnyx(sim, 'GET', `/messages/${sent.json.data.id}`)).json.data;
-    const finalized = rx.received.find((r) => r.json.data.event_type === 'message.finalized')!;
+    const sent = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550101', text: 'Hello' });
+    await h.sim.idle();
+    const got = (await telnyx(h.sim, 'GET', `/messages/${sent.json.data.id}`)).json.data;
+    const finalized = h.rx.received.find((r) => r.json.data.event_type === 'message.finalized')!;
     expect(got.to[0].status).toBe('delivery_failed');
     expect(ms(got.sent_at)).toBe(ms(payload(finalized)['sent_at']));
     expect(ms(got.completed_at)).toBe(ms(payload(finalized)['completed_at']));
@@ -187,19 +170,19 @@ describe('GET /v2/messages/{id}', () => {
   });
 
   test('a lost receipt does not hide the outcome: sending_failed, with its error, and no webhook at all', async () => {
-    sim.setBehaviour({ dropRate: 1 });
-    const sent = await telnyx(sim, 'POST', '/messages', { from: FROM, to: '+15555550102', text: 'Hello' });
-    await sim.idle();
-    expect(rx.received).toHaveLength(0);
-    const got = (await telnyx(sim, 'GET', `/messages/${sent.json.data.id}`)).json.data;
+    h.sim.setBehaviour({ dropRate: 1 });
+    const sent = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550102', text: 'Hello' });
+    await h.sim.idle();
+    expect(h.rx.received).toHaveLength(0);
+    const got = (await telnyx(h.sim, 'GET', `/messages/${sent.json.data.id}`)).json.data;
     expect(got).toMatchObject({ to: [{ status: 'sending_failed' }], sent_at: null, errors: [{ code: '40001' }] });
     expect(got.completed_at).not.toBeNull();
   });
 
   test('a contradiction is a rumour: the carrier still knows the message as delivered', async () => {
-    sim.setBehaviour({ contradictionRate: 1 });
-    const sent = await telnyx(sim, 'POST', '/messages', { from: FROM, to: '+15555550100', text: 'Hello' });
-    await sim.idle();
-    expect((await telnyx(sim, 'GET', `/messages/${sent.json.data.id}`)).json.data.to[0].status).toBe('delivered');
+    h.sim.setBehaviour({ contradictionRate: 1 });
+    const sent = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550100', text: 'Hello' });
+    await h.sim.idle();
+    expect((await telnyx(h.sim, 'GET', `/messages/${sent.json.data.id}`)).json.data.to[0].status).toBe('delivered');
   });
 });
