@@ -5,6 +5,11 @@
 // `delivery_failed` after `delivered` (contradictionRate), and receipts fired and
 // answered before the send itself is answered (earlyReceiptRate), which makes the
 // receipt race the sender's own bookkeeping exactly as a fast real carrier can.
+//
+// GET /v2/messages/{id} answers the message as the carrier knows it at that
+// moment: to[0].status, errors, sent_at and completed_at move when each receipt
+// happens, whether its webhook is delivered, held or lost; a contradiction is a
+// rumour about the message and moves nothing.
 
 import { randomUUID } from 'node:crypto';
 import type { Account } from './account.js';

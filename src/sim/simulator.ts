@@ -2,7 +2,11 @@
 // Telnyx's REST API under /v2 and the control API under /_sim on one Fastify
 // server, and sends signed Telnyx webhooks to the profile webhook URL (or a
 // resource's own). It behaves like a real carrier, including misbehaving on
-// purpose (behaviour.ts), deterministically for a given seed and request order.
+// purpose (behaviour.ts: duplicates, reorders, webhooks lost for good or held
+// back, answers lost after a send was carried out), deterministically for a
+// given seed and request order, and it answers what a client asks when its
+// webhooks went missing (GET /v2/calls/{id}, GET /v2/messages/{id}) and honours
+// Idempotency-Key on its sends (idempotency.ts), so a retry never sends twice.
 // `handset sim` (cli.ts) and `handset dev` run it; tests use it in-process.
 
 import { createPublicKey, generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto';
