@@ -294,7 +294,7 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
     if (Date.now() > deadline) throw new Error('no quiescence within 10 minutes');
     await sim.idle();
     const { rows } = await pool.query<{ jobs: number; deliveries: number; events: number; calls: number; messages: number }>(`
-      SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts) AS jobs,
+      SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS jobs,
              (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries,
              (SELECT count(*) FROM carrier_events ce WHERE processed_at IS NULL
                AND NOT (ce.event_type IN ('message.sent', 'message.finalized')
