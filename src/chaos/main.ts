@@ -1,7 +1,8 @@
 // `npm run chaos`: the full storm (hundreds of messages and calls, worker
-// processes SIGKILLed at random), then the audit and the comparison with a
-// well-behaved carrier. Exits 1 on any violation or difference.
-// Flags: --messages N --calls N --workers N --ingest-processes N --load-seconds N --seed S
+// processes SIGKILLed at random, webhooks lost and held back, the database cut at
+// random for up to 30 s), then the audit and the comparison with a well-behaved
+// carrier. Exits 1 on any violation, difference or process that exited on its own.
+// Flags: --messages N --calls N --workers N --ingest-processes N --load-seconds N --seed S --no-db-cuts
 
 import { parseArgs } from 'node:util';
 import { createLogger } from '../telemetry/log.js';
@@ -15,6 +16,7 @@ const { values } = parseArgs({
     'ingest-processes': { type: 'string' },
     'load-seconds': { type: 'string' },
     seed: { type: 'string' },
+    'no-db-cuts': { type: 'boolean' },
   },
 });
 const n = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number(v));
@@ -30,6 +32,7 @@ const result = await runChaos({
   workers: n(values.workers, CHAOS_DEFAULTS.workers),
   ingestProcesses: n(values['ingest-processes'], CHAOS_DEFAULTS.ingestProcesses),
   loadMs: n(values['load-seconds'], CHAOS_DEFAULTS.loadMs / 1000) * 1000,
+  ...(values['no-db-cuts'] ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
   seed: values.seed ?? `chaos-${Date.now()}`,
   databaseUrl: process.env.DATABASE_URL ?? null,
   log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
@@ -40,4 +43,4 @@ process.stdout.write(`\n${chaosTable(result)}\n\n${formatAuditReport(result.audi
 if (result.mismatches.length > 0) {
   process.stdout.write(`\ndifferences from a well-behaved carrier:\n${result.mismatches.slice(0, 20).map((m) => `  ${m}`).join('\n')}\n`);
 }
-process.exit(result.audit.ok && result.mismatches.length === 0 ? 0 : 1);
+process.exit(result.audit.ok && result.mismatches.length === 0 && result.unexpectedExits === 0 ? 0 : 1);

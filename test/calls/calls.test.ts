@@ -57,7 +57,7 @@ interface Leg {
   call_id: string;
 }
 
-const dials = (to?: string) => sim.requests.filter((r) => r.method === 'POST' && r.path === '/v2/calls' && !r.deduplicated && r.status === 200 && (!to || (r.body as { to?: string }).to === to)).length;
+const dials = (to?: string) => sim.requests.filter((r) => r.method === 'POST' && r.path === '/v2/calls' && !r.deduplicated && !r.replayed && r.status === 200 && (!to || (r.body as { to?: string }).to === to)).length;
 const actions = (ccid: string, action: string) => sim.requests.filter((r) => r.path === `/v2/calls/${ccid}/actions/${action}` && !r.deduplicated).length;
 const getCall = async (id: string) => (await acme.get(`/v1/calls/${id}`)).json;
 const events = (callId: string, type?: string) =>
