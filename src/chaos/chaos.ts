@@ -68,7 +68,7 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, 'log' | 'out' | 'databaseUrl'> =
   workers: 3,
   ingestProcesses: 0,
   killEveryMs: [1500, 4000],
-  dbCutEveryMs: [8_000, 20_000],
+  dbCutEveryMs: [4_000, 10_000],
   dbCutMs: [1_000, 30_000],
   loadMs: 30_000,
   behaviour: {
@@ -242,7 +242,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
             body: JSON.stringify(body),
           });
           if (res.status === 201) return (await res.json()) as { id: string };
-          if (res.status !== 503 && res.status !== 409) throw new Error(`POST ${p}: ${res.status} ${await res.text()}`);
+          if (![409, 429, 503].includes(res.status)) throw new Error(`POST ${p}: ${res.status} ${await res.text()}`);
         } catch (err) {
           if (attempt > 200 || !/fetch failed|ECONN|socket/.test(String((err as Error).cause ?? err))) throw err;
         }

@@ -1,5 +1,5 @@
 // The simulated carrier's clock and timers. Every carrier delay (ring, talk,
-// receipt, retry backoff) is simulated time and is multiplied by timeScale before
+// receipt) is simulated time and is multiplied by timeScale before
 // it becomes a real timer, so tests and chaos runs compress time instead of
 // sleeping. Every timer and every in-flight delivery is counted, so idle() can say
 // when the carrier has nothing left to do, and reset()/close() cancel them all.
@@ -94,7 +94,12 @@ export class Scheduler {
 
   /** Sleeps `simulatedMs` of simulated time; rejects when the signal (by default reset()) aborts. */
   sleep(simulatedMs: number, signal: AbortSignal = this.abort.signal): Promise<void> {
-    return sleep(Math.max(0, simulatedMs * this.timeScale), undefined, { signal });
+    return this.sleepReal(simulatedMs * this.timeScale, signal);
+  }
+
+  /** Sleeps `ms` of real time; rejects when the signal (by default reset()) aborts. */
+  sleepReal(ms: number, signal: AbortSignal = this.abort.signal): Promise<void> {
+    return sleep(Math.max(0, ms), undefined, { signal });
   }
 
   /** Resolves when no timer is armed and nothing is in flight. */

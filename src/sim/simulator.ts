@@ -52,7 +52,7 @@ export interface SimulatorOptions {
   behaviour?: Partial<Behaviour>;
   /** Persona overrides by E.164 number (on top of the magic numbers). */
   personas?: Record<string, Persona>;
-  /** Multiplies every simulated delay (ring, answer, talk, receipts, retry backoff); 0.01 runs 100× faster. */
+  /** Multiplies every simulated delay (ring, answer, talk, receipts); 0.01 runs 100× faster. Webhook retries keep real time. */
   timeScale?: number;
   /** When set, the only connection_id POST /v2/calls accepts; any non-blank id otherwise. */
   connectionId?: string;

@@ -32,7 +32,12 @@ import type { Scheduler } from './scheduler.js';
 export const ATTEMPTS_PER_URL = 3;
 /** Telnyx's answer deadline for API v2 webhooks: real time, the receiver's budget. */
 export const ANSWER_TIMEOUT_MS = 2000;
-/** Simulated backoff before the 2nd and 3rd attempt at one URL. */
+/**
+ * Backoff before the 2nd and 3rd attempt at one URL, in real time like the answer
+ * deadline: it is the carrier's webhook system, not a call's timeline, so
+ * compressing simulated time does not shorten how long the carrier keeps trying
+ * (a receiver down for a few seconds loses nothing, one down longer loses the webhook).
+ */
 const RETRY_BACKOFF_MS = [1000, 2000];
 
 /** Why this delivery exists: the event itself, or a rumour about it. */
@@ -275,7 +280,7 @@ export class WebhookSender {
           firstAnswered();
           if (answer.status !== null && answer.status >= 200 && answer.status < 300) return;
           const backoff = RETRY_BACKOFF_MS[i];
-          if (i < ATTEMPTS_PER_URL - 1 && backoff !== undefined) await scheduler.sleep(backoff, signal);
+          if (i < ATTEMPTS_PER_URL - 1 && backoff !== undefined) await scheduler.sleepReal(backoff, signal);
         }
       }
       this.counts.failedDeliveries++;

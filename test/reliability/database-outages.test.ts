@@ -98,7 +98,7 @@ async function create(apiUrl: string, apiKey: string, p: string, body: object): 
       body: JSON.stringify(body),
     }).catch(() => null);
     if (res?.status === 201) return ((await res.json()) as { id: string }).id;
-    if (res && res.status !== 503 && res.status !== 409) throw new Error(`${p}: ${res.status} ${await res.text()}`);
+    if (res && ![409, 429, 503].includes(res.status)) throw new Error(`${p}: ${res.status} ${await res.text()}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
