@@ -1,0 +1,204 @@
+// Messages: the list (filters by status and direction, cursor paging) with a form
+// to send one, and a message's page: its details and its timeline — every word
+// about it (the API, the dispatcher, each carrier receipt marked applied, refused
+// or informational), what the ledger billed and the events it produced with their
+// deliveries, in the order they happened.
+
+import { html } from 'htm/preact';
+import { useState } from 'preact/hooks';
+import { api, idempotencyKey } from '../api.js';
+import { Badge, ErrorBox, Facts, Loading, Pager, TableWrap, Time, useLoad, usePageTitle } from '../components.js';
+import { href, navigate } from '../router.js';
+import {
+  anyDeliveryPending,
+  BillingLine,
+  eventsAbout,
+  EventSummary,
+  FilterSelect,
+  FromSelect,
+  listPath,
+  useEnum,
+  useNumbers,
+} from './shared.js';
+
+/** Statuses a message can still leave, and how often to look again while it is in one. */
+const CHANGING = { scheduled: 10_000, queued: 1000, sent: 1000 };
+
+/** @param {{ search: string }} props */
+export function MessageList({ search }) {
+  usePageTitle('Messages');
+  const path = listPath('/v1/messages', search, ['status', 'direction']);
+  const list = useLoad(path, (signal) => api(path, { signal }));
+  const statuses = useEnum('/v1/messages', 'status');
+  const directions = useEnum('/v1/messages', 'direction');
+  const rows = list.data?.data ?? [];
+  return html`<main id="main">
+    <h1 tabindex="-1">Messages</h1>
+    <${ComposeMessage} />
+    <div class="filters" role="group" aria-label="Filters">
+      <${FilterSelect} id="filter-status" label="Status" name="status" search=${search} options=${statuses} all="Any status" />
+      <${FilterSelect} id="filter-direction" label="Direction" name="direction" search=${search} options=${directions} all="Both directions" />
+    </div>
+    <${ErrorBox} error=${list.error} />
+    ${list.loading ? html`<${Loading} />` : null}
+    ${list.data && rows.length === 0 ? html`<p class="muted">No messages${search ? ' match these filters' : ' yet'}.</p>` : null}
+    ${rows.length > 0
+      ? html`<${TableWrap} label="Messages">
+          <table class="list">
+            <thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Direction</th><th scope="col">From</th>
+              <th scope="col">To</th><th scope="col">Status</th><th scope="col">Body</th></tr></thead>
+            <tbody>
+              ${rows.map(
+                (/** @type {any} */ m) => html`<tr data-id=${m.id}>
+                  <td><a href=${href(`/messages/${encodeURIComponent(m.id)}`)}><code>${m.id}</code></a></td>
+                  <td><${Time} at=${m.created_at} /></td>
+                  <td>${m.direction}</td>
+                  <td>${m.from}</td>
+                  <td>${m.to}</td>
+                  <td><${Badge} value=${m.status} /></td>
+                  <td class="excerpt">${m.body ?? (m.media_urls.length ? `${m.media_urls.length} media` : '')}</td>
+                </tr>`,
+              )}
+            </tbody>
+          </table>
+        <//>`
+      : null}
+    ${list.data ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}
+  </main>`;
+}
+
+function ComposeMessage() {
+  const numbers = useNumbers();
+  const [from, setFrom] = useState('');
+  const [to, setTo] = useState('');
+  const [body, setBody] = useState('');
+  const [key] = useState(idempotencyKey);
+  const [error, setError] = useState(/** @type {Error | null} */ (null));
+  const [busy, setBusy] = useState(false);
+  const sender = from || numbers[0]?.number || '';
+  /** @param {Event} e */
+  const submit = async (e) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const m = await api('/v1/messages', { method: 'POST', body: { from: sender, to: to.trim(), body }, idempotencyKey: key });
+      navigate(href(`/messages/${encodeURIComponent(m.id)}`));
+    } catch (err) {
+      setError(/** @type {Error} */ (err));
+      setBusy(false);
+    }
+  };
+  return html`<details class="compose">
+    <summary>Send a message</summary>
+    <form onSubmit=${submit}>
+      <div class="field"><label for="msg-from">From</label>
+        <${FromSelect} id="msg-from" value=${sender} onChange=${setFrom} numbers=${numbers} /></div>
+      <div class="field"><label for="msg-to">To</label>
+        <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to} onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>
+      <div class="field wide"><label for="msg-body">Body</label>
+        <textarea id="msg-body" rows="2" required maxlength="1600" value=${body} onInput=${(/** @type {any} */ e) => setBody(e.currentTarget.value)}></textarea></div>
+      <button type="submit" disabled=${busy || !sender}>${busy ? 'Sending…' : 'Send'}</button>
+    </form>
+    <${ErrorBox} error=${error} />
+  </details>`;
+}
+
+/** @param {any} h a status history entry */
+function historyTitle(h) {
+  if (h.source === 'api') return h.status === 'canceled' ? 'Canceled' : `Created (${h.status})`;
+  if (h.source === 'dispatch') return h.status === 'sent' ? 'Accepted by the carrier (sent)' : 'Refused by the carrier at send';
+  return `Carrier receipt: ${h.carrier_status ?? h.status}`;
+}
+
+const EFFECT_LABEL = /** @type {Record<string, string>} */ ({ applied: 'Applied', refused: 'Refused', informational: 'Informational' });
+
+/**
+ * The message's history, billing and events in one list by time; history keeps
+ * the API's order, and what a transition wrote (billing, an event) follows it.
+ * @param {any} d
+ */
+function timelineOf(d) {
+  const entries = [
+    ...d.history.map((/** @type {any} */ h, /** @type {number} */ i) => ({ kind: 'history', at: h.occurred_at, order: 0, i, h })),
+    ...d.usage.map((/** @type {any} */ r, /** @type {number} */ i) => ({ kind: 'billing', at: r.occurred_at, order: 1, i, r })),
+    ...d.events.map((/** @type {any} */ ev, /** @type {number} */ i) => ({ kind: 'event', at: ev.timestamp, order: 2, i, ev })),
+  ];
+  return entries.sort((a, b) => Date.parse(a.at) - Date.parse(b.at) || a.order - b.order || a.i - b.i);
+}
+
+/** @param {{ entry: any }} props */
+function TimelineEntry({ entry }) {
+  if (entry.kind === 'history') {
+    const h = entry.h;
+    return html`<li class="tl tl-history effect-${h.effect}" data-effect=${h.effect} data-source=${h.source}>
+      <${Time} at=${h.occurred_at} precise />
+      <div class="tl-body">
+        <strong>${historyTitle(h)}</strong> <${Badge} value=${h.effect} label=${EFFECT_LABEL[h.effect] ?? h.effect} />
+        ${h.source === 'carrier' && h.effect === 'applied' ? html` <span class="muted">→ ${h.status}</span>` : null}
+        ${h.effect === 'informational' ? html` <span class="muted">(the message stays ${h.status})</span>` : null}
+        ${h.error_code ? html`<div>Error code <code>${h.error_code}</code></div>` : null}
+        ${h.note ? html`<div class="note">${h.note}</div>` : null}
+      </div>
+    </li>`;
+  }
+  if (entry.kind === 'billing') {
+    return html`<li class="tl tl-billing" data-kind="billing">
+      <${Time} at=${entry.r.occurred_at} precise />
+      <div class="tl-body"><strong><${BillingLine} record=${entry.r} /></strong></div>
+    </li>`;
+  }
+  return html`<li class="tl tl-event" data-kind="event">
+    <${Time} at=${entry.ev.timestamp} precise />
+    <div class="tl-body"><strong>Event</strong> <${EventSummary} event=${entry.ev} /></div>
+  </li>`;
+}
+
+/** @param {{ params: { id: string } }} props */
+export function MessagePage({ params }) {
+  const id = params.id;
+  usePageTitle(`Message ${id}`);
+  const path = `/v1/messages/${encodeURIComponent(id)}`;
+  const page = useLoad(
+    path,
+    async (signal) => {
+      const [message, history, usage, events] = await Promise.all([
+        api(path, { signal }),
+        api(`${path}/status_history`, { signal }),
+        api(`${path}/usage_records`, { signal }),
+        eventsAbout(id, signal),
+      ]);
+      return { message, history: history.data, usage: usage.data, events };
+    },
+    { poll: (d) => /** @type {Record<string, number>} */ (CHANGING)[d.message.status] ?? (anyDeliveryPending(d.events) ? 3000 : null) },
+  );
+  const d = page.data;
+  return html`<main id="main">
+    <p class="crumbs"><a href=${href('/messages')}>Messages</a></p>
+    <h1 tabindex="-1">Message <code>${id}</code></h1>
+    <${ErrorBox} error=${page.error} />
+    ${page.loading ? html`<${Loading} />` : null}
+    ${d
+      ? html`<p class="status-line">Status <${Badge} value=${d.message.status} /></p>
+        <${Facts}
+          items=${[
+            ['Direction', d.message.direction],
+            ['From', d.message.from],
+            ['To', d.message.to],
+            ['Body', d.message.body],
+            ['Segments', `${d.message.segments} (${d.message.encoding})`],
+            ['Error code', d.message.error_code],
+            ['Carrier id', d.message.carrier_message_id ? html`<code>${d.message.carrier_message_id}</code>` : null],
+            ['Created', html`<${Time} at=${d.message.created_at} />`],
+            ['Sent', html`<${Time} at=${d.message.sent_at} />`],
+            ['Completed', html`<${Time} at=${d.message.completed_at} />`],
+          ]}
+        />
+        <section aria-labelledby="timeline-h">
+          <h2 id="timeline-h">Timeline</h2>
+          <ol class="timeline">${timelineOf(d).map((entry) => html`<${TimelineEntry} entry=${entry} />`)}</ol>
+          <p><a href=${href(`/events?subject_id=${encodeURIComponent(id)}`)}>All events about this message</a></p>
+        </section>`
+      : null}
+  </main>`;
+}
