@@ -22,7 +22,17 @@ import {
 } from './shared.js';
 
 /** Statuses a message can still leave, and how often to look again while it is in one. */
-const CHANGING = { scheduled: 10_000, queued: 1000, sent: 1000 };
+const CHANGING = /** @type {Record<string, number>} */ ({ scheduled: 10_000, queued: 1000, sent: 1000 });
+/** After the final status, the carrier's late duplicates and contradictions still come in for a while. */
+const SETTLING_MS = 60_000;
+
+/** How soon to look again at a message's page, or null when nothing there is still changing. @param {any} d */
+function nextLook(d) {
+  const completed = d.message.completed_at ? Date.parse(d.message.completed_at) : null;
+  if (CHANGING[d.message.status]) return CHANGING[d.message.status] ?? null;
+  if ((completed !== null && Date.now() - completed < SETTLING_MS) || anyDeliveryPending(d.events)) return 3000;
+  return null;
+}
 
 /** @param {{ search: string }} props */
 export function MessageList({ search }) {
@@ -170,7 +180,7 @@ export function MessagePage({ params }) {
       ]);
       return { message, history: history.data, usage: usage.data, events };
     },
-    { poll: (d) => /** @type {Record<string, number>} */ (CHANGING)[d.message.status] ?? (anyDeliveryPending(d.events) ? 3000 : null) },
+    { poll: nextLook },
   );
   const d = page.data;
   return html`<main id="main">
