@@ -53,6 +53,25 @@ export function useLoad(key, load, opts = {}) {
   };
 }
 
+/**
+ * A form's submission (or any action): busy while it runs, and its error (the
+ * API's detail) if it fails.
+ */
+export function useSubmit() {
+  const [state, setState] = useState(/** @type {{ busy: boolean, error: Error | null }} */ ({ busy: false, error: null }));
+  /** @param {() => Promise<unknown>} action */
+  const run = async (action) => {
+    setState({ busy: true, error: null });
+    try {
+      await action();
+      setState({ busy: false, error: null });
+    } catch (err) {
+      setState({ busy: false, error: /** @type {Error} */ (err) });
+    }
+  };
+  return { ...state, run };
+}
+
 /** @param {{ error: Error | null }} props */
 export function ErrorBox({ error }) {
   if (!error) return null;

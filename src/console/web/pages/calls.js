@@ -7,50 +7,28 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, idempotencyKey } from '../api.js';
 import { RingTimeline } from '../charts.js';
-import { Badge, ErrorBox, Facts, Loading, Pager, TableWrap, Time, useLoad, usePageTitle } from '../components.js';
+import { Badge, ErrorBox, Facts, Loading, TableWrap, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href, navigate } from '../router.js';
-import { BillingSection, eventsAbout, EventsSection, FilterSelect, FromSelect, listPath, useEnum, useNumbers } from './shared.js';
+import { BillingSection, eventsAbout, EventsSection, FromSelect, ListView, StatusAndDirection, useList, useNumbers } from './shared.js';
 
 /** @param {{ search: string }} props */
 export function CallList({ search }) {
   usePageTitle('Calls');
-  const path = listPath('/v1/calls', search, ['status', 'direction']);
-  const list = useLoad(path, (signal) => api(path, { signal }));
-  const statuses = useEnum('/v1/calls', 'status');
-  const directions = useEnum('/v1/calls', 'direction');
-  const rows = list.data?.data ?? [];
+  const list = useList('/v1/calls', search, ['status', 'direction']);
   return html`<main id="main">
     <h1 tabindex="-1">Calls</h1>
     <${PlaceCall} />
-    <div class="filters" role="group" aria-label="Filters">
-      <${FilterSelect} id="filter-status" label="Status" name="status" search=${search} options=${statuses} all="Any status" />
-      <${FilterSelect} id="filter-direction" label="Direction" name="direction" search=${search} options=${directions} all="Both directions" />
-    </div>
-    <${ErrorBox} error=${list.error} />
-    ${list.loading ? html`<${Loading} />` : null}
-    ${list.data && rows.length === 0 ? html`<p class="muted">No calls${search ? ' match these filters' : ' yet'}.</p>` : null}
-    ${rows.length > 0
-      ? html`<${TableWrap} label="Calls">
-          <table class="list">
-            <thead><tr><th scope="col">Call</th><th scope="col">Created</th><th scope="col">Direction</th><th scope="col">From</th>
-              <th scope="col">Rings</th><th scope="col">Status</th><th scope="col">Duration</th></tr></thead>
-            <tbody>
-              ${rows.map(
-                (/** @type {any} */ c) => html`<tr data-id=${c.id}>
-                  <td><a href=${href(`/calls/${encodeURIComponent(c.id)}`)}><code>${c.id}</code></a></td>
-                  <td><${Time} at=${c.created_at} /></td>
-                  <td>${c.direction}</td>
-                  <td>${c.from}</td>
-                  <td>${c.to.join(', ')}</td>
-                  <td><${Badge} value=${c.status} /></td>
-                  <td>${c.duration_seconds === null ? '' : `${c.duration_seconds} s`}</td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>
-        <//>`
-      : null}
-    ${list.data ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}
+    <${StatusAndDirection} base="/v1/calls" search=${search} />
+    <${ListView} list=${list} search=${search} label="Calls" head=${['Call', 'Created', 'Direction', 'From', 'Rings', 'Status', 'Duration']}
+      row=${(/** @type {any} */ c) => html`<tr data-id=${c.id}>
+        <td><a href=${href(`/calls/${encodeURIComponent(c.id)}`)}><code>${c.id}</code></a></td>
+        <td><${Time} at=${c.created_at} /></td>
+        <td>${c.direction}</td>
+        <td>${c.from}</td>
+        <td>${c.to.join(', ')}</td>
+        <td><${Badge} value=${c.status} /></td>
+        <td>${c.duration_seconds === null ? '' : `${c.duration_seconds} s`}</td>
+      </tr>`} />
   </main>`;
 }
 
@@ -60,30 +38,21 @@ function PlaceCall() {
   const [to, setTo] = useState('');
   const [timeout, setTimeoutSecs] = useState('20');
   const [key] = useState(idempotencyKey);
-  const [error, setError] = useState(/** @type {Error | null} */ (null));
-  const [busy, setBusy] = useState(false);
+  const submit = useSubmit();
   const caller = from || numbers[0]?.number || '';
   /** @param {Event} e */
-  const submit = async (e) => {
+  const place = (e) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
     const targets = to.split(/[\s,]+/).filter(Boolean);
-    try {
-      const call = await api('/v1/calls', {
-        method: 'POST',
-        body: { from: caller, to: targets, ring_timeout_secs: Number(timeout) },
-        idempotencyKey: key,
-      });
+    submit.run(async () => {
+      const body = { from: caller, to: targets, ring_timeout_secs: Number(timeout) };
+      const call = await api('/v1/calls', { method: 'POST', body, idempotencyKey: key });
       navigate(href(`/calls/${encodeURIComponent(call.id)}`));
-    } catch (err) {
-      setError(/** @type {Error} */ (err));
-      setBusy(false);
-    }
+    });
   };
   return html`<details class="compose">
     <summary>Place a call</summary>
-    <form onSubmit=${submit}>
+    <form onSubmit=${place}>
       <div class="field"><label for="call-from">From</label>
         <${FromSelect} id="call-from" value=${caller} onChange=${setFrom} numbers=${numbers} /></div>
       <div class="field wide"><label for="call-to">Ring, in order</label>
@@ -93,9 +62,9 @@ function PlaceCall() {
       <div class="field"><label for="call-timeout">Ring timeout (s)</label>
         <input id="call-timeout" type="number" min="5" max="120" required value=${timeout}
           onInput=${(/** @type {any} */ e) => setTimeoutSecs(e.currentTarget.value)} /></div>
-      <button type="submit" disabled=${busy || !caller}>${busy ? 'Placing…' : 'Place call'}</button>
+      <button type="submit" disabled=${submit.busy || !caller}>${submit.busy ? 'Placing…' : 'Place call'}</button>
     </form>
-    <${ErrorBox} error=${error} />
+    <${ErrorBox} error=${submit.error} />
   </details>`;
 }
 

@@ -6,12 +6,12 @@
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { api, idempotencyKey, query } from '../api.js';
+import { api, idempotencyKey } from '../api.js';
 import { AttemptsChart } from '../charts.js';
-import { Badge, ErrorBox, Facts, Loading, Pager, SecretOnce, TableWrap, Time, useLoad, usePageTitle } from '../components.js';
+import { Badge, ErrorBox, Facts, Loading, SecretOnce, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration } from '../time.js';
-import { listPath, PAGE_SIZE, useEnum } from './shared.js';
+import { ListView, useEnum, useList } from './shared.js';
 
 /** @param {{ e: any }} props */
 const EnabledBadge = ({ e }) => html`<${Badge} value=${e.enabled ? 'enabled' : 'disabled'} />`;
@@ -19,10 +19,8 @@ const EnabledBadge = ({ e }) => html`<${Badge} value=${e.enabled ? 'enabled' : '
 /** @param {{ search: string }} props */
 export function EndpointList({ search }) {
   usePageTitle('Webhook endpoints');
-  const path = listPath('/v1/webhook_endpoints', search, []);
-  const list = useLoad(path, (signal) => api(path, { signal }));
+  const list = useList('/v1/webhook_endpoints', search, []);
   const [created, setCreated] = useState(/** @type {any} */ (null));
-  const rows = list.data?.data ?? [];
   return html`<main id="main">
     <h1 tabindex="-1">Webhook endpoints</h1>
     <${AddEndpoint} key=${created?.id ?? 'new'} onCreated=${(/** @type {any} */ e) => {
@@ -34,29 +32,15 @@ export function EndpointList({ search }) {
           <p><a href=${href(`/webhooks/${encodeURIComponent(created.id)}`)}>Open the endpoint</a></p>
         <//>`
       : null}
-    <${ErrorBox} error=${list.error} />
-    ${list.loading ? html`<${Loading} />` : null}
-    ${list.data && rows.length === 0 ? html`<p class="muted">No endpoints yet: add one to receive events.</p>` : null}
-    ${rows.length > 0
-      ? html`<${TableWrap} label="Webhook endpoints">
-          <table class="list">
-            <thead><tr><th scope="col">URL</th><th scope="col">State</th><th scope="col">Events</th>
-              <th scope="col">Failures in a row</th><th scope="col">Created</th></tr></thead>
-            <tbody>
-              ${rows.map(
-                (/** @type {any} */ e) => html`<tr data-id=${e.id}>
-                  <td><a href=${href(`/webhooks/${encodeURIComponent(e.id)}`)}>${e.url}</a>${e.description ? html`<div class="muted">${e.description}</div>` : null}</td>
-                  <td><${EnabledBadge} e=${e} /></td>
-                  <td>${e.event_types.length ? e.event_types.join(', ') : 'all'}</td>
-                  <td>${e.consecutive_failures}</td>
-                  <td><${Time} at=${e.created_at} /></td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>
-        <//>`
-      : null}
-    ${list.data ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}
+    <${ListView} list=${list} search=${search} label="Endpoints" empty="No endpoints yet: add one to receive events."
+      head=${['URL', 'State', 'Events', 'Failures in a row', 'Created']}
+      row=${(/** @type {any} */ e) => html`<tr data-id=${e.id}>
+        <td><a href=${href(`/webhooks/${encodeURIComponent(e.id)}`)}>${e.url}</a>${e.description ? html`<div class="muted">${e.description}</div>` : null}</td>
+        <td><${EnabledBadge} e=${e} /></td>
+        <td>${e.event_types.length ? e.event_types.join(', ') : 'all'}</td>
+        <td>${e.consecutive_failures}</td>
+        <td><${Time} at=${e.created_at} /></td>
+      </tr>`} />
   </main>`;
 }
 
@@ -66,27 +50,21 @@ function AddEndpoint({ onCreated }) {
   const [description, setDescription] = useState('');
   const [types, setTypes] = useState(/** @type {string[]} */ ([]));
   const [key] = useState(idempotencyKey);
-  const [error, setError] = useState(/** @type {Error | null} */ (null));
-  const [busy, setBusy] = useState(false);
+  const submit = useSubmit();
   const all = useEnum('/v1/events', 'type');
   /** @param {Event} e */
-  const submit = async (e) => {
+  const add = (e) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    submit.run(async () => {
       const body = { url: url.trim(), ...(description.trim() ? { description: description.trim() } : {}), ...(types.length ? { event_types: types } : {}) };
       onCreated(await api('/v1/webhook_endpoints', { method: 'POST', body, idempotencyKey: key }));
-    } catch (err) {
-      setError(/** @type {Error} */ (err));
-      setBusy(false);
-    }
+    });
   };
   /** @param {string} t @param {boolean} on */
   const toggle = (t, on) => setTypes((now) => (on ? [...now, t] : now.filter((x) => x !== t)));
   return html`<details class="compose">
     <summary>Add an endpoint</summary>
-    <form onSubmit=${submit}>
+    <form onSubmit=${add}>
       <div class="field wide"><label for="ep-url">URL</label>
         <input id="ep-url" type="url" required placeholder="https://example.com/webhooks" value=${url} onInput=${(/** @type {any} */ e) => setUrl(e.currentTarget.value)} /></div>
       <div class="field wide"><label for="ep-description">Description (optional)</label>
@@ -100,9 +78,9 @@ function AddEndpoint({ onCreated }) {
           )}
         </div>
       </fieldset>
-      <button type="submit" disabled=${busy}>${busy ? 'Adding…' : 'Add endpoint'}</button>
+      <button type="submit" disabled=${submit.busy}>${submit.busy ? 'Adding…' : 'Add endpoint'}</button>
     </form>
-    <${ErrorBox} error=${error} />
+    <${ErrorBox} error=${submit.error} />
   </details>`;
 }
 
@@ -142,22 +120,12 @@ export function EndpointPage({ params, search }) {
     const [e, recent] = await Promise.all([api(path, { signal }), api(`${path}/attempts?limit=100`, { signal })]);
     return { e, recent: recent.data };
   });
-  const attemptsPath = `${path}/attempts${query({ limit: PAGE_SIZE, starting_after: new URLSearchParams(search).get('starting_after') })}`;
-  const attempts = useLoad(attemptsPath, (signal) => api(attemptsPath, { signal }));
+  const attempts = useList(`${path}/attempts`, search, []);
   const [secret, setSecret] = useState(/** @type {string | null} */ (null));
   const [confirming, setConfirming] = useState(/** @type {'rotate' | 'delete' | null} */ (null));
-  const [action, setAction] = useState(/** @type {{ busy: boolean, error: Error | null }} */ ({ busy: false, error: null }));
+  const action = useSubmit();
   /** @param {() => Promise<void>} fn */
-  const act = async (fn) => {
-    setAction({ busy: true, error: null });
-    try {
-      await fn();
-      setAction({ busy: false, error: null });
-    } catch (err) {
-      setAction({ busy: false, error: /** @type {Error} */ (err) });
-    }
-    setConfirming(null);
-  };
+  const act = (fn) => action.run(fn).then(() => setConfirming(null));
   const setEnabled = (/** @type {boolean} */ enabled) =>
     act(async () => {
       await api(path, { method: 'PATCH', body: { enabled } });
@@ -174,7 +142,6 @@ export function EndpointPage({ params, search }) {
       navigate(href('/webhooks'), { replace: true });
     });
   const d = endpoint.data;
-  const rows = attempts.data?.data ?? [];
   return html`<main id="main">
     <p class="crumbs"><a href=${href('/webhooks')}>Webhook endpoints</a></p>
     <h1 tabindex="-1">Endpoint <code>${id}</code></h1>
@@ -214,28 +181,15 @@ export function EndpointPage({ params, search }) {
         <${Health} endpoint=${d.e} attempts=${d.recent} />
         <section aria-labelledby="attempts-h">
           <h2 id="attempts-h">Attempts</h2>
-          <${ErrorBox} error=${attempts.error} />
-          ${rows.length > 0
-            ? html`<${TableWrap} label="Attempts">
-                <table class="list attempts">
-                  <thead><tr><th scope="col">Started</th><th scope="col">Event</th><th scope="col">#</th><th scope="col">Answer</th>
-                    <th scope="col">Latency</th><th scope="col">Excerpt</th></tr></thead>
-                  <tbody>
-                    ${rows.map(
-                      (/** @type {any} */ a) => html`<tr data-id=${a.id} class=${a.succeeded ? '' : 'row-failed'}>
-                        <td><${Time} at=${a.started_at} precise /></td>
-                        <td><a href=${href(`/events/${encodeURIComponent(a.event_id)}`)}><code>${a.event_type}</code></a></td>
-                        <td>${a.attempt}${a.trigger === 'redeliver' ? ' (redeliver)' : ''}</td>
-                        <td>${a.response_status === null ? html`<span class="bad">${a.error ?? 'no answer'}</span>` : a.response_status}</td>
-                        <td>${formatDuration(a.duration_ms)}</td>
-                        <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
-                      </tr>`,
-                    )}
-                  </tbody>
-                </table>
-              <//>`
-            : attempts.data ? html`<p class="muted">No attempts yet.</p>` : null}
-          ${attempts.data ? html`<${Pager} search=${search} hasMore=${attempts.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}
+          <${ListView} list=${attempts} search=${search} label="Attempts" head=${['Started', 'Event', '#', 'Answer', 'Latency', 'Excerpt']}
+            row=${(/** @type {any} */ a) => html`<tr data-id=${a.id} class=${a.succeeded ? '' : 'row-failed'}>
+              <td><${Time} at=${a.started_at} precise /></td>
+              <td><a href=${href(`/events/${encodeURIComponent(a.event_id)}`)}><code>${a.event_type}</code></a></td>
+              <td>${a.attempt}${a.trigger === 'redeliver' ? ' (redeliver)' : ''}</td>
+              <td>${a.response_status === null ? html`<span class="bad">${a.error ?? 'no answer'}</span>` : a.response_status}</td>
+              <td>${formatDuration(a.duration_ms)}</td>
+              <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
+            </tr>`} />
         </section>`
       : null}
   </main>`;

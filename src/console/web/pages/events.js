@@ -5,10 +5,10 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
-import { Badge, ErrorBox, Facts, Loading, Pager, TableWrap, Time, useLoad, usePageTitle } from '../components.js';
+import { Badge, ErrorBox, Facts, Loading, TableWrap, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href } from '../router.js';
 import { formatDuration } from '../time.js';
-import { FilterSelect, listPath, setFilter, useEnum } from './shared.js';
+import { FilterSelect, ListView, setFilter, useEnum, useList } from './shared.js';
 
 /** The console page of the resource an event is about. @param {string} id */
 function subjectHref(id) {
@@ -46,37 +46,21 @@ function SubjectFilter({ search }) {
 /** @param {{ search: string }} props */
 export function EventList({ search }) {
   usePageTitle('Events');
-  const path = listPath('/v1/events', search, ['type', 'subject_id']);
-  const list = useLoad(path, (signal) => api(path, { signal }));
+  const list = useList('/v1/events', search, ['type', 'subject_id']);
   const types = useEnum('/v1/events', 'type');
-  const rows = list.data?.data ?? [];
   return html`<main id="main">
     <h1 tabindex="-1">Events</h1>
     <div class="filters" role="group" aria-label="Filters">
       <${FilterSelect} id="filter-type" label="Type" name="type" search=${search} options=${types} all="Every type" />
       <${SubjectFilter} search=${search} key=${search} />
     </div>
-    <${ErrorBox} error=${list.error} />
-    ${list.loading ? html`<${Loading} />` : null}
-    ${list.data && rows.length === 0 ? html`<p class="muted">No events${search ? ' match these filters' : ' yet'}.</p>` : null}
-    ${rows.length > 0
-      ? html`<${TableWrap} label="Events">
-          <table class="list">
-            <thead><tr><th scope="col">Event</th><th scope="col">Type</th><th scope="col">About</th><th scope="col">Time</th></tr></thead>
-            <tbody>
-              ${rows.map(
-                (/** @type {any} */ ev) => html`<tr data-id=${ev.id}>
-                  <td><a href=${href(`/events/${encodeURIComponent(ev.id)}`)}><code>${ev.id}</code></a></td>
-                  <td><code>${ev.type}</code></td>
-                  <td>${ev.data?.id ? html`<${Subject} id=${String(ev.data.id)} />` : ''}</td>
-                  <td><${Time} at=${ev.timestamp} /></td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>
-        <//>`
-      : null}
-    ${list.data ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}
+    <${ListView} list=${list} search=${search} label="Events" head=${['Event', 'Type', 'About', 'Time']}
+      row=${(/** @type {any} */ ev) => html`<tr data-id=${ev.id}>
+        <td><a href=${href(`/events/${encodeURIComponent(ev.id)}`)}><code>${ev.id}</code></a></td>
+        <td><code>${ev.type}</code></td>
+        <td>${ev.data?.id ? html`<${Subject} id=${String(ev.data.id)} />` : ''}</td>
+        <td><${Time} at=${ev.timestamp} /></td>
+      </tr>`} />
   </main>`;
 }
 
@@ -125,18 +109,16 @@ export function EventPage({ params }) {
     },
     { poll: (d) => (d.deliveries.some((/** @type {any} */ x) => x.status === 'pending') || Date.now() < watchUntil ? 1000 : null) },
   );
-  const [redeliver, setRedeliver] = useState(/** @type {{ busy: boolean, error: Error | null, queued: number | null }} */ ({ busy: false, error: null, queued: null }));
-  const redeliverNow = async () => {
-    setRedeliver({ busy: true, error: null, queued: null });
-    try {
+  const redeliver = useSubmit();
+  const [queued, setQueued] = useState(/** @type {number | null} */ (null));
+  const redeliverNow = () =>
+    redeliver.run(async () => {
+      setQueued(null);
       const res = await api(`${path}/redeliver`, { method: 'POST' });
-      setRedeliver({ busy: false, error: null, queued: res.deliveries.length });
+      setQueued(res.deliveries.length);
       setWatchUntil(Date.now() + 30_000);
       page.reload();
-    } catch (err) {
-      setRedeliver({ busy: false, error: /** @type {Error} */ (err), queued: null });
-    }
-  };
+    });
   const d = page.data;
   return html`<main id="main">
     <p class="crumbs"><a href=${href('/events')}>Events</a></p>
@@ -157,7 +139,7 @@ export function EventPage({ params }) {
             <button type="button" onClick=${redeliverNow} disabled=${redeliver.busy}>${redeliver.busy ? 'Redelivering…' : 'Redeliver'}</button>
             <span class="muted">Sends the same event (same id, fresh signature) to its endpoints again.</span>
           </div>
-          ${redeliver.queued !== null ? html`<p class="notice" role="status">Redelivery queued to ${redeliver.queued} endpoint${redeliver.queued === 1 ? '' : 's'}.</p>` : null}
+          ${queued !== null ? html`<p class="notice" role="status">Redelivery queued to ${queued} endpoint${queued === 1 ? '' : 's'}.</p>` : null}
           <${ErrorBox} error=${redeliver.error} />
           ${d.deliveries.length === 0 ? html`<p class="muted">No webhook endpoint was subscribed to this event.</p>` : null}
           ${d.deliveries.map((/** @type {any} */ x) => html`<${DeliveryCard} delivery=${x} />`)}

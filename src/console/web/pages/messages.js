@@ -7,17 +7,17 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, idempotencyKey } from '../api.js';
-import { Badge, ErrorBox, Facts, Loading, Pager, TableWrap, Time, useLoad, usePageTitle } from '../components.js';
+import { Badge, ErrorBox, Facts, Loading, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href, navigate } from '../router.js';
 import {
   anyDeliveryPending,
   BillingLine,
   eventsAbout,
   EventSummary,
-  FilterSelect,
   FromSelect,
-  listPath,
-  useEnum,
+  ListView,
+  StatusAndDirection,
+  useList,
   useNumbers,
 } from './shared.js';
 
@@ -37,43 +37,21 @@ function nextLook(d) {
 /** @param {{ search: string }} props */
 export function MessageList({ search }) {
   usePageTitle('Messages');
-  const path = listPath('/v1/messages', search, ['status', 'direction']);
-  const list = useLoad(path, (signal) => api(path, { signal }));
-  const statuses = useEnum('/v1/messages', 'status');
-  const directions = useEnum('/v1/messages', 'direction');
-  const rows = list.data?.data ?? [];
+  const list = useList('/v1/messages', search, ['status', 'direction']);
   return html`<main id="main">
     <h1 tabindex="-1">Messages</h1>
     <${ComposeMessage} />
-    <div class="filters" role="group" aria-label="Filters">
-      <${FilterSelect} id="filter-status" label="Status" name="status" search=${search} options=${statuses} all="Any status" />
-      <${FilterSelect} id="filter-direction" label="Direction" name="direction" search=${search} options=${directions} all="Both directions" />
-    </div>
-    <${ErrorBox} error=${list.error} />
-    ${list.loading ? html`<${Loading} />` : null}
-    ${list.data && rows.length === 0 ? html`<p class="muted">No messages${search ? ' match these filters' : ' yet'}.</p>` : null}
-    ${rows.length > 0
-      ? html`<${TableWrap} label="Messages">
-          <table class="list">
-            <thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Direction</th><th scope="col">From</th>
-              <th scope="col">To</th><th scope="col">Status</th><th scope="col">Body</th></tr></thead>
-            <tbody>
-              ${rows.map(
-                (/** @type {any} */ m) => html`<tr data-id=${m.id}>
-                  <td><a href=${href(`/messages/${encodeURIComponent(m.id)}`)}><code>${m.id}</code></a></td>
-                  <td><${Time} at=${m.created_at} /></td>
-                  <td>${m.direction}</td>
-                  <td>${m.from}</td>
-                  <td>${m.to}</td>
-                  <td><${Badge} value=${m.status} /></td>
-                  <td class="excerpt">${m.body ?? (m.media_urls.length ? `${m.media_urls.length} media` : '')}</td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>
-        <//>`
-      : null}
-    ${list.data ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}
+    <${StatusAndDirection} base="/v1/messages" search=${search} />
+    <${ListView} list=${list} search=${search} label="Messages" head=${['Message', 'Created', 'Direction', 'From', 'To', 'Status', 'Body']}
+      row=${(/** @type {any} */ m) => html`<tr data-id=${m.id}>
+        <td><a href=${href(`/messages/${encodeURIComponent(m.id)}`)}><code>${m.id}</code></a></td>
+        <td><${Time} at=${m.created_at} /></td>
+        <td>${m.direction}</td>
+        <td>${m.from}</td>
+        <td>${m.to}</td>
+        <td><${Badge} value=${m.status} /></td>
+        <td class="excerpt">${m.body ?? (m.media_urls.length ? `${m.media_urls.length} media` : '')}</td>
+      </tr>`} />
   </main>`;
 }
 
@@ -83,34 +61,28 @@ function ComposeMessage() {
   const [to, setTo] = useState('');
   const [body, setBody] = useState('');
   const [key] = useState(idempotencyKey);
-  const [error, setError] = useState(/** @type {Error | null} */ (null));
-  const [busy, setBusy] = useState(false);
+  const submit = useSubmit();
   const sender = from || numbers[0]?.number || '';
   /** @param {Event} e */
-  const submit = async (e) => {
+  const send = (e) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    submit.run(async () => {
       const m = await api('/v1/messages', { method: 'POST', body: { from: sender, to: to.trim(), body }, idempotencyKey: key });
       navigate(href(`/messages/${encodeURIComponent(m.id)}`));
-    } catch (err) {
-      setError(/** @type {Error} */ (err));
-      setBusy(false);
-    }
+    });
   };
   return html`<details class="compose">
     <summary>Send a message</summary>
-    <form onSubmit=${submit}>
+    <form onSubmit=${send}>
       <div class="field"><label for="msg-from">From</label>
         <${FromSelect} id="msg-from" value=${sender} onChange=${setFrom} numbers=${numbers} /></div>
       <div class="field"><label for="msg-to">To</label>
         <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to} onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>
       <div class="field wide"><label for="msg-body">Body</label>
         <textarea id="msg-body" rows="2" required maxlength="1600" value=${body} onInput=${(/** @type {any} */ e) => setBody(e.currentTarget.value)}></textarea></div>
-      <button type="submit" disabled=${busy || !sender}>${busy ? 'Sending…' : 'Send'}</button>
+      <button type="submit" disabled=${submit.busy || !sender}>${submit.busy ? 'Sending…' : 'Send'}</button>
     </form>
-    <${ErrorBox} error=${error} />
+    <${ErrorBox} error=${submit.error} />
   </details>`;
 }
 

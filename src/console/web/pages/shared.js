@@ -4,7 +4,7 @@
 
 import { html } from 'htm/preact';
 import { api, enumOf, query } from '../api.js';
-import { Badge, Time, useLoad } from '../components.js';
+import { Badge, ErrorBox, Loading, Pager, TableWrap, Time, useLoad } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration } from '../time.js';
 
@@ -43,6 +43,19 @@ export function FilterSelect({ id, label, name, search, options, all }) {
   </div>`;
 }
 
+/**
+ * The status and direction filters of a list that has both (messages, calls), with the values the API accepts.
+ * @param {{ base: string, search: string }} props base: the list's API path
+ */
+export function StatusAndDirection({ base, search }) {
+  const statuses = useEnum(base, 'status');
+  const directions = useEnum(base, 'direction');
+  return html`<div class="filters" role="group" aria-label="Filters">
+    <${FilterSelect} id="filter-status" label="Status" name="status" search=${search} options=${statuses} all="Any status" />
+    <${FilterSelect} id="filter-direction" label="Direction" name="direction" search=${search} options=${directions} all="Both directions" />
+  </div>`;
+}
+
 /** The list path for this address: the page size, its filters and its cursor. @param {string} base @param {string} search @param {string[]} filters */
 export function listPath(base, search, filters) {
   const q = new URLSearchParams(search);
@@ -50,6 +63,39 @@ export function listPath(base, search, filters) {
   const params = { limit: PAGE_SIZE, starting_after: q.get('starting_after') };
   for (const f of filters) params[f] = q.get(f);
   return `${base}${query(params)}`;
+}
+
+/**
+ * A cursor-paged list at this address: the page its filters and cursor select.
+ * @param {string} base e.g. '/v1/messages' @param {string} search @param {string[]} filters
+ */
+export function useList(base, search, filters) {
+  const path = listPath(base, search, filters);
+  return useLoad(path, (signal) => api(path, { signal }));
+}
+
+/**
+ * A list's page as a table, with its error, its empty state and its pager.
+ * @param {{ list: { data: any, error: Error | null, loading: boolean }, search: string, label: string, head: string[],
+ *   row: (item: any) => any, empty?: string }} props
+ *   empty: said when there is nothing at all (default: "No <label> yet.")
+ */
+export function ListView({ list, search, label, head, row, empty }) {
+  const rows = list.data?.data ?? [];
+  const filtered = [...new URLSearchParams(search).keys()].some((k) => k !== 'starting_after');
+  const noun = label.toLowerCase();
+  return html`<${ErrorBox} error=${list.error} />
+    ${list.loading ? html`<${Loading} />` : null}
+    ${list.data && rows.length === 0 ? html`<p class="muted">${filtered ? `No ${noun} match these filters.` : empty ?? `No ${noun} yet.`}</p>` : null}
+    ${rows.length > 0
+      ? html`<${TableWrap} label=${label}>
+          <table class="list">
+            <thead><tr>${head.map((h) => html`<th scope="col">${h}</th>`)}</tr></thead>
+            <tbody>${rows.map(row)}</tbody>
+          </table>
+        <//>`
+      : null}
+    ${list.data ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}`;
 }
 
 /**
