@@ -25,10 +25,11 @@ export const CHROMIUM_FLAGS = [
 /** Where failure screenshots go (gitignored). */
 export const ARTIFACTS_DIR = path.resolve('test-results/console');
 
-const CANDIDATES = [process.env['HANDSET_CHROMIUM'], '/usr/bin/chromium', '/usr/bin/chromium-browser'];
+/** HANDSET_CHROMIUM names the browser to use (and only it); otherwise Debian's and Ubuntu's places. */
+const CANDIDATES = process.env['HANDSET_CHROMIUM'] ? [process.env['HANDSET_CHROMIUM']] : ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
 export function findChromium(): string | null {
-  return CANDIDATES.find((p): p is string => !!p && existsSync(p)) ?? null;
+  return CANDIDATES.find((p) => existsSync(p)) ?? null;
 }
 
 /** CI sets HANDSET_BROWSER_TESTS=required: no browser is then a failure, not a skip. */
@@ -49,7 +50,7 @@ export interface TestBrowser {
 
 export async function launchBrowser(): Promise<TestBrowser> {
   const executablePath = findChromium();
-  if (!executablePath) throw new Error(`no Chromium found (looked at ${CANDIDATES.filter(Boolean).join(', ')}): ${HOW_TO_INSTALL}`);
+  if (!executablePath) throw new Error(`no Chromium found (looked at ${CANDIDATES.join(', ')}): ${HOW_TO_INSTALL}`);
   const profile = await mkdtemp(path.join(tmpdir(), 'handset-chromium-'));
   // a persistent context is Playwright's way to give Chromium a --user-data-dir: a fresh one per run
   const context = await chromium.launchPersistentContext(profile, {
