@@ -1,4 +1,4 @@
-// Config is the one typed, validated view of the environment (CONTRACT §2). It is
+// Config is the one typed, validated view of the environment. It is
 // read once at start-up by the CLI and passed down; nothing else reads process.env.
 // A bad value stops start-up with one line that names the variable.
 
@@ -44,8 +44,20 @@ export interface Config {
   workerConcurrency: number;
   /** Processed raw carrier events older than this are deleted, in ms. Defaults to 30 days. */
   carrierEventRetentionMs: number;
-  /** A worker process silent for longer than this has its jobs unlocked, in ms. Defaults to 60 s. */
+  /**
+   * The crash-recovery bound, in ms: a job whose worker died, or whose outcome could
+   * not be recorded, runs again within about this long. Defaults to 30 s.
+   */
   workerStaleAfterMs: number;
+  /** How often the worker looks for resources waiting past their bound for a carrier event. Defaults to 1 min. */
+  reconcileIntervalMs: number;
+  /**
+   * How long past its expected moment (the ring timeout, the hangup) a call may
+   * wait for a carrier event before the carrier is asked. Defaults to 60 s.
+   */
+  reconcileAfterMs: number;
+  /** How long a sent message may wait for its terminal receipt before the carrier is asked. Defaults to 1 h. */
+  reconcileMessageAfterMs: number;
   /** Requests per second one API key may make before 429. Defaults to 100. */
   apiRateLimit: number;
   /** pino log level. Defaults to info. */
@@ -166,6 +178,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     // died after the carrier accepted it runs again within ~45 s, inside the 60 s in
     // which Telnyx ignores the repeated command_id (so the target is not dialed twice).
     workerStaleAfterMs: duration('HANDSET_WORKER_STALE_AFTER', '30s'),
+    reconcileIntervalMs: duration('HANDSET_RECONCILE_INTERVAL', '1m'),
+    reconcileAfterMs: duration('HANDSET_RECONCILE_AFTER', '60s'),
+    reconcileMessageAfterMs: duration('HANDSET_RECONCILE_MESSAGE_AFTER', '1h'),
     apiRateLimit: int('HANDSET_API_RATE_LIMIT', 100, 1, 1_000_000),
     logLevel,
     stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),

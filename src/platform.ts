@@ -28,7 +28,10 @@ import { messageHandlers } from './messages/receipts.js';
 import { messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
 import { eventRoutes } from './outbox/routes.js';
+import { retryPolicies } from './jobs/retry.js';
 import { startJobRunner, type JobRunner, type TaskRegistry } from './jobs/runner.js';
+import { lookupTask, reconcileTask, scheduleReconcile, type ReconcileDeps } from './reconcile/reconcile.js';
+import { withTx } from './db/tx.js';
 import type { Logger } from './telemetry/log.js';
 import { Metrics } from './telemetry/metrics.js';
 
@@ -128,12 +131,24 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         connectionId: config.telnyx.connectionId,
         messagingProfileId: config.telnyx.messagingProfileId,
       });
+      const policies = retryPolicies(config.workerStaleAfterMs);
+      const reconcile: ReconcileDeps = {
+        pool: workerPool,
+        carrier,
+        adapter: adapters[0]!,
+        log,
+        metrics,
+        intervalMs: config.reconcileIntervalMs,
+        afterMs: config.reconcileAfterMs,
+        messageAfterMs: config.reconcileMessageAfterMs,
+      };
       const tasks: TaskRegistry = {
         'carrier_event.process': processCarrierEventTask({
           pool: workerPool,
           adapters: Object.fromEntries(adapters.map((a) => [a.name, a])),
           handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers },
           log,
+          notReady: policies.notReady,
         }),
         'delivery.attempt': deliveryTask({
           pool: workerPool,
@@ -145,10 +160,12 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           timeoutMs: config.deliveryTimeoutMs,
           parallelPerEndpoint: Math.max(1, Math.floor(config.workerConcurrency / 2)),
         }),
-        'message.dispatch': dispatchTask({ pool: workerPool, carrier, log }),
-        'call.dial': dialTask({ pool: workerPool, carrier, log }),
-        'call.command': commandTask({ pool: workerPool, carrier, log }),
-        'call.connect': connectTask({ pool: workerPool, carrier, log }),
+        'message.dispatch': dispatchTask({ pool: workerPool, carrier, log, policy: policies.dispatch }),
+        'call.dial': dialTask({ pool: workerPool, carrier, log, policies }),
+        'call.command': commandTask({ pool: workerPool, carrier, log, policies }),
+        'call.connect': connectTask({ pool: workerPool, carrier, log, policies }),
+        reconcile: reconcileTask(reconcile),
+        'reconcile.lookup': lookupTask(reconcile),
         maintenance: maintenanceTask({ pool: workerPool, log, carrierEventRetentionMs: config.carrierEventRetentionMs }),
         ...opts.tasks,
       };
@@ -161,6 +178,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         staleAfterMs: config.workerStaleAfterMs,
         crontab: MAINTENANCE_CRONTAB,
       });
+      // The first pass one interval from now, unless one is scheduled already (another worker's).
+      await withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at'));
       if (!config.telnyx.connectionId) log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
       log.info({ concurrency: config.workerConcurrency }, 'worker running');
     }

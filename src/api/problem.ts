@@ -4,7 +4,7 @@
 
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
-import { isBadInput } from '../db/errors.js';
+import { isBadInput, isUnavailable } from '../db/errors.js';
 import type { Logger } from '../telemetry/log.js';
 
 export const Problem = Type.Object(
@@ -91,6 +91,11 @@ export function apiErrorHandler(log: Logger) {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendProblem(reply, problem(413, 'body_too_large', err.message));
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       return sendProblem(reply, problem(415, 'unsupported_media_type', 'send application/json'));
+    }
+    if (isUnavailable(err)) {
+      log.warn({ err: err.message, method: req.method, url: req.routeOptions.url }, 'database unavailable');
+      reply.header('retry-after', '1');
+      return sendProblem(reply, problem(503, 'service_unavailable', 'The database is briefly unavailable; retry shortly'));
     }
     if (isBadInput(err)) return sendProblem(reply, problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)'));
     if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', err.message));

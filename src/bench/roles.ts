@@ -30,7 +30,7 @@ export interface SpawnOptions {
 }
 
 export async function spawnRole(role: 'ingest' | 'worker', env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
-  const nodeArgs = opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : [];
+  const nodeArgs = ['--unhandled-rejections=strict', ...(opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : [])];
   const child = spawn(process.execPath, [...nodeArgs, HANDSET_BIN, 'serve', '--roles', role], {
     env: {
       PATH: process.env['PATH'],

@@ -32,6 +32,10 @@ export interface CallRow {
   carrier: string;
   caller_leg_id: string | null;
   caller_call_control_id: string | null;
+  /** When the carrier was last asked whether the inbound caller is still there (reconciliation). */
+  caller_checked_at: Date | null;
+  /** The caller's hangup was learned from a lookup, not a webhook. */
+  caller_reconciled: boolean;
   answered_leg_id: string | null;
   answered_at: Date | null;
   ended_at: Date | null;
@@ -51,8 +55,14 @@ export interface LegRow {
   dialed_at: Date | null;
   answered_at: Date | null;
   ended_at: Date | null;
+  /** When the carrier was last asked about the leg (reconciliation). */
+  checked_at: Date | null;
+  /** Which of the leg's facts came from a lookup rather than a webhook: 'answered', 'hangup'. */
+  reconciled: LegFact[];
   created_at: Date;
 }
+
+export type LegFact = 'answered' | 'hangup';
 
 export async function callInsert(
   tx: Tx,
@@ -68,6 +78,8 @@ export async function callInsert(
     callerLegId?: string | null;
     callerCallControlId?: string | null;
     createdAt?: Date;
+    /** A call inserted missed ends at once, or at this carrier time (a caller who had already hung up). */
+    endedAt?: Date;
   },
 ): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
@@ -75,7 +87,7 @@ export async function callInsert(
     text: `INSERT INTO calls (account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
                               caller_leg_id, caller_call_control_id, created_at, ended_at, duration_seconds)
            VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, coalesce($11, now()),
-                   CASE WHEN $6 = 'missed' THEN coalesce($11, now()) END, CASE WHEN $6 = 'missed' THEN 0 END)
+                   CASE WHEN $6 = 'missed' THEN coalesce($12, $11, now()) END, CASE WHEN $6 = 'missed' THEN 0 END)
            ON CONFLICT (carrier, caller_leg_id) DO NOTHING
            RETURNING *`,
     values: [
@@ -90,6 +102,7 @@ export async function callInsert(
       c.callerLegId ?? null,
       c.callerCallControlId ?? null,
       c.createdAt ?? null,
+      c.endedAt ?? null,
     ],
   });
   return rows[0] ?? null;
@@ -173,7 +186,12 @@ export async function callAnswer(tx: Tx, id: string, legId: string, at: Date): P
  * position (the last target's hangup), so a stale leg cannot end a call that
  * has moved on.
  */
-export async function callEnd(tx: Tx, id: string, at: Date, ringCursor?: number): Promise<CallRow | null> {
+export async function callEnd(
+  tx: Tx,
+  id: string,
+  at: Date,
+  opts: { ringCursor?: number; callerReconciled?: boolean } = {},
+): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_end',
     text: `UPDATE calls SET
@@ -181,11 +199,12 @@ export async function callEnd(tx: Tx, id: string, at: Date, ringCursor?: number)
               duration_seconds = CASE WHEN status = 'in_progress'
                                       THEN greatest(0, ceil(extract(epoch FROM ($2::timestamptz - answered_at))))::int
                                       ELSE 0 END,
-              ended_at = $2
+              ended_at = $2,
+              caller_reconciled = caller_reconciled OR $4
             WHERE id = $1 AND ended_at IS NULL
               AND ($3::int IS NULL OR (status = 'ringing' AND (ring_plan->>'next')::int = $3))
             RETURNING *`,
-    values: [id, at, ringCursor ?? null],
+    values: [id, at, opts.ringCursor ?? null, opts.callerReconciled ?? false],
   });
   return rows[0] ?? null;
 }
@@ -247,26 +266,121 @@ export async function legAbandon(tx: Tx, id: string, status: 'canceled' | 'faile
   return rows[0] ?? null;
 }
 
-export async function legAnswer(tx: Tx, id: string, at: Date): Promise<LegRow | null> {
+export async function legAnswer(tx: Tx, id: string, at: Date, reconciled = false): Promise<LegRow | null> {
   const { rows } = await tx.query<LegRow>({
     name: 'leg_answer',
-    text: `UPDATE call_legs SET status = 'answered', answered_at = $2
+    text: `UPDATE call_legs SET status = 'answered', answered_at = $2,
+                  reconciled = CASE WHEN $3 THEN array_append(reconciled, 'answered') ELSE reconciled END
             WHERE id = $1 AND status IN ('dialing', 'ringing') AND ended_at IS NULL
             RETURNING *`,
-    values: [id, at],
+    values: [id, at, reconciled],
   });
   return rows[0] ?? null;
 }
 
 /** The leg's hangup guard: a second hangup finds ended_at set. */
-export async function legEnd(tx: Tx, id: string, cause: string, at: Date): Promise<LegRow | null> {
+export async function legEnd(tx: Tx, id: string, cause: string, at: Date, reconciled = false): Promise<LegRow | null> {
   const { rows } = await tx.query<LegRow>({
     name: 'leg_end',
     text: `UPDATE call_legs SET ended_at = $3, hangup_cause = $2,
-                  status = CASE WHEN answered_at IS NOT NULL THEN 'completed' ELSE 'no_answer' END
+                  status = CASE WHEN answered_at IS NOT NULL THEN 'completed' ELSE 'no_answer' END,
+                  reconciled = CASE WHEN $4 THEN array_append(reconciled, 'hangup') ELSE reconciled END
             WHERE id = $1 AND ended_at IS NULL
             RETURNING *`,
-    values: [id, cause, at],
+    values: [id, cause, at, reconciled],
   });
   return rows[0] ?? null;
+}
+
+/**
+ * A carrier leg that hung up before any call of ours named it (an inbound caller
+ * whose call.initiated is late): kept so that the call, when it comes, is created
+ * missed. The first ending wins.
+ */
+export async function legEndingRecord(tx: Tx, carrier: string, callControlId: string, at: Date, cause: string): Promise<boolean> {
+  const { rowCount } = await tx.query({
+    name: 'leg_ending_record',
+    text: `INSERT INTO carrier_leg_endings (carrier, call_control_id, ended_at, hangup_cause) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (carrier, call_control_id) DO NOTHING`,
+    values: [carrier, callControlId, at, cause],
+  });
+  return rowCount === 1;
+}
+
+export async function legEndingFind(db: Db, carrier: string, callControlId: string): Promise<{ ended_at: Date; hangup_cause: string } | null> {
+  const { rows } = await db.query<{ ended_at: Date; hangup_cause: string }>({
+    name: 'leg_ending_find',
+    text: 'SELECT ended_at, hangup_cause FROM carrier_leg_endings WHERE carrier = $1 AND call_control_id = $2',
+    values: [carrier, callControlId],
+  });
+  return rows[0] ?? null;
+}
+
+/** Endings older than `before` whose call never came: kept no longer than the raw events they answer. */
+export async function legEndingsExpire(db: Db, before: Date): Promise<number> {
+  const { rowCount } = await db.query({
+    name: 'leg_endings_expire',
+    text: 'DELETE FROM carrier_leg_endings WHERE created_at < $1',
+    values: [before],
+  });
+  return rowCount ?? 0;
+}
+
+/** A leg waiting for a carrier event, with what a lookup needs to know about its call. */
+export interface WaitingLeg extends LegRow {
+  from_number: string;
+  ring_timeout_secs: number;
+}
+
+/**
+ * Legs the carrier should be asked about: still up in our books, past their
+ * expected moment by `afterMs` (a ringing leg: its ring timeout; an answered
+ * one: its answer), and not asked within `intervalMs` (a leg the carrier says is
+ * alive is asked again each interval). Least recently asked first.
+ */
+export async function legsAwaitingCarrier(db: Db, now: Date, afterMs: number, intervalMs: number, limit: number): Promise<WaitingLeg[]> {
+  const { rows } = await db.query<WaitingLeg>({
+    name: 'legs_awaiting_carrier',
+    text: `SELECT l.*, c.number AS from_number, (c.ring_plan->>'timeout')::int AS ring_timeout_secs
+             FROM call_legs l JOIN calls c ON c.id = l.call_id
+            WHERE l.ended_at IS NULL AND l.call_control_id IS NOT NULL
+              AND (l.checked_at IS NULL OR l.checked_at <= $1::timestamptz - make_interval(secs => $3::float8 / 1000))
+              AND CASE WHEN l.answered_at IS NULL
+                       THEN l.dialed_at + make_interval(secs => (c.ring_plan->>'timeout')::int + $2::float8 / 1000) < $1
+                       ELSE l.answered_at + make_interval(secs => $2::float8 / 1000) < $1 END
+            ORDER BY l.checked_at NULLS FIRST, l.id LIMIT $4`,
+    values: [now, afterMs, intervalMs, limit],
+  });
+  return rows;
+}
+
+/** Inbound calls whose caller the carrier should be asked about (parked or bridged, past `afterMs`). */
+export async function callersAwaitingCarrier(db: Db, now: Date, afterMs: number, intervalMs: number, limit: number): Promise<CallRow[]> {
+  const { rows } = await db.query<CallRow>({
+    name: 'callers_awaiting_carrier',
+    text: `SELECT * FROM calls
+            WHERE ended_at IS NULL AND caller_call_control_id IS NOT NULL
+              AND (caller_checked_at IS NULL OR caller_checked_at <= $1::timestamptz - make_interval(secs => $3::float8 / 1000))
+              AND created_at + make_interval(secs => $2::float8 / 1000) < $1
+            ORDER BY caller_checked_at NULLS FIRST, id LIMIT $4`,
+    values: [now, afterMs, intervalMs, limit],
+  });
+  return rows;
+}
+
+/** Records that the carrier was asked about the leg (bookkeeping for reconciliation, not the leg's state). */
+export async function legMarkChecked(db: Db, id: string, at: Date): Promise<void> {
+  await db.query({
+    name: 'leg_mark_checked',
+    text: 'UPDATE call_legs SET checked_at = $2 WHERE id = $1 AND ended_at IS NULL',
+    values: [id, at],
+  });
+}
+
+export async function callMarkCallerChecked(db: Db, id: string, at: Date): Promise<void> {
+  await db.query({
+    name: 'call_mark_caller_checked',
+    text: 'UPDATE calls SET caller_checked_at = $2 WHERE id = $1 AND ended_at IS NULL',
+    values: [id, at],
+  });
 }

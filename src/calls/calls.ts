@@ -25,9 +25,10 @@ declare global {
   namespace GraphileWorker {
     interface Tasks {
       'call.dial': { legId: string; attempt?: number };
-      'call.command': { callControlId: string; action: 'answer' | 'hangup' | 'reject'; commandId: string };
+      /** `since`: when the command was first tried (ISO), the start of its retry policy's window. */
+      'call.command': { callControlId: string; action: 'hangup' | 'reject'; commandId: string; attempt?: number; since?: string };
       /** Inbound: answer the waiting caller, then bridge them to the leg that answered. */
-      'call.connect': { callId: string };
+      'call.connect': { callId: string; attempt?: number; since?: string };
     }
   }
 }
@@ -105,7 +106,7 @@ export async function ringOn(tx: Tx, call: CallRow, position: number, at: Date):
     await startLeg(tx, claimed, next);
     return 'dialing_next';
   }
-  const ended = await callEnd(tx, call.id, at, next);
+  const ended = await callEnd(tx, call.id, at, { ringCursor: next });
   if (!ended) return 'nothing';
   await afterCallEnded(tx, ended, {});
   return 'missed';

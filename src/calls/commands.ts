@@ -1,32 +1,42 @@
 // The jobs that talk to the carrier about calls. Each was enqueued in the
-// transaction that decided it and carries a command_id the carrier de-duplicates
-// for 60 s, so a job re-run soon after a crash or a lost answer does not dial or
-// act twice; a re-run later than that is made harmless by the state it finds
-// (a leg already stamped, a call already over, a caller already answered).
+// transaction that decided it. A dial carries the leg id as its Idempotency-Key
+// (and as its command_id), so a re-run after a crash or a lost answer learns the
+// first dial's leg instead of dialing again; the other commands carry a
+// command_id the carrier de-duplicates for 60 s, and a repeat after that is made
+// harmless by the state it finds (a leg already ended, a caller already answered).
+// A carrier that does not answer is retried by the job re-enqueuing itself per
+// its retry policy (jobs/retry.ts).
 //
 // call.dial: if the call is no longer ringing when the job runs, the leg is
-// canceled and nobody is dialed. Otherwise dial (command_id = the leg id) and
-// stamp the leg; if the call ended while we were dialing, hang the new leg up. A
-// refused dial fails the leg and rings on; a carrier that does not answer is
-// retried quickly (inside the command_id window), then treated as refused.
+// canceled and nobody is dialed. Otherwise dial and stamp the leg; if the call
+// ended while we were dialing, hang the new leg up. A refused dial fails the leg
+// and rings on, and so does a dial the carrier never answered within its policy
+// (should that dial have gone through after all, its webhooks find a failed leg
+// and the carrier leg is hung up).
 
 import type pg from 'pg';
 import type { CarrierClient } from '../carrier/carrier.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { decideRetry, type RetryPolicies } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
+import { requestLookup } from '../reconcile/requests.js';
 import type { Logger } from '../telemetry/log.js';
-import { afterCallEnded, hangUp, ringOn } from './calls.js';
-import { callById, callEnd, callLock, legAbandon, legGet, legStamp } from './calls.sql.js';
+import { hangUp, ringOn } from './calls.js';
+import { callById, callLock, legAbandon, legGet, legStamp } from './calls.sql.js';
 import type { LegState } from './handlers.js';
 
 export interface CallCommandDeps {
   pool: pg.Pool;
   carrier: CarrierClient;
   log: Logger;
+  policies: Pick<RetryPolicies, 'dial' | 'command'>;
+  /** The clock; a parameter so tests move time instead of sleeping. */
+  now?: () => Date;
 }
 
-const DIAL_ATTEMPTS = 4; // retries at 2, 4, 8 s: all inside Telnyx's 60 s command_id window
+// The carrier's answer to a bridge of a leg that is not answered yet: it will be, shortly.
+const NOT_ANSWERED_YET = '90034';
 
 export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1): Promise<'dialed' | 'canceled' | 'refused' | 'retrying' | 'nothing'> {
   const leg = await legGet(deps.pool, legId);
@@ -47,6 +57,7 @@ export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1)
     timeoutSecs: call.ring_plan.timeout,
     clientState: state,
     commandId: leg.id,
+    idempotencyKey: leg.id,
   });
 
   if (result.ok) {
@@ -61,10 +72,10 @@ export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1)
     });
     return 'dialed';
   }
-  if (result.kind === 'retry' && attempt < DIAL_ATTEMPTS) {
-    await withTx(deps.pool, (tx) =>
-      enqueue(tx, 'call.dial', { legId, attempt: attempt + 1 }, { runAt: new Date(Date.now() + 2 ** attempt * 1000), jobKey: `call.dial:${legId}` }),
-    );
+  const now = deps.now?.() ?? new Date();
+  const next = result.kind === 'retry' ? decideRetry(deps.policies.dial, { attempt, since: leg.created_at, now, retryAfterMs: result.retryAfterMs }) : null;
+  if (next?.retry) {
+    await withTx(deps.pool, (tx) => enqueue(tx, 'call.dial', { legId, attempt: attempt + 1 }, { runAt: next.runAt, jobKey: `call.dial:${legId}` }));
     return 'retrying';
   }
   const cause = result.kind === 'rejected' ? `dial_refused:${result.code}` : 'carrier_unavailable';
@@ -83,41 +94,83 @@ export function dialTask(deps: CallCommandDeps): TaskHandler<'call.dial'> {
   };
 }
 
-/** hangup / reject / answer; "the call has already ended" counts as done. */
+/** hangup / reject; "the call has already ended" counts as done. */
 export function commandTask(deps: CallCommandDeps): TaskHandler<'call.command'> {
   return async (payload) => {
     const r = await deps.carrier.callAction(payload.callControlId, { action: payload.action }, payload.commandId);
     if (r.ok) return;
-    if (r.kind === 'retry') throw new Error(`${payload.action} ${payload.callControlId}: ${r.detail}`);
-    deps.log.warn({ ...payload, code: r.code, detail: r.detail }, 'carrier refused a call command');
+    if (r.kind === 'rejected') {
+      deps.log.warn({ ...payload, code: r.code, detail: r.detail }, 'carrier refused a call command');
+      return;
+    }
+    await retryCommand(deps, 'call.command', payload, r.retryAfterMs, r.detail, payload.commandId);
   };
 }
 
-/** Inbound: answer the parked caller, then bridge them to the leg that answered. */
+/** Re-enqueues a command whose carrier did not answer, per the command policy; false once it gives up. */
+async function retryCommand<K extends 'call.command' | 'call.connect'>(
+  deps: CallCommandDeps,
+  task: K,
+  payload: GraphileWorker.Tasks[K],
+  retryAfterMs: number | null,
+  detail: string,
+  jobKey: string,
+): Promise<boolean> {
+  const now = deps.now?.() ?? new Date();
+  const attempt = payload.attempt ?? 1;
+  const since = payload.since ?? now.toISOString();
+  const next = decideRetry(deps.policies.command, { attempt, since: new Date(since), now, retryAfterMs });
+  if (!next.retry) {
+    deps.log.error({ task, payload, detail }, 'the carrier did not take a call command within its retry window; giving up');
+    return false;
+  }
+  const again = { ...payload, attempt: attempt + 1, since } as GraphileWorker.Tasks[K];
+  await withTx(deps.pool, (tx) => enqueue(tx, task, again, { runAt: next.runAt, jobKey }));
+  return true;
+}
+
+/**
+ * Inbound: answer the parked caller, then bridge them to the leg that answered.
+ * A caller found gone (the carrier says the call has ended) is looked up: the
+ * carrier's record of their hangup ends the call at the carrier's time, like
+ * the hangup webhook would have, and hangs up the leg that answered.
+ */
 export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> {
-  return async ({ callId }) => {
+  return async (payload) => {
+    const { callId } = payload;
+    const jobKey = `call.connect:${callId}`;
     const call = await callById(deps.pool, callId);
     if (!call || call.status !== 'in_progress' || !call.caller_call_control_id || !call.answered_leg_id) return;
     const leg = await legGet(deps.pool, call.answered_leg_id);
-    if (!leg?.call_control_id) throw new Error(`answered leg of ${callId} has no call_control_id yet`);
     const caller = call.caller_call_control_id;
+    if (!leg?.call_control_id) {
+      await retryCommand(deps, 'call.connect', payload, null, 'the answered leg is not stamped yet', jobKey);
+      return;
+    }
     const answered = await deps.carrier.callAction(caller, { action: 'answer' }, `answer:${callId}`);
-    if (!answered.ok && answered.kind === 'retry') throw new Error(`answer ${caller}: ${answered.detail}`);
+    if (!answered.ok && answered.kind === 'retry') {
+      await retryCommand(deps, 'call.connect', payload, answered.retryAfterMs, answered.detail, jobKey);
+      return;
+    }
     if (answered.ok && answered.alreadyEnded) {
-      // The caller is gone. Their hangup ends the call when we get it, but it may
-      // have come so long before the call itself that it was given up on: end the
-      // call here as it would (the guard makes whichever comes second a no-op),
-      // which hangs up the leg that answered instead of leaving it on a dead line.
-      await withTx(deps.pool, async (tx) => {
-        const over = await callEnd(tx, callId, new Date());
-        if (over) await afterCallEnded(tx, over, { callerHungUp: true });
-      });
+      await withTx(deps.pool, (tx) => requestLookup(tx, { kind: 'caller', callId }));
       return;
     }
     // A refused answer usually means an earlier run of this job answered already
     // (outside the carrier's 60 s command_id window): go on and bridge.
     if (!answered.ok) deps.log.warn({ callId, code: answered.code }, 'the carrier refused to answer the caller; bridging anyway');
     const bridged = await deps.carrier.callAction(caller, { action: 'bridge', otherCallControlId: leg.call_control_id }, `bridge:${callId}`);
-    if (!bridged.ok && bridged.kind === 'retry') throw new Error(`bridge ${caller}: ${bridged.detail}`);
+    if (bridged.ok) return;
+    if (bridged.kind === 'retry' || bridged.code === NOT_ANSWERED_YET) {
+      await retryCommand(deps, 'call.connect', payload, bridged.kind === 'retry' ? bridged.retryAfterMs : null, bridged.detail, jobKey);
+      return;
+    }
+    // Both parties are up but will never hear each other: hang up both, and their
+    // hangups end the call at the carrier's times.
+    deps.log.error({ callId, code: bridged.code, detail: bridged.detail }, 'the carrier refused to bridge the caller; hanging up both legs');
+    await withTx(deps.pool, async (tx) => {
+      await hangUp(tx, caller);
+      await hangUp(tx, leg.call_control_id!);
+    });
   };
 }

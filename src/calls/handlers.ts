@@ -3,6 +3,12 @@
 // by its call_control_id. Every handler locks the call row first, so all of one
 // call's transitions serialize in one order (no deadlocks); the guards in the
 // UPDATEs still decide what applies.
+//
+// Words that arrive before the word they depend on wait by time (NotReadyError,
+// the not-ready policy): a hangup that may have overtaken its leg's answer, an
+// answer about a leg not stamped yet. A caller's hangup that comes before its
+// call exists is kept instead (carrier_leg_endings), and the call.initiated that
+// follows, however late, creates the call missed.
 
 import type { CarrierEvent } from '../carrier/carrier.js';
 import { NotReadyError, type HandlerContext, type HandlerRegistry, type HandlerResult } from '../carrier/process.js';
@@ -10,6 +16,7 @@ import type { Tx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
 import { numberByE164 } from '../numbers/numbers.js';
 import { emit } from '../outbox/outbox.js';
+import { requestLookup } from '../reconcile/requests.js';
 import { afterCallEnded, callResource, hangUp, rejectCaller, ringOn, startLeg } from './calls.js';
 import {
   callAnswer,
@@ -20,6 +27,8 @@ import {
   legAnswer,
   legByControlId,
   legEnd,
+  legEndingFind,
+  legEndingRecord,
   legGet,
   legsOf,
   legStamp,
@@ -34,7 +43,7 @@ export interface LegState {
   p: number;
 }
 
-function legState(v: unknown): LegState | null {
+export function legState(v: unknown): LegState | null {
   const s = v as Partial<LegState> | null;
   return s && typeof s.c === 'string' && typeof s.l === 'string' && Number.isInteger(s.p) ? (s as LegState) : null;
 }
@@ -57,39 +66,42 @@ async function find(tx: Tx, ev: { callControlId: string; clientState: unknown })
   return null;
 }
 
-// An event whose subject is not there yet waits its turn a few times (~30 s),
-// then is let go: a webhook about a leg we never dialed must not retry for hours.
+/** An event whose subject is not there yet waits for the not-ready policy, then is let go. */
 function notYet(ctx: HandlerContext, what: string): HandlerResult {
-  if (ctx.attempt < 4) throw new NotReadyError(what);
+  if (!ctx.waitedOut) throw new NotReadyError(what);
   return { outcome: 'ignored', reason: `${what}; gave up waiting` };
 }
 
 async function inboundCall(tx: Tx, ev: Extract<CarrierEvent, { kind: 'call.initiated' }>, ctx: HandlerContext): Promise<HandlerResult> {
   const number = await numberByE164(tx, ev.to);
+  const gone = await legEndingFind(tx, ctx.carrier, ev.callControlId);
   if (!number) {
-    await rejectCaller(tx, ev.callControlId);
+    if (!gone) await rejectCaller(tx, ev.callControlId);
     return { outcome: 'rejected', reason: `no account owns ${ev.to}` };
   }
   const targets = number.inbound_ring;
+  const ringing = targets.length > 0 && !gone;
   const call = await callInsert(tx, {
     accountId: number.account_id,
     tenantId: number.tenant_id,
     direction: 'inbound',
     from: ev.from,
     number: ev.to,
-    plan: { targets, timeout: number.ring_timeout_secs, next: targets.length > 0 ? 1 : 0 },
+    plan: { targets, timeout: number.ring_timeout_secs, next: ringing ? 1 : 0 },
     carrier: ctx.carrier,
-    status: targets.length > 0 ? 'ringing' : 'missed',
+    status: ringing ? 'ringing' : 'missed',
     callerLegId: ev.callLegId,
     callerCallControlId: ev.callControlId,
     createdAt: ev.occurredAt,
+    ...(gone ? { endedAt: gone.ended_at } : {}),
   });
   if (!call) return { outcome: 'ignored', reason: 'this carrier leg is already a call' };
   await emit(tx, { accountId: call.account_id, tenantId: call.tenant_id, type: 'call.initiated', subjectId: call.id, data: callResource(call, []), occurredAt: ev.occurredAt });
-  if (targets.length === 0) {
-    // No ring plan: the caller is turned away.
-    await rejectCaller(tx, ev.callControlId);
-    await emit(tx, { accountId: call.account_id, tenantId: call.tenant_id, type: 'call.missed', subjectId: call.id, data: callResource(call, []), occurredAt: ev.occurredAt });
+  if (!ringing) {
+    // No ring plan: the caller is turned away. Or the caller had hung up before we
+    // heard of the call: nobody is dialed for them.
+    if (!gone) await rejectCaller(tx, ev.callControlId);
+    await emit(tx, { accountId: call.account_id, tenantId: call.tenant_id, type: 'call.missed', subjectId: call.id, data: callResource(call, []), occurredAt: call.ended_at! });
     return { outcome: 'applied' };
   }
   // The caller stays parked (hearing ringback) until a target answers; call.connect then answers and bridges.
@@ -112,7 +124,7 @@ async function legAnswered(tx: Tx, call: CallRow, leg: LegRow, ev: Extract<Carri
     return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
   }
   await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
-  if (!(await legAnswer(tx, leg.id, ev.occurredAt))) return { outcome: 'ignored', reason: `leg already ${leg.status}` };
+  if (!(await legAnswer(tx, leg.id, ev.occurredAt, ev.source === 'reconciliation'))) return { outcome: 'ignored', reason: `leg already ${leg.status}` };
   const won = await callAnswer(tx, call.id, leg.id, ev.occurredAt);
   if (!won) {
     // The call was answered by another leg, or ended: this answer loses and the leg is hung up.
@@ -134,13 +146,25 @@ async function legHungUp(
   const at = ev.endedAt ?? ev.occurredAt;
   if (isStray(leg, ev.callControlId)) return { outcome: 'ignored', reason: 'not the carrier leg we track' };
   await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
-  // normal_clearing means the leg was connected: if its answer has not been applied
-  // yet, the hangup overtook it; wait (a few retries) for the answer rather than
-  // ring on past a call that was in fact picked up.
-  if (!leg.answered_at && !leg.ended_at && ev.hangupCause === 'normal_clearing' && call.status === 'ringing' && ctx.attempt < 4) {
-    throw new NotReadyError(`hangup of leg ${leg.id} arrived before its answer`);
+  // A hangup of a leg we have no answer for, while the call still rings: unless
+  // the hangup itself rules an answer out (a timeout, busy…), the answer may be
+  // on its way — overtaken, or stored but not yet applied (its worker crashed).
+  // Ringing on past a call that was in fact picked up would dial the next target,
+  // so wait: never while that answer is stored, and otherwise for the not-ready
+  // policy. A hangup that says the leg was connected and still has no answer then
+  // asks the carrier, who knows; one that cannot tell is taken as no answer.
+  if (!leg.answered_at && !leg.ended_at && call.status === 'ringing' && ev.connected !== false) {
+    if (await ctx.pendingAbout('call.answered', ev.callControlId)) {
+      throw new NotReadyError(`the answer of leg ${leg.id} is stored but not applied yet`);
+    }
+    if (!ctx.waitedOut) throw new NotReadyError(`hangup of leg ${leg.id} arrived before its answer`);
+    if (ev.connected === true && ev.source === 'webhook') {
+      throw new NotReadyError(`leg ${leg.id} was connected but its answer never came; asking the carrier`, (t) =>
+        requestLookup(t, { kind: 'leg', legId: leg.id }),
+      );
+    }
   }
-  const ended = await legEnd(tx, leg.id, ev.hangupCause, at);
+  const ended = await legEnd(tx, leg.id, ev.hangupCause, at, ev.source === 'reconciliation');
   if (!ended) return { outcome: 'ignored', reason: 'leg already ended' };
 
   if (call.answered_leg_id === leg.id) {
@@ -175,10 +199,16 @@ export const callHandlers: HandlerRegistry = {
 
   'call.hangup': async (tx, ev, ctx) => {
     const found = await find(tx, ev);
-    if (!found) return notYet(ctx, `no call or leg with call_control_id ${ev.callControlId} yet`);
+    const at = ev.endedAt ?? ev.occurredAt;
+    if (!found) {
+      // Not a call of ours yet: an inbound caller who gave up before their
+      // call.initiated was processed. The call, when it comes, honours this.
+      const kept = await legEndingRecord(tx, ctx.carrier, ev.callControlId, at, ev.hangupCause);
+      return { outcome: 'ignored', reason: kept ? 'no call has this carrier leg yet; its ending is kept' : 'ending already kept' };
+    }
     if ('leg' in found) return legHungUp(tx, found.call, found.leg, ev, ctx);
     // The caller hung up: ringing → missed, connected → completed; hang up the rest.
-    const over = await callEnd(tx, found.call.id, ev.endedAt ?? ev.occurredAt);
+    const over = await callEnd(tx, found.call.id, at, { callerReconciled: ev.source === 'reconciliation' });
     if (!over) return { outcome: 'ignored', reason: 'call already ended' };
     await afterCallEnded(tx, over, { callerHungUp: true });
     return { outcome: 'applied' };

@@ -11,6 +11,7 @@ export interface CarrierEventRow {
   carrier: string;
   carrier_event_id: string;
   event_type: string;
+  subject: string | null;
   payload: unknown;
   processed_at: Date | null;
   error: string | null;
@@ -23,6 +24,8 @@ export interface NewCarrierEvent {
   carrier: string;
   carrierEventId: string;
   eventType: string;
+  /** The carrier resource the event is about (a leg's control id, a message id), when it names one. */
+  subject: string | null;
   /** The verified body as the carrier sent it; it goes straight to jsonb (no parse/stringify round trip). */
   rawJson: string;
 }
@@ -43,11 +46,11 @@ export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierE
   const { rows } = await db.query<{ carrier: string; carrier_event_id: string; id: string }>({
     name: 'carrier_event_store_many',
     text: `WITH input AS (
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-                      WITH ORDINALITY AS t (carrier, carrier_event_id, event_type, payload, n)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+                      WITH ORDINALITY AS t (carrier, carrier_event_id, event_type, payload, subject, n)
            ), ins AS (
-             INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload)
-             SELECT carrier, carrier_event_id, event_type, payload::jsonb FROM input ORDER BY carrier, carrier_event_id
+             INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, subject)
+             SELECT carrier, carrier_event_id, event_type, payload::jsonb, subject FROM input ORDER BY carrier, carrier_event_id
              ON CONFLICT (carrier, carrier_event_id) DO NOTHING
              RETURNING id, carrier, carrier_event_id
            ), jobs AS (
@@ -63,6 +66,7 @@ export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierE
       events.map((e) => e.carrierEventId),
       events.map((e) => e.eventType),
       events.map((e) => e.rawJson),
+      events.map((e) => e.subject),
     ],
   });
   // Each stored row answers the first request in the batch that carried its key.
@@ -77,15 +81,31 @@ export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierE
 }
 
 /** One event: the same statement with a batch of one. */
-export async function carrierEventStore(
+export async function carrierEventStore(db: Db, event: NewCarrierEvent): Promise<StoreResult> {
+  const [result] = await carrierEventStoreMany(db, [event]);
+  return result!;
+}
+
+/**
+ * Whether an event of one of `eventTypes` about `subject` is stored and not yet
+ * processed (other than `exceptId`): the word a waiting event depends on has
+ * arrived and will be applied, so the wait must not end.
+ */
+export async function carrierEventPendingAbout(
   db: Db,
   carrier: string,
-  carrierEventId: string,
-  eventType: string,
-  rawJson: string,
-): Promise<StoreResult> {
-  const [result] = await carrierEventStoreMany(db, [{ carrier, carrierEventId, eventType, rawJson }]);
-  return result!;
+  subject: string,
+  eventTypes: readonly string[],
+  exceptId: string,
+): Promise<boolean> {
+  const { rows } = await db.query({
+    name: 'carrier_event_pending_about',
+    text: `SELECT 1 FROM carrier_events
+            WHERE carrier = $1 AND subject = $2 AND processed_at IS NULL AND event_type = ANY ($3::text[]) AND id <> $4
+            LIMIT 1`,
+    values: [carrier, subject, eventTypes, exceptId],
+  });
+  return rows.length > 0;
 }
 
 /** Locks the event row for the processing transaction, so two runs of one job serialize. */

@@ -3,13 +3,18 @@
 // transaction that also sets processed_at. Handlers apply guarded transitions and
 // say what happened; a refused transition is a normal result. A handler that
 // throws rolls everything back, its error is written to carrier_events.error, and
-// the job is retried with backoff. An event about a row that does not exist yet
-// throws NotReadyError and simply waits its turn the same way.
+// the job is retried. An event about a row or an event that is not there yet
+// throws NotReadyError: the job re-enqueues itself after the not-ready policy's
+// delay and the handler sees, each time, whether the event has waited out that
+// policy (counted from when it was stored) — so a wait is by time, not by how
+// often the job happened to run.
 
 import type pg from 'pg';
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import { withTx } from '../db/tx.js';
+import { enqueue } from '../jobs/enqueue.js';
+import { decideRetry, waitedOut, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
 import {
@@ -18,12 +23,12 @@ import {
   type CarrierEvent,
   type CarrierEventKind,
 } from './carrier.js';
-import { carrierEventLock, carrierEventMarkProcessed, carrierEventRecordError } from './events.sql.js';
+import { carrierEventLock, carrierEventMarkProcessed, carrierEventPendingAbout, carrierEventRecordError } from './events.sql.js';
 
 declare global {
   namespace GraphileWorker {
     interface Tasks {
-      'carrier_event.process': { eventId: string };
+      'carrier_event.process': { eventId: string; attempt?: number };
     }
   }
 }
@@ -42,6 +47,10 @@ export interface HandlerContext {
   now: Date;
   /** 1 on the first run of the processing job. */
   attempt: number;
+  /** The event has waited out the not-ready policy since it was stored: a handler may stop waiting. */
+  waitedOut: boolean;
+  /** Whether a stored, unprocessed event of `kind` about `subject` exists (one this event may depend on). */
+  pendingAbout(kind: CarrierEventKind, subject: string): Promise<boolean>;
 }
 
 export type CarrierEventHandler<K extends CarrierEventKind> = (
@@ -52,32 +61,43 @@ export type CarrierEventHandler<K extends CarrierEventKind> = (
 
 export type HandlerRegistry = { [K in CarrierEventKind]?: CarrierEventHandler<K> };
 
-/** The event is about a row that another transaction has not committed yet. */
+/**
+ * The event is about a row or an event that is not there (or not applied) yet.
+ * `also` runs in the transaction that schedules the next look, for a handler that
+ * wants something done meanwhile (ask the carrier).
+ */
 export class NotReadyError extends Error {
   override name = 'NotReadyError';
+  constructor(
+    message: string,
+    readonly also?: (tx: Tx) => Promise<void>,
+  ) {
+    super(message);
+  }
 }
-
-// graphile-worker's backoff is exp(attempt) seconds: eight attempts wait about half
-// an hour in total, far longer than any dispatcher takes to commit a carrier id.
-const NOT_READY_MAX_ATTEMPTS = 8;
 
 export interface ProcessDeps {
   pool: pg.Pool;
   adapters: Record<string, CarrierAdapter>;
   handlers: HandlerRegistry;
   log: Logger;
+  /** How an event waits for what it depends on (jobs/retry.ts). */
+  notReady: RetryPolicy;
+  /** The clock; a parameter so tests move time instead of sleeping. */
+  now?: () => Date;
 }
 
 export type ProcessOutcome = HandlerResult['outcome'] | 'already_processed' | 'missing';
 
 /** Applies one stored carrier event. Exported for tests and tools; the job calls it. */
-export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string, attempt = 1): Promise<ProcessOutcome> {
+export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string, attempt = 1): Promise<ProcessOutcome | 'waiting'> {
+  const clock = deps.now ?? (() => new Date());
   try {
     return await withTx(deps.pool, async (tx) => {
       const row = await carrierEventLock(tx, eventRowId);
       if (!row) return 'missing'; // deleted by retention after it was processed
       if (row.processed_at) return 'already_processed'; // a re-run after commit
-      const now = new Date();
+      const now = clock();
       const adapter = deps.adapters[row.carrier];
       if (!adapter) throw new Error(`no adapter for carrier ${row.carrier}`);
 
@@ -89,18 +109,38 @@ export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string,
         return reject(deps, tx, eventRowId, now, `malformed: ${err.message}`);
       }
       const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
+      const ctx: HandlerContext = {
+        eventRowId,
+        carrier: row.carrier,
+        carrierEventId: row.carrier_event_id,
+        now,
+        attempt,
+        waitedOut: waitedOut(deps.notReady, row.created_at, now),
+        pendingAbout: (kind, subject) => carrierEventPendingAbout(tx, row.carrier, subject, adapter.eventTypes(kind), eventRowId),
+      };
       const result: HandlerResult = handler
-        ? await handler(tx, event, { eventRowId, carrier: row.carrier, carrierEventId: row.carrier_event_id, now, attempt })
+        ? await handler(tx, event, ctx)
         : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
       if (result.outcome === 'rejected') return reject(deps, tx, eventRowId, now, result.reason);
       await carrierEventMarkProcessed(tx, eventRowId, now, null);
       return result.outcome;
     });
   } catch (err) {
-    // The handler's transaction rolled back whole; an event that waited long
-    // enough for its row is then given up in a statement of its own.
-    if (err instanceof NotReadyError && attempt >= NOT_READY_MAX_ATTEMPTS) {
-      return reject(deps, deps.pool, eventRowId, new Date(), `gave up after ${attempt} attempts: ${err.message}`);
+    // The handler's transaction rolled back whole. An event that is not ready
+    // looks again later, in a transaction of its own (a handler stops waiting by
+    // not throwing once ctx.waitedOut says so).
+    if (err instanceof NotReadyError) {
+      const now = clock();
+      const next = decideRetry({ ...deps.notReady, giveUpAfterMs: null }, { attempt, since: now, now });
+      await withTx(deps.pool, async (tx) => {
+        await carrierEventRecordError(tx, eventRowId, `waiting: ${err.message}`);
+        await enqueue(tx, 'carrier_event.process', { eventId: eventRowId, attempt: attempt + 1 }, {
+          runAt: next.retry ? next.runAt : now,
+          jobKey: `carrier_event.process:${eventRowId}`,
+        });
+        await err.also?.(tx);
+      });
+      return 'waiting';
     }
     await carrierEventRecordError(deps.pool, eventRowId, `${(err as Error).name}: ${(err as Error).message}`).catch(
       () => undefined, // the database may be what failed; the job retry will record it
@@ -117,8 +157,8 @@ async function reject(deps: ProcessDeps, db: Db, eventRowId: string, now: Date, 
 }
 
 export function processCarrierEventTask(deps: ProcessDeps): TaskHandler<'carrier_event.process'> {
-  return async (payload, job) => {
+  return async (payload) => {
     if (typeof payload?.eventId !== 'string') throw new Error('carrier_event.process: payload.eventId missing');
-    await processCarrierEvent(deps, payload.eventId, job.attempts);
+    await processCarrierEvent(deps, payload.eventId, payload.attempt ?? 1);
   };
 }

@@ -137,7 +137,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       const urls: string[] = [];
       for (let i = 0; i < opts.ingestProcesses; i++) {
         const port = await freePort();
-        const child = spawn(process.execPath, [HANDSET_BIN, 'serve', '--roles', 'ingest'], {
+        const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'ingest'], {
           env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: databaseUrl, HANDSET_INGEST_PORT: String(port) },
           stdio: ['ignore', 'ignore', 'inherit'],
         });
@@ -173,7 +173,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     // The workers, in processes of their own, killed and restarted at random.
     const workers = new Set<ChildProcess>();
     const startWorker = () => {
-      const child = spawn(process.execPath, [HANDSET_BIN, 'serve', '--roles', 'worker'], {
+      const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'worker'], {
         env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: databaseUrl },
         stdio: ['ignore', 'ignore', 'inherit'],
       });
@@ -294,7 +294,7 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
     if (Date.now() > deadline) throw new Error('no quiescence within 10 minutes');
     await sim.idle();
     const { rows } = await pool.query<{ jobs: number; deliveries: number; events: number; calls: number; messages: number }>(`
-      SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts) AS jobs,
+      SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS jobs,
              (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries,
              (SELECT count(*) FROM carrier_events ce WHERE processed_at IS NULL
                AND NOT (ce.event_type IN ('message.sent', 'message.finalized')

@@ -12,6 +12,7 @@ import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
 import { migrate } from '../db/migrate.js';
 import { runAuditCommand } from '../audit/cli.js';
+import { runReconcileCommand } from '../reconcile/cli.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { devBanner, startDev, type DevHandle } from '../dev/dev.js';
 import { readDevState } from '../dev/state.js';
@@ -34,6 +35,7 @@ commands:
                                subscribe a local endpoint; verify and print (or forward) every event
   trigger <scenario>           drive the simulator through the real pipeline (handset trigger for the list)
   audit [--json] [--grace S]   check the exactly-once invariants over the whole database; exit 1 on any violation
+  reconcile [--dry-run]        ask the carrier about everything waiting past its bound for a carrier event
 `;
 
 type Command = (args: string[], config: Config, log: Logger) => Promise<number | 'running'>;
@@ -47,6 +49,7 @@ const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
   listen: { mode: 'dev', run: (args, config) => runListen(args, config.stateDir, { out: (l) => process.stdout.write(`${l}\n`) }) },
   audit: { mode: 'dev', run: auditCommand },
   trigger: { mode: 'dev', run: (args, config) => runTrigger(args, config.stateDir, (l) => process.stdout.write(`${l}\n`)) },
+  reconcile: { mode: 'serve', run: reconcileCommand },
 };
 
 async function main(argv: string[]): Promise<void> {
@@ -160,6 +163,22 @@ async function auditCommand(args: string[], config: Config, log: Logger) {
   } finally {
     await pg.stop();
   }
+}
+
+/**
+ * `handset reconcile` against DATABASE_URL and the configured carrier, or next to
+ * a running `handset dev`: its database and its simulator.
+ */
+async function reconcileCommand(args: string[], config: Config, log: Logger) {
+  const out = (l: string) => process.stdout.write(`${l}\n`);
+  if (args.includes('--help') || args.includes('-h')) return runReconcileCommand(['--help'], config, '', log, out);
+  if (config.databaseUrl) return runReconcileCommand(args, config, config.databaseUrl, log, out);
+  const dev = await readDevState(config.stateDir);
+  if (!dev || !isAlive(dev.pid)) {
+    throw new ConfigError('DATABASE_URL', 'is required by handset reconcile (or run it next to a running handset dev)');
+  }
+  const devConfig: Config = { ...config, telnyx: { ...config.telnyx, apiUrl: dev.carrier.TELNYX_API_URL, apiKey: dev.carrier.TELNYX_API_KEY } };
+  return runReconcileCommand(args, devConfig, dev.databaseUrl, log, out);
 }
 
 function isAlive(pid: number): boolean {

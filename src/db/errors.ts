@@ -24,3 +24,21 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
 export function isCheckViolation(err: unknown): boolean {
   return sqlState(err) === '23514';
 }
+
+// Connection exception, operator intervention (shutdown, cannot connect now), too many connections.
+const UNAVAILABLE_STATES = /^(08...|57P0[1-3]|53300)$/;
+const UNAVAILABLE_MESSAGES =
+  /Connection terminated|connection timeout|timeout exceeded when trying to connect|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Client has encountered a connection error|Cannot use a pool after calling end/;
+
+/**
+ * The database could not be reached or the connection broke: an expected
+ * condition during a failover, a restart or a network blip, answered with 503
+ * and retried, never a crash or a 500.
+ */
+export function isUnavailable(err: unknown): boolean {
+  const state = sqlState(err);
+  if (state !== null) return UNAVAILABLE_STATES.test(state);
+  const e = err as { message?: unknown; code?: unknown } | null;
+  const text = `${typeof e?.code === 'string' ? e.code : ''} ${typeof e?.message === 'string' ? e.message : ''}`;
+  return UNAVAILABLE_MESSAGES.test(text);
+}

@@ -23,6 +23,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import {
   attemptRecord,
   deliveryFinish,
+  deliveryMarkRedelivered,
   deliveryLoad,
   deliveryScheduleRetry,
   deliverySkipForEndpoint,
@@ -54,15 +55,18 @@ export interface DeliveryDeps {
 }
 
 export const endpointLane = (endpointId: string) => `endpoint:${endpointId}`;
+const jobKeyOf = (trigger: AttemptTrigger, deliveryId: string) => `${trigger === 'redeliver' ? 'redeliver' : 'delivery'}:${deliveryId}`;
 
 export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'> {
   const inFlight = new Map<string, number>();
   return async (payload, job) => {
     const { deliveryId, trigger } = payload;
+    const redelivery = trigger === 'redeliver';
     const work = await deliveryLoad(deps.pool, deliveryId);
-    if (!work || work.delivery.status !== 'pending') return; // finished, or redelivered under another job
+    if (!work || (!redelivery && work.delivery.status !== 'pending')) return; // finished meanwhile
     const { endpoint, event } = work;
 
+    if (redelivery && (!endpoint.enabled || endpoint.deleted_at)) return; // disabled since it was asked for
     if (!endpoint.enabled || endpoint.deleted_at) {
       const skipped = await withTx(deps.pool, async (tx) => {
         await endpointLock(tx, endpoint.id);
@@ -78,7 +82,7 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     const busy = inFlight.get(endpoint.id) ?? 0;
     if (!job.inSerialQueue && (endpoint.consecutive_failures > 0 || busy >= deps.parallelPerEndpoint)) {
       await withTx(deps.pool, (tx) =>
-        enqueue(tx, 'delivery.attempt', payload, { queueName: endpointLane(endpoint.id), jobKey: `delivery:${deliveryId}` }),
+        enqueue(tx, 'delivery.attempt', payload, { queueName: endpointLane(endpoint.id), jobKey: jobKeyOf(trigger, deliveryId) }),
       );
       return;
     }
@@ -105,7 +109,8 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     const outcome = await withTx(deps.pool, async (tx) => {
       // Lock order: the endpoint row first, then delivery rows. Two attempts to one
       // endpoint finishing together must not take them in opposite orders.
-      const failures = succeeded ? (await endpointLock(tx, endpoint.id), null) : await endpointRecordFailure(tx, endpoint.id);
+      const counted = !succeeded && !redelivery;
+      const failures = counted ? await endpointRecordFailure(tx, endpoint.id) : (await endpointLock(tx, endpoint.id), null);
       const attempt = await attemptRecord(tx, {
         delivery_id: deliveryId,
         trigger,
@@ -116,6 +121,18 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
         response_excerpt: result.excerpt,
         error: result.error ?? (succeeded ? null : `HTTP ${result.status}`),
       });
+      if (redelivery) {
+        if (succeeded) {
+          await deliveryMarkRedelivered(tx, deliveryId);
+          await endpointRecordSuccess(tx, endpoint.id);
+          return 'succeeded' as const;
+        }
+        if (result.status === 410 && (await endpointDisable(tx, endpoint.id, 'gone', startedAt))) {
+          await deliverySkipPending(tx, endpoint.id);
+          deps.metrics.endpointsDisabled.inc({ reason: 'gone' });
+        }
+        return 'failed' as const;
+      }
       if (failures === null) {
         // A success after another attempt disabled the endpoint is logged, but it
         // neither re-arms the endpoint nor un-skips the delivery.
@@ -131,9 +148,8 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
         deps.log.warn({ endpointId: endpoint.id, reason, failures }, 'webhook endpoint disabled');
         return 'failed' as const;
       }
-      // A redelivery is one attempt; a scheduled delivery retries per the schedule.
-      const retryIndex = attempt - 1;
-      if (trigger === 'scheduled' && retryIndex < deps.retrySchedule.length) {
+      const retryIndex = attempt.scheduled - 1;
+      if (retryIndex < deps.retrySchedule.length) {
         const delay = retryDelay(deps.retrySchedule, retryIndex, result.retryAfter, startedAt);
         const at = new Date(startedAt.getTime() + delay);
         if (await deliveryScheduleRetry(tx, deliveryId, at)) {

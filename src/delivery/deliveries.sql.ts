@@ -70,24 +70,30 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
   };
 }
 
-/** Counts the attempt on its delivery and logs it; returns the attempt number. */
-export async function attemptRecord(
-  tx: Tx,
-  a: Omit<AttemptRow, 'id' | 'attempt'>,
-): Promise<number> {
-  const { rows } = await tx.query<{ attempt: number }>({
+/**
+ * Counts the attempt on its delivery and logs it; returns its number among all
+ * attempts and among the scheduled ones (what the retry schedule counts).
+ */
+export async function attemptRecord(tx: Tx, a: Omit<AttemptRow, 'id' | 'attempt'>): Promise<{ attempt: number; scheduled: number }> {
+  const { rows } = await tx.query<{ attempt: number; scheduled: number }>({
     name: 'attempt_record',
     text: `WITH d AS (
              UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
               WHERE id = $1 RETURNING attempts
+           ), ins AS (
+             INSERT INTO webhook_attempts (delivery_id, attempt, trigger, url, started_at, duration_ms,
+                                           response_status, response_excerpt, error)
+             SELECT $1, d.attempts, $2, $3, $4, $5, $6, $7, $8 FROM d
+             RETURNING attempt
            )
-           INSERT INTO webhook_attempts (delivery_id, attempt, trigger, url, started_at, duration_ms,
-                                         response_status, response_excerpt, error)
-           SELECT $1, d.attempts, $2, $3, $4, $5, $6, $7, $8 FROM d
-           RETURNING attempt`,
+           -- the statement's snapshot does not see the row it inserts: count it in by hand
+           SELECT ins.attempt,
+                  (SELECT count(*) FROM webhook_attempts WHERE delivery_id = $1 AND trigger = 'scheduled')::int
+                    + CASE WHEN $2 = 'scheduled' THEN 1 ELSE 0 END AS scheduled
+             FROM ins`,
     values: [a.delivery_id, a.trigger, a.url, a.started_at, a.duration_ms, a.response_status, a.response_excerpt, a.error],
   });
-  return rows[0]!.attempt;
+  return rows[0]!;
 }
 
 /** pending → succeeded | failed | skipped; false when it had already left pending. */
@@ -138,24 +144,33 @@ export async function deliverySkipPending(tx: Tx, endpointId: string): Promise<n
 }
 
 /**
- * Puts an event's finished deliveries (to endpoints that still exist) back to
- * pending, each with one redeliver job; returns the delivery ids. A delivery
- * still pending is left alone: it is already going to be attempted.
+ * One more attempt of each of an event's deliveries to endpoints that still exist
+ * and are enabled, as a redelivery job of its own (its own key, so a pending
+ * delivery's scheduled retry is neither replaced nor hurried); returns the
+ * delivery ids. A redelivery leaves the delivery's status as it is unless it
+ * succeeds (deliveryMarkRedelivered).
  */
 export async function deliveryRedeliver(tx: Tx, eventId: string): Promise<string[]> {
   const { rows } = await tx.query<{ id: string }>(
-    `WITH d AS (
-       UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = NULL, updated_at = now()
-         FROM webhook_endpoints e
-        WHERE d.event_id = $1 AND e.id = d.endpoint_id AND e.deleted_at IS NULL AND d.status <> 'pending'
-        RETURNING d.id
-     )
-     SELECT d.id FROM d,
+    `SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id,
        LATERAL graphile_worker.add_job('delivery.attempt', json_build_object('deliveryId', d.id, 'trigger', 'redeliver'),
-                                       job_key => 'delivery:' || d.id) AS job`,
+                                       job_key => 'redeliver:' || d.id) AS job
+      WHERE d.event_id = $1 AND e.deleted_at IS NULL AND e.enabled
+      ORDER BY d.id`,
     [eventId],
   );
   return rows.map((r) => r.id);
+}
+
+/** A redelivery that got its 2xx: the delivery has now succeeded, whatever it was (a retry still due finds it done). */
+export async function deliveryMarkRedelivered(tx: Tx, id: string): Promise<boolean> {
+  const { rowCount } = await tx.query({
+    name: 'delivery_mark_redelivered',
+    text: `UPDATE webhook_deliveries SET status = 'succeeded', next_attempt_at = NULL, updated_at = now()
+            WHERE id = $1 AND status <> 'succeeded'`,
+    values: [id],
+  });
+  return rowCount === 1;
 }
 
 export async function deliveryListForEvent(db: Db, eventId: string): Promise<(DeliveryRow & { url: string; attempt_log: AttemptRow[] })[]> {

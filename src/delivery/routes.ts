@@ -280,7 +280,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags: eventTags,
-        summary: 'Send the event again (same id, fresh signatures) to its endpoints',
+        summary: 'Send the event once more (same id, fresh signatures) to its enabled endpoints; each is an attempt of its own',
         params: IdParams,
         response: { 202: Type.Object({ event_id: Type.String(), deliveries: Type.Array(Type.String()) }) },
       },
@@ -290,7 +290,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       if (!ev) throw notFound('event');
       const ids = await withTx(ctx.pool, (tx) => deliveryRedeliver(tx, ev.id));
       if (ids.length === 0) {
-        throw new ApiError(409, 'nothing_to_redeliver', 'Every delivery of this event is already pending, or its endpoints were deleted');
+        throw new ApiError(409, 'nothing_to_redeliver', 'This event has no delivery to an endpoint that still exists and is enabled');
       }
       return reply.code(202).send({ event_id: ev.id, deliveries: ids });
     },

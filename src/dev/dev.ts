@@ -72,6 +72,7 @@ export async function startDev(config: Config, log: Logger, opts: { reset?: bool
       simControlUrl: sim.controlUrl,
       databaseUrl,
       ...demo,
+      carrier: sim.carrierEnv(),
       pid: process.pid,
     };
     await writeDevState(config.stateDir, state);

@@ -4,6 +4,7 @@
 
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { CarrierEnv } from '../sim/simulator.js';
 
 export interface DevState {
   apiUrl: string;
@@ -14,6 +15,8 @@ export interface DevState {
   accountId: string;
   apiKey: string;
   number: string;
+  /** The settings that point a tool at dev's simulator as its carrier (`handset reconcile`). */
+  carrier: CarrierEnv;
   pid: number;
 }
 

@@ -90,7 +90,13 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
 
       // 2 and 3. Persist once and enqueue, in one statement, shared with the webhooks arriving meanwhile.
       try {
-        const result = await writer.store({ carrier: adapter.name, carrierEventId: envelope.eventId, eventType: envelope.eventType, rawJson: text });
+        const result = await writer.store({
+          carrier: adapter.name,
+          carrierEventId: envelope.eventId,
+          eventType: envelope.eventType,
+          subject: envelope.subject,
+          rawJson: text,
+        });
         return result.stored
           ? answer(reply, started, 'stored', 200, { status: 'stored' })
           : answer(reply, started, 'duplicate', 200, { status: 'duplicate' });

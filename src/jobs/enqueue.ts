@@ -12,6 +12,8 @@ export interface JobOptions {
   maxAttempts?: number;
   /** A second add_job with the same key replaces the waiting job instead of adding one. */
   jobKey?: string;
+  /** 'replace' (the default) also moves the waiting job's run_at; 'preserve_run_at' keeps it. */
+  jobKeyMode?: 'replace' | 'preserve_run_at';
   /** Jobs in one named queue run one at a time. */
   queueName?: string;
   priority?: number;
@@ -27,7 +29,7 @@ export async function enqueue<K extends TaskName>(
     name: 'jobs_enqueue',
     text: `SELECT FROM graphile_worker.add_job($1::text, $2::json,
              queue_name => $3::text, run_at => $4::timestamptz, max_attempts => $5::int,
-             job_key => $6::text, priority => $7::int)`,
+             job_key => $6::text, priority => $7::int, job_key_mode => $8::text)`,
     values: [
       task,
       JSON.stringify(payload),
@@ -36,6 +38,7 @@ export async function enqueue<K extends TaskName>(
       opts.maxAttempts ?? null,
       opts.jobKey ?? null,
       opts.priority ?? null,
+      opts.jobKeyMode ?? null,
     ],
   });
 }

@@ -38,8 +38,12 @@ export async function sweepStaleWorkers(db: pg.Pool, staleAfterMs: number, ownPo
     values: [staleAfterMs],
   });
   const ids = rows.map((r) => r.id).filter((id) => id !== ownPoolId);
-  if (ids.length === 0) return ids;
-  await db.query('SELECT graphile_worker.force_unlock_workers($1::text[])', [ids]);
-  await db.query('DELETE FROM worker_heartbeats WHERE pool_id = ANY ($1::text[])', [ids]);
+  if (ids.length > 0) await unlockPools(db, ids);
   return ids;
+}
+
+/** Frees every job and named queue the given pools hold, and forgets their heartbeats. */
+export async function unlockPools(db: pg.Pool, poolIds: string[]): Promise<void> {
+  await db.query('SELECT graphile_worker.force_unlock_workers($1::text[])', [poolIds]);
+  await db.query('DELETE FROM worker_heartbeats WHERE pool_id = ANY ($1::text[])', [poolIds]);
 }

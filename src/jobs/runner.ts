@@ -1,14 +1,24 @@
 // The worker role's job runner: graphile-worker (LISTEN/NOTIFY wake-ups, polling
-// as a backstop for future run_at), our typed task registry, per-task metrics, and
-// the heartbeat + sweeper that recover jobs from crashed workers (jobs/recovery.ts).
+// as a backstop for future run_at), our typed task registry, per-task metrics, the
+// heartbeat + sweeper that recover jobs from crashed workers (jobs/recovery.ts),
+// and a supervisor that outlives database failures.
+//
+// Why a supervisor: when graphile-worker cannot write a job's completion or
+// failure (the database connection broke at that moment), it considers its pool
+// inconsistent and shuts the pool down; the jobs it could not record stay locked by
+// that pool, whose process is alive and heartbeating, so the sweeper would never
+// free them. We let it shut down, wait until the database answers again, unlock
+// the dead pool's jobs ourselves and start a new pool: those jobs run again at once,
+// and the guards in every handler make a re-run after a committed effect a no-op.
 
 import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { run, type Runner, type Task, type WorkerEvents } from 'graphile-worker';
 import type pg from 'pg';
 import { workerLogger, type Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { TaskName } from './enqueue.js';
-import { forgetHeartbeat, heartbeat, sweepStaleWorkers } from './recovery.js';
+import { forgetHeartbeat, heartbeat, sweepStaleWorkers, unlockPools } from './recovery.js';
 
 export interface JobContext {
   jobId: string;
@@ -83,6 +93,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   events.on('pool:create', ({ workerPool }) => {
     poolId = workerPool.id;
     beat();
+    clearInterval(beating);
     beating = setInterval(beat, recoveryTimings(opts.staleAfterMs).heartbeatEveryMs);
     beating.unref();
   });
@@ -124,10 +135,8 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
     };
   }
 
-  let runner: Runner;
-  let stopped: Promise<void> | undefined;
-  try {
-    runner = await run({
+  const start = () =>
+    run({
       pgPool: pool,
       concurrency: opts.concurrency,
       pollInterval: opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
@@ -136,11 +145,63 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
       logger: workerLogger(log),
       events,
       crontab: opts.crontab ?? '',
-      preset: { worker: { gracefulShutdownAbortTimeout: 10_000 } },
+      preset: {
+        worker: {
+          gracefulShutdownAbortTimeout: 10_000,
+          // Batched (even with no delay), a completion or failure that cannot be
+          // written is handed to graphile-worker's error handler, which shuts the
+          // pool down for the supervisor to replace. Unbatched, the same failure is
+          // a promise rejection nobody handles, and the process dies.
+          completeJobBatchDelay: 0,
+          failJobBatchDelay: 0,
+        },
+      },
     });
+
+  let current: Runner;
+  try {
+    current = await start();
   } catch (err) {
     clearInterval(sweeping);
     throw err;
+  }
+
+  let stopping = false;
+  const supervised = (async () => {
+    for (;;) {
+      await current.promise.catch((err: Error) => {
+        if (!stopping) log.warn({ err: err.message }, 'the job runner stopped after an error');
+      });
+      const dead = poolId;
+      poolId = null;
+      clearInterval(beating);
+      if (stopping) return;
+      metrics.runnerRestarts.inc();
+      log.warn({ pool: dead }, 'job runner stopped on its own; restarting it once the database answers');
+      const next = await restart(dead);
+      if (!next) return;
+      current = next;
+    }
+  })();
+
+  /** Waits for the database, frees the dead pool's jobs, starts a new pool; null when stopped meanwhile. */
+  async function restart(dead: string | null): Promise<Runner | null> {
+    for (let attempt = 0; !stopping; attempt++) {
+      try {
+        await pool.query('SELECT 1');
+        if (dead) {
+          await unlockPools(pool, [dead]);
+          log.warn({ pool: dead }, 'unlocked the jobs the stopped job runner could not record');
+        }
+        const runner = await start();
+        log.info('job runner restarted');
+        return runner;
+      } catch (err) {
+        log.warn({ err: (err as Error).message, attempt }, 'job runner cannot restart yet');
+        await sleep(Math.min(250 * 2 ** attempt, 5_000));
+      }
+    }
+    return null;
   }
 
   return {
@@ -148,15 +209,16 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
       return poolId;
     },
     events,
-    async stop() {
-      if (stopped) return stopped;
-      stopped = (async () => {
+    stop() {
+      stopping = true;
+      return (async () => {
         clearInterval(sweeping);
-        await runner.stop();
-        if (beating) clearInterval(beating);
-        if (poolId) await forgetHeartbeat(pool, poolId).catch(() => undefined);
+        const last = poolId;
+        await current.stop().catch(() => undefined); // it may have stopped itself already
+        await supervised;
+        clearInterval(beating);
+        if (last) await forgetHeartbeat(pool, last).catch(() => undefined);
       })();
-      return stopped;
     },
   };
 }

@@ -1,26 +1,23 @@
 // The dispatch job: hands an outbound message to the carrier, then records what
 // the carrier said in one transaction. queued → sent (bill the segments, history,
 // message.sent) only if the guarded UPDATE changed a row; a carrier 4xx makes it
-// failed the same way (message.failed, nothing billed); 429/5xx/no answer retry
-// with backoff, honouring retry-after, by re-enqueueing this job.
+// failed the same way (message.failed, nothing billed).
 //
-// The send window. Telnyx has no idempotency key for messaging, so between the
-// carrier accepting the message and our commit there is a window in which a
-// crash loses the fact that it was sent. We keep it to one short transaction
-// after the HTTP answer (everything it needs was loaded before the call). If a
-// worker dies inside it, the message is still `queued`; the job is unlocked by
-// the sweeper and runs again, and the carrier sends the message a second time
-// (the recipient may get it twice; it is billed and announced once, and the first
-// send's receipts match no message and are recorded as errors). We chose
-// at-least-once over losing a message. The same happens when the carrier takes
-// longer than the client timeout to answer: the request may have been accepted,
-// and the retry sends again. A re-run after the commit finds `sent` and does nothing.
+// Every send carries the message id as its Idempotency-Key and the same bytes, so
+// an outcome we could not learn — no answer, a timeout after sending, a cut
+// connection, our own transaction failing after the carrier's 2xx (the job then
+// runs again) — is retried with that key, and the carrier answers the retry with
+// the first send instead of sending again. Such a message is never failed on its
+// own while the carrier would still replay its answer; after that window it fails
+// with carrier_outcome_unknown. A re-run after the commit finds `sent` and sends
+// nothing.
 
 import type pg from 'pg';
 import type { CarrierClient } from '../carrier/carrier.js';
 import { bill } from '../billing/usage.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { decideRetry, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { emit } from '../outbox/outbox.js';
 import type { Logger } from '../telemetry/log.js';
@@ -31,16 +28,15 @@ export interface DispatchDeps {
   pool: pg.Pool;
   carrier: CarrierClient;
   log: Logger;
+  /** How a send whose outcome we do not know is retried (jobs/retry.ts). */
+  policy: RetryPolicy;
   /** The clock; a parameter so tests move time instead of sleeping. */
   now?: () => Date;
 }
 
 export type DispatchOutcome = 'sent' | 'rejected' | 'retrying' | 'gave_up' | 'not_due' | 'nothing_to_send';
 
-// 10 tries over about 14 minutes, then the message fails with carrier_unavailable.
-const MAX_ATTEMPTS = 10;
-const MAX_BACKOFF_MS = 5 * 60_000;
-const MAX_RETRY_AFTER_MS = 60 * 60_000;
+export const OUTCOME_UNKNOWN = 'carrier_outcome_unknown';
 
 export async function dispatchMessage(deps: DispatchDeps, messageId: string, attempt = 1): Promise<DispatchOutcome> {
   const now = deps.now ?? (() => new Date());
@@ -61,7 +57,13 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
     if (!claimed) return 'nothing_to_send';
   }
 
-  const result = await deps.carrier.sendMessage({ from: m.from_number, to: m.to_number, text: m.body, mediaUrls: m.media_urls });
+  const result = await deps.carrier.sendMessage({
+    from: m.from_number,
+    to: m.to_number,
+    text: m.body,
+    mediaUrls: m.media_urls,
+    idempotencyKey: m.id,
+  });
 
   if (result.ok) {
     return withTx(deps.pool, async (tx) => {
@@ -82,24 +84,23 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
     });
   }
 
-  const giveUp = result.kind === 'retry' && attempt >= MAX_ATTEMPTS;
-  if (result.kind === 'rejected' || giveUp) {
-    const code = result.kind === 'rejected' ? result.code : 'carrier_unavailable';
+  // Retried with the same key from when the message was due, for as long as the carrier replays answers.
+  const at = now();
+  const next = result.kind === 'retry' ? decideRetry(deps.policy, { attempt, since: m.send_at ?? m.created_at, now: at, retryAfterMs: result.retryAfterMs }) : null;
+  if (next === null || !next.retry) {
+    const code = result.kind === 'rejected' ? result.code : OUTCOME_UNKNOWN;
     return withTx(deps.pool, async (tx) => {
-      const at = now();
       const failed = await messageMarkRejected(tx, messageId, code, at);
       if (!failed) return 'nothing_to_send';
       await historyRecord(tx, { messageId, source: 'dispatch', status: 'failed', errorCode: code, effect: 'applied', note: result.detail, occurredAt: at });
       await emit(tx, { accountId: failed.account_id, tenantId: failed.tenant_id, type: 'message.failed', subjectId: failed.id, data: messageResource(failed), occurredAt: at });
-      return giveUp ? 'gave_up' : 'rejected';
+      return next === null ? 'rejected' : 'gave_up';
     });
   }
 
-  const backoff = Math.min(2 ** attempt * 1000, MAX_BACKOFF_MS);
-  const delay = result.retryAfterMs !== null ? Math.min(Math.max(result.retryAfterMs, 1000), MAX_RETRY_AFTER_MS) : backoff;
-  deps.log.warn({ messageId, attempt, status: result.status, delayMs: delay, detail: result.detail }, 'carrier did not take the message; retrying');
+  deps.log.warn({ messageId, attempt, status: result.status, runAt: next.runAt, detail: result.detail }, 'carrier outcome unknown; retrying with the same key');
   await withTx(deps.pool, (tx) =>
-    enqueue(tx, 'message.dispatch', { messageId, attempt: attempt + 1 }, { runAt: new Date(now().getTime() + delay), jobKey: dispatchJobKey(messageId) }),
+    enqueue(tx, 'message.dispatch', { messageId, attempt: attempt + 1 }, { runAt: next.runAt, jobKey: dispatchJobKey(messageId) }),
   );
   return 'retrying';
 }

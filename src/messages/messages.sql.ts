@@ -32,6 +32,8 @@ export interface MessageRow {
   created_at: Date;
   sent_at: Date | null;
   completed_at: Date | null;
+  /** When the carrier was last asked about this message (reconciliation). */
+  checked_at: Date | null;
 }
 
 export interface NewOutbound {
@@ -181,9 +183,38 @@ export async function messageFinalize(
   return rows[0] ?? null;
 }
 
+/**
+ * Sent messages still without a terminal receipt, waiting longer than `after`
+ * since they were sent, that the carrier has not been asked about since (each
+ * asked again only after as long again as it had waited when last asked, so a
+ * message the carrier never finalizes costs a handful of lookups, not one per
+ * interval). Oldest first; Telnyx keeps messages for 10 days.
+ */
+export async function messagesAwaitingReceipt(db: Db, now: Date, afterMs: number, limit: number): Promise<MessageRow[]> {
+  const { rows } = await db.query<MessageRow>({
+    name: 'messages_awaiting_receipt',
+    text: `SELECT * FROM messages
+            WHERE status = 'sent' AND sent_at < $1::timestamptz - make_interval(secs => $2::float8 / 1000)
+              AND sent_at > $1::timestamptz - interval '10 days'
+              AND (checked_at IS NULL OR checked_at < $1::timestamptz - (checked_at - sent_at))
+            ORDER BY sent_at LIMIT $3`,
+    values: [now, afterMs, limit],
+  });
+  return rows;
+}
+
+/** Records that the carrier was asked about the message (bookkeeping for reconciliation, not its status). */
+export async function messageMarkChecked(db: Db, id: string, at: Date): Promise<void> {
+  await db.query({
+    name: 'message_mark_checked',
+    text: `UPDATE messages SET checked_at = $2 WHERE id = $1 AND status = 'sent'`,
+    values: [id, at],
+  });
+}
+
 export interface HistoryEntry {
   messageId: string;
-  source: 'api' | 'dispatch' | 'carrier';
+  source: 'api' | 'dispatch' | 'carrier' | 'reconciliation';
   carrierEventId?: string | null;
   status: string;
   carrierStatus?: string | null;

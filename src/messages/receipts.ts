@@ -2,9 +2,10 @@
 // to do to this message?" and lets the row answer: the terminal transition is one
 // guarded UPDATE, and the history row, the customer event (and nothing else) follow
 // only when it changed the row. A receipt that arrives before the dispatcher has
-// stamped the carrier id fails with NotReadyError and is retried with backoff.
-// An inbound SMS is inserted once per carrier message id, whatever event id it
-// came under.
+// stamped the carrier id waits (NotReadyError) for the not-ready policy; one that
+// still matches no message then is not ours (another application on the same
+// carrier account) and is recorded as such. An inbound SMS is inserted once per
+// carrier message id, whatever event id it came under.
 
 import { bill } from '../billing/usage.js';
 import type { HandlerRegistry } from '../carrier/process.js';
@@ -12,14 +13,24 @@ import { NotReadyError } from '../carrier/process.js';
 import { numberByE164 } from '../numbers/numbers.js';
 import { emit } from '../outbox/outbox.js';
 import { messageResource } from './messages.js';
-import { historyRecord, messageByCarrierId, messageFinalize, messageInsertInbound } from './messages.sql.js';
+import { historyRecord, messageByCarrierId, messageById, messageFinalize, messageInsertInbound } from './messages.sql.js';
 import { segmentsOf } from './segments.js';
 
 export const messageHandlers: HandlerRegistry = {
   'message.receipt': async (tx, ev, ctx) => {
     const m = await messageByCarrierId(tx, ctx.carrier, ev.carrierMessageId);
-    if (!m) throw new NotReadyError(`no message with ${ctx.carrier} id ${ev.carrierMessageId} yet`);
-    const history = { messageId: m.id, source: 'carrier' as const, carrierEventId: ctx.eventRowId, carrierStatus: ev.carrierStatus, errorCode: ev.errorCode, occurredAt: ev.occurredAt };
+    if (!m) {
+      if (!ctx.waitedOut) throw new NotReadyError(`no message with ${ctx.carrier} id ${ev.carrierMessageId} yet`);
+      return { outcome: 'rejected', reason: `no message has ${ctx.carrier} id ${ev.carrierMessageId}` };
+    }
+    const history = {
+      messageId: m.id,
+      source: ev.source === 'reconciliation' ? ('reconciliation' as const) : ('carrier' as const),
+      carrierEventId: ctx.eventRowId,
+      carrierStatus: ev.carrierStatus,
+      errorCode: ev.errorCode,
+      occurredAt: ev.occurredAt,
+    };
 
     if (ev.status !== 'delivered' && ev.status !== 'failed') {
       // sent / queued / sending / delivery_unconfirmed: worth knowing, never a second message.sent
@@ -29,8 +40,11 @@ export const messageHandlers: HandlerRegistry = {
 
     const done = await messageFinalize(tx, m.id, ev.status, ev.status === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null, ev.occurredAt);
     if (!done) {
-      await historyRecord(tx, { ...history, status: ev.status, effect: 'refused', note: `message already ${m.status}` });
-      return { outcome: 'ignored', reason: `message already ${m.status}` };
+      // Read again: the row we looked up first may predate the transition that won
+      // (the guarded UPDATE waited for its lock and then saw it).
+      const now = (await messageById(tx, m.id))!;
+      await historyRecord(tx, { ...history, status: ev.status, effect: 'refused', note: `message already ${now.status}` });
+      return { outcome: 'ignored', reason: `message already ${now.status}` };
     }
     await historyRecord(tx, { ...history, status: done.status, effect: 'applied' });
     await emit(tx, {

@@ -10,13 +10,40 @@
 //
 // Bridging marks two live legs as connected (call.bridged for each); hanging up
 // one leg of a bridge leaves the other up: the application hangs it up.
+//
+// GET /v2/calls/{call_control_id} ("Retrieve a call status") answers from the
+// leg's own state, so it tells the truth even when the webhooks were lost:
+//   {"data":{"call_control_id","call_leg_id","call_session_id","client_state",
+//            "is_alive","start_time","end_time","call_duration","record_type":"call"}}
+// is_alive is true until the leg ended (ringing and parked legs included);
+// start_time and end_time are the exact voice timestamps its webhooks carried
+// (call.initiated's start_time, call.hangup's end_time), and end_time is absent
+// while the leg is alive (Telnyx documents it as present only once the call is
+// not alive). call_duration is the whole seconds the leg was connected, from
+// its answer to its end (to now while it is up), rounded up; 0 for a leg never
+// answered. Rounded up, so a client that lost call.answered can bill from the
+// lookup alone: ceil(call_duration / 60) is the same number of minutes as the
+// exact answer-to-end time gives, and end_time − call_duration is the answer
+// to within a second (never after it). Telnyx keeps the status 10 minutes after
+// the call ended (simulated minutes, on the leg's timeline); after that, and for
+// an id it never issued, it answers 422 90015 "Invalid Call Control ID", as an
+// action on an unknown leg does.
 // command_id de-duplication follows Telnyx: the same command_id for the same
 // call_control_id (for dial: the same command_id) within 60 s of wall-clock time is
 // ignored and answered as the first one was.
 
 import { randomUUID } from 'node:crypto';
 import type { Account } from './account.js';
-import { callEvents, newCallControlId, SIP_HANGUP_CAUSE, type HangupSource, type LegFacts, type TelnyxEvent } from './events.js';
+import {
+  callEvents,
+  newCallControlId,
+  SIP_HANGUP_CAUSE,
+  voiceMicros,
+  voiceTime,
+  type HangupSource,
+  type LegFacts,
+  type TelnyxEvent,
+} from './events.js';
 import {
   isBlank,
   isBody,
@@ -31,8 +58,11 @@ import {
 import type { CallPlan } from './personas.js';
 import { refuse, type Outcome, type Refusal } from './refusals.js';
 import type { Timer } from './scheduler.js';
+import type { DeliveryPolicy } from './webhooks.js';
 
 export const COMMAND_WINDOW_MS = 60_000;
+/** How long after a leg ended its status can still be retrieved (simulated ms). */
+export const STATUS_RETENTION_MS = 600_000;
 const DEFAULT_TIMEOUT_SECS = 30;
 const SIP_URI = /^sips?:[^@\s]+@[^@\s]+$/;
 
@@ -60,6 +90,8 @@ interface Leg extends LegFacts {
   lastAt: number;
   state: LegState;
   answeredAt: number | null;
+  /** The simulated time of call.hangup (its end_time); null while the leg is alive. */
+  endedAt: number | null;
   /** The leg's own webhook URL (dial or answer webhook_url); else the connection's. */
   webhookUrl: string | null;
   timeoutSecs: number;
@@ -67,6 +99,8 @@ interface Leg extends LegFacts {
   bridgeOnAnswer: boolean;
   bridgedWith: string | null;
   plan: CallPlan;
+  /** What the far end's persona (callee of an outgoing leg, caller of an incoming one) does to its webhooks. */
+  policy: DeliveryPolicy;
   timers: Timer[];
 }
 
@@ -76,6 +110,20 @@ export interface DialData {
   call_session_id: string;
   client_state: string | null;
   is_alive: false;
+  record_type: 'call';
+}
+
+/** GET /v2/calls/{call_control_id}: Telnyx's call status. */
+export interface CallStatus {
+  call_control_id: string;
+  call_leg_id: string;
+  call_session_id: string;
+  client_state: string | null;
+  is_alive: boolean;
+  start_time: string;
+  /** Only once the leg is no longer alive. */
+  end_time?: string;
+  call_duration: number;
   record_type: 'call';
 }
 
@@ -178,6 +226,7 @@ export class CallControl {
     if (opts.reject) return refuse.dialRefused();
 
     const linked = req.linkTo === null ? undefined : this.legs.get(req.linkTo);
+    const callee = this.account.personas.lookup(req.to);
     const clock = linked?.clock ?? this.account.scheduler.timeline();
     const startTime = clock();
     const leg: Leg = {
@@ -196,12 +245,14 @@ export class CallControl {
       startTime,
       state: 'ringing',
       answeredAt: null,
+      endedAt: null,
       webhookUrl: req.webhookUrl,
       timeoutSecs: req.timeoutSecs,
       linkTo: req.linkTo,
       bridgeOnAnswer: req.bridgeOnAnswer,
       bridgedWith: null,
-      plan: this.account.personas.lookup(req.to).call,
+      plan: callee.call,
+      policy: callee.delivery,
       timers: [],
     };
     this.legs.set(leg.callControlId, leg);
@@ -242,6 +293,30 @@ export class CallControl {
     return { ok: true, data: { result: 'ok' } };
   }
 
+  /** GET /v2/calls/{call_control_id}: what the carrier knows of the leg now. */
+  status(callControlId: string): Outcome<CallStatus> {
+    const leg = this.legs.get(callControlId);
+    if (!leg) return refuse.invalidCallControlId();
+    const now = Math.max(leg.clock(), leg.lastAt);
+    if (leg.endedAt !== null && now - leg.endedAt > STATUS_RETENTION_MS) return refuse.invalidCallControlId();
+    const until = leg.endedAt ?? now;
+    const connectedMicros = leg.answeredAt === null ? 0 : voiceMicros(until) - voiceMicros(leg.answeredAt);
+    return {
+      ok: true,
+      data: {
+        call_control_id: leg.callControlId,
+        call_leg_id: leg.callLegId,
+        call_session_id: leg.callSessionId,
+        client_state: leg.clientState,
+        is_alive: leg.endedAt === null,
+        start_time: voiceTime(leg.startTime),
+        ...(leg.endedAt === null ? {} : { end_time: voiceTime(leg.endedAt) }),
+        call_duration: Math.ceil(Math.max(0, connectedMicros) / 1_000_000),
+        record_type: 'call',
+      },
+    };
+  }
+
   /** A phone calls one of the account's numbers: call.initiated, incoming, parked (fixture C1). */
   inbound(input: InboundCall): InboundCallResult {
     if (!isE164(input.from)) throw new SimInputError('from must be an E.164 number');
@@ -263,12 +338,14 @@ export class CallControl {
       startTime: now,
       state: 'parked',
       answeredAt: null,
+      endedAt: null,
       webhookUrl: input.webhook_url ?? null,
       timeoutSecs: DEFAULT_TIMEOUT_SECS,
       linkTo: null,
       bridgeOnAnswer: false,
       bridgedWith: null,
       plan: { kind: 'manual' },
+      policy: this.account.personas.lookup(input.from).delivery,
       timers: [],
     };
     this.legs.set(leg.callControlId, leg);
@@ -485,6 +562,7 @@ export class CallControl {
       leg.bridgedWith = null;
     }
     const now = this.stamp(leg, at);
+    leg.endedAt = now;
     const hangup = { cause, source, sipCause: SIP_HANGUP_CAUSE[cause] ?? 'unspecified', answeredAt: leg.answeredAt };
     this.emit(leg, callEvents.callHangup(leg, hangup, now));
   }
@@ -510,6 +588,7 @@ export class CallControl {
   }
 
   private emit(leg: Leg, event: TelnyxEvent): void {
-    void this.account.sender.emit(event, [leg.webhookUrl ?? this.account.webhookUrl()], { lane: leg.callControlId });
+    const urls = [leg.webhookUrl ?? this.account.webhookUrl()];
+    void this.account.sender.emit(event, urls, { lane: leg.callControlId, policy: leg.policy });
   }
 }

@@ -1,5 +1,5 @@
 // `handset sim`: the Telnyx simulator on its own. Parses flags (one per behaviour
-// knob, e.g. --duplicate-rate 0.5), starts it, prints the three values a platform
+// knob, e.g. --duplicate-rate 0.5, --drop-rates call.hangup=1), starts it, prints the three values a platform
 // needs (TELNYX_API_URL, TELNYX_API_KEY, TELNYX_PUBLIC_KEY) and runs until SIGINT
 // or SIGTERM.
 
@@ -9,7 +9,21 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
-import { BEHAVIOUR_KEYS, knobFlag, parseBehaviour, WELL_BEHAVED, type Behaviour } from './behaviour.js';
+import {
+  BEHAVIOUR_KEYS,
+  BehaviourError,
+  checkBehaviour,
+  describeBehaviour,
+  KNOB_HELP,
+  knobFlag,
+  knobKind,
+  parseBehaviour,
+  parseRatesFlag,
+  type Behaviour,
+  type BehaviourKey,
+  WELL_BEHAVED,
+} from './behaviour.js';
+import { EVENT_TYPES } from './events.js';
 import { startSimulator, type SimulatorOptions } from './simulator.js';
 
 export const SIM_DEFAULT_PORT = 3002;
@@ -25,11 +39,19 @@ export const SIM_USAGE = `usage: handset sim [options]
   --connection-id ID        the only connection_id dials accept (default: any)
   --seed SEED               seeds every decision (default: random, printed)
   --time-scale X            multiplies simulated delays (0.01 = 100x faster; default 1)
-${BEHAVIOUR_KEYS.map((k) => `  --${knobFlag(k)} ${k.endsWith('Rate') ? 'P ' : 'MS'}`.padEnd(28) + knobHelp(k)).join('\n')}
+
+misbehaviour (all default to 0: a well-behaved carrier; P is a probability 0..1, MS real milliseconds)
+${BEHAVIOUR_KEYS.map(knobUsage).join('\n')}
+  TYPE is one of ${EVENT_TYPES.slice(0, 3).join(', ')},
+                 ${EVENT_TYPES.slice(3).join(', ')}
+
+Per-number misbehaviour (a persona's lose/hold) is set with PUT /_sim/personas/{number}.
 `;
 
-function knobHelp(k: keyof Behaviour): string {
-  return k.endsWith('Rate') ? 'probability 0..1 (default 0)' : 'milliseconds (default 0)';
+function knobUsage(k: BehaviourKey): string {
+  const arg = { rate: 'P', delay: 'MS', rates: 'TYPE=P,…' }[knobKind(k)];
+  const flag = `  --${knobFlag(k)} ${arg}`;
+  return `${flag.padEnd(32)}${KNOB_HELP[k]}`;
 }
 
 export interface SimArgs {
@@ -68,16 +90,19 @@ export function parseSimArgs(args: string[]): SimArgs {
   const v = parsed.values as Record<string, string | boolean | undefined>;
   const text = (name: string) => (typeof v[name] === 'string' ? (v[name] as string) : undefined);
 
-  const knobs: Record<string, number> = {};
-  for (const k of BEHAVIOUR_KEYS) {
-    const raw = text(knobFlag(k));
-    if (raw !== undefined) knobs[k] = number(`--${knobFlag(k)}`, raw);
-  }
+  const knobs: Record<string, unknown> = {};
   let behaviour: Partial<Behaviour>;
   try {
+    for (const k of BEHAVIOUR_KEYS) {
+      const flag = `--${knobFlag(k)}`;
+      const raw = text(knobFlag(k));
+      if (raw !== undefined) knobs[k] = knobKind(k) === 'rates' ? parseRatesFlag(flag, raw) : number(flag, raw);
+    }
     behaviour = parseBehaviour(knobs);
+    checkBehaviour({ ...WELL_BEHAVED, ...behaviour });
   } catch (err) {
-    throw new SimUsageError((err as Error).message);
+    if (err instanceof BehaviourError || err instanceof SimUsageError) throw new SimUsageError(err.message);
+    throw err;
   }
 
   const port = number('--port', text('port') ?? String(SIM_DEFAULT_PORT));
@@ -155,15 +180,14 @@ export async function runSimCommand(args: string[], log: Logger, io: Partial<Sim
     signals.once('SIGINT', stop);
     signals.once('SIGTERM', stop);
   });
-  const b = sim.behaviour;
-  const rumours = (Object.keys(b) as Array<keyof Behaviour>).filter((k) => b[k] !== WELL_BEHAVED[k]);
+  const rumours = describeBehaviour(sim.behaviour);
   stdout.write(
     [
       `Telnyx simulator listening (seed ${sim.seed}, time scale ${sim.timeScale})`,
       ...Object.entries(sim.carrierEnv()).map(([name, value]) => `  ${name}=${value}`),
       `  webhooks  → ${sim.webhookUrl ?? '(none: only per-message/per-call webhook_url)'}`,
       `  control   → ${sim.controlUrl}/state`,
-      `  behaviour → ${rumours.length === 0 ? 'well-behaved' : rumours.map((k) => `${k}=${b[k]}`).join(' ')}`,
+      `  behaviour → ${rumours.length === 0 ? 'well-behaved' : rumours.join(' ')}`,
       '',
     ].join('\n'),
   );

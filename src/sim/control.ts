@@ -2,10 +2,15 @@
 // programmatic Simulator, for `handset trigger`, chaos runs in other processes and
 // curious humans. It only translates HTTP to Simulator calls.
 //
-//   GET  /_sim/state                         behaviour, personas, counts, live calls, recent requests and webhooks
+//   GET  /_sim/state                         behaviour, personas, counts, live calls, recent requests, webhooks, drops
 //   GET  /_sim/idle                          answers once nothing is pending (long poll)
-//   PUT  /_sim/behaviour                     {"duplicateRate":0.5,…} → the whole behaviour
-//   PUT  /_sim/personas/{number}             {"sms":"delivery_failed","call":{"answerAfterMs":2000}}
+//   PUT  /_sim/behaviour                     {"duplicateRate":0.5,…} → the whole behaviour; e.g. {"dropRate":0.1,
+//                                            "dropRates":{"call.hangup":1},"holdRate":0.2,"holdMinMs":500,
+//                                            "holdMaxMs":3000,"answerDelayMs":1500,"lostAnswerRate":0.1,
+//                                            "stalledBodyRate":0.1}
+//   PUT  /_sim/personas/{number}             {"sms":"delivery_failed","call":{"answerAfterMs":2000},
+//                                            "lose":["call.hangup"],"hold":{"call.answered":8000}}
+//   GET  /_sim/dropped                       {"data":[…]} every event lost for good, with the body it would have had
 //   PUT  /_sim/webhook_url                   {"url":"http://…/webhooks/telnyx"} or {"url":null}
 //   POST /_sim/inbound/sms                   {"from","to","text","media_urls"?}
 //   POST /_sim/inbound/call                  {"from","to"} → {"call_control_id",…}
@@ -35,6 +40,7 @@ export function registerControlApi(app: FastifyInstance, sim: Simulator): void {
         return { idle: true };
       });
       c.put('/behaviour', async (req) => sim.setBehaviour(parseBehaviour(req.body ?? {})));
+      c.get('/dropped', async () => ({ data: sim.dropped }));
       c.put<{ Params: { number: string } }>('/personas/:number', async (req) => {
         const persona = parsePersona(req.body ?? {});
         sim.setPersona(req.params.number, persona);

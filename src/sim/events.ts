@@ -13,9 +13,25 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { priceOf, segmentsOf, type Encoding, type Price } from './segments.js';
 
+/** Every event type the simulated carrier sends: what the drop and hold knobs may name. */
+export const EVENT_TYPES = [
+  'message.received',
+  'message.sent',
+  'message.finalized',
+  'call.initiated',
+  'call.answered',
+  'call.bridged',
+  'call.hangup',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export function isEventType(value: unknown): value is EventType {
+  return (EVENT_TYPES as readonly unknown[]).includes(value);
+}
+
 export interface TelnyxEvent {
   id: string;
-  eventType: string;
+  eventType: EventType;
   /** Already formatted for its product (messaging or voice). */
   occurredAt: string;
   payload: Record<string, unknown>;
@@ -64,9 +80,15 @@ export function messagingTime(ms: number): string {
 }
 
 export function voiceTime(ms: number): string {
+  const micros = voiceMicros(ms);
+  const whole = Math.floor(micros / 1000);
+  return `${new Date(whole).toISOString().slice(0, -1)}${String(micros - whole * 1000).padStart(3, '0')}Z`;
+}
+
+/** The instant a voice timestamp shows, in whole microseconds since the epoch (what voiceTime prints). */
+export function voiceMicros(ms: number): number {
   const whole = Math.floor(ms);
-  const micros = Math.min(999, Math.floor((ms - whole) * 1000));
-  return `${new Date(whole).toISOString().slice(0, -1)}${String(micros).padStart(3, '0')}Z`;
+  return whole * 1000 + Math.min(999, Math.floor((ms - whole) * 1000));
 }
 
 // ---------------------------------------------------------------------------------

@@ -5,6 +5,11 @@
 // `delivery_failed` after `delivered` (contradictionRate), and receipts fired and
 // answered before the send itself is answered (earlyReceiptRate), which makes the
 // receipt race the sender's own bookkeeping exactly as a fast real carrier can.
+//
+// GET /v2/messages/{id} answers the message as the carrier knows it at that
+// moment: to[0].status, errors, sent_at and completed_at move when each receipt
+// happens, whether its webhook is delivered, held or lost; a contradiction is a
+// rumour about the message and moves nothing.
 
 import { randomUUID } from 'node:crypto';
 import type { Account } from './account.js';
@@ -19,6 +24,7 @@ import { isBlank, isBody, isE164, isRefusal, optionalString, optionalUrl, SimInp
 import { SMS_FINALIZED_AFTER_MS, SMS_SENT_AFTER_MS, type ResolvedPersona } from './personas.js';
 import { refuse, type Outcome, type Refusal } from './refusals.js';
 import { priceOf, segmentsOf } from './segments.js';
+import { NO_POLICY, type DeliveryPolicy } from './webhooks.js';
 
 /** Simulated ms between a delivered receipt and the contradiction that follows it. */
 const CONTRADICTION_AFTER_MS = 500;
@@ -37,6 +43,8 @@ interface SimMessage {
   webhookUrl: string | null;
   webhookFailoverUrl: string | null;
   useProfileWebhooks: boolean;
+  /** What the persona at the far end does to its webhooks (lose, hold). */
+  policy: DeliveryPolicy;
 }
 
 export interface InboundSms {
@@ -64,6 +72,7 @@ export class Messaging {
     if (persona.sms === 'rejected') return refuse.invalidTo();
     if (opts.reject) return refuse.blocked();
 
+    req.policy = persona.delivery;
     this.messages.set(req.record.id, req);
     // The answer is what Telnyx knew at acceptance, even if early receipts run first.
     const answer = outboundMessageResource(req.record);
@@ -106,9 +115,18 @@ export class Messaging {
     const record = this.record({ at: clock(), direction: 'inbound', from: input.from, to: input.to, text, mediaUrls, webhookUrl });
     record.status = 'webhook_delivered';
     const ownUrl = input.webhook_url ?? null;
-    this.messages.set(record.id, { record, clock, webhookUrl: ownUrl, webhookFailoverUrl: null, useProfileWebhooks: true });
+    // The sender is the far end of an inbound message.
+    const policy = this.account.personas.lookup(input.from).delivery;
+    this.messages.set(record.id, {
+      record,
+      clock,
+      webhookUrl: ownUrl,
+      webhookFailoverUrl: null,
+      useProfileWebhooks: true,
+      policy,
+    });
     const event = messageEvents.messageReceived(record, clock());
-    void this.account.sender.emit(event, [input.webhook_url, this.account.webhookUrl()], { lane: record.id });
+    void this.account.sender.emit(event, [input.webhook_url, this.account.webhookUrl()], { lane: record.id, policy });
     return { messageId: record.id, eventId: event.id };
   }
 
@@ -163,7 +181,7 @@ export class Messaging {
     });
     record.subject = subject;
     record.webhookFailoverUrl = webhookFailoverUrl;
-    return { record, clock, webhookUrl, webhookFailoverUrl, useProfileWebhooks };
+    return { record, clock, webhookUrl, webhookFailoverUrl, useProfileWebhooks, policy: NO_POLICY };
   }
 
   private record(r: {
@@ -240,7 +258,8 @@ export class Messaging {
   private fireSent(m: SimMessage, early: boolean, now: number): Promise<void> {
     m.record.sentAt = now;
     m.record.status = 'sent';
-    return this.account.sender.emit(messageEvents.messageSent(m.record, now), this.urls(m), { early, lane: m.record.id });
+    const event = messageEvents.messageSent(m.record, now);
+    return this.account.sender.emit(event, this.urls(m), { early, lane: m.record.id, policy: m.policy });
   }
 
   private async fireFinalized(m: SimMessage, status: FinalStatus, errorCode: string | null, early: boolean, now: number) {
@@ -250,7 +269,7 @@ export class Messaging {
     m.record.status = status;
     m.record.errors = failed ? [deliveryError(errorCode ?? '40008')] : [];
     const event = messageEvents.messageFinalized(m.record, { status, errors: m.record.errors }, now);
-    const answered = sender.emit(event, this.urls(m), { early, lane: m.record.id });
+    const answered = sender.emit(event, this.urls(m), { early, lane: m.record.id, policy: m.policy });
     if (status === 'delivered' && this.account.random() < this.account.behaviour().contradictionRate) {
       scheduler.after(CONTRADICTION_AFTER_MS, () => {
         const contradiction = messageEvents.messageFinalized(
@@ -258,7 +277,7 @@ export class Messaging {
           { status: 'delivery_failed', errors: [deliveryError('40008')] },
           now + CONTRADICTION_AFTER_MS,
         );
-        void sender.emit(contradiction, this.urls(m), { copy: 'contradiction', lane: m.record.id });
+        void sender.emit(contradiction, this.urls(m), { copy: 'contradiction', lane: m.record.id, policy: m.policy });
       });
     }
     await answered;

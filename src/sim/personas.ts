@@ -22,6 +22,19 @@
 //
 // Receipt timing for SMS: message.sent 100 ms after the send is accepted,
 // message.finalized 1 s after that. All times are simulated: multiplied by timeScale.
+//
+// A persona can also lose or hold back the webhooks of the resources it is the
+// far end of (an outgoing message or leg to it, an inbound message or call from
+// it), deterministically, for tests of a carrier gone silent:
+//   lose: ["call.hangup"]           those event types never arrive (not one attempt)
+//   hold: {"call.answered": 8000}   those arrive this many simulated ms after they
+//                                   happened, overtaken by the resource's later events
+// So with {"call":{"talkMs":3000},"hold":{"call.answered":5000}} the answer of a
+// leg arrives 2 s (simulated) after its hangup; with {"call":{"hangupCause":
+// "timeout"},"lose":["call.hangup"]} a ringing leg times out unheard.
+
+import { EVENT_TYPES, isEventType, type EventType } from './events.js';
+import type { DeliveryPolicy } from './webhooks.js';
 
 export type SmsOutcome =
   | 'delivered'
@@ -62,6 +75,10 @@ export interface Persona {
   /** The errors[0].code of a failed finalized receipt; defaults per outcome (40008, 40001, 40014). */
   smsErrorCode?: string;
   call?: CallPersona;
+  /** Event types of its resources that are lost for good. */
+  lose?: EventType[];
+  /** Event type → simulated ms its events are held back, out of their resource's lane. */
+  hold?: Partial<Record<EventType, number>>;
 }
 
 export type CallPlan =
@@ -74,6 +91,7 @@ export interface ResolvedPersona {
   sms: SmsOutcome;
   smsErrorCode: string | null;
   call: CallPlan;
+  delivery: DeliveryPolicy;
 }
 
 export const SMS_SENT_AFTER_MS = 100;
@@ -107,7 +125,12 @@ export const MAGIC_PERSONAS: Readonly<Record<string, Persona>> = Object.freeze({
 
 export function resolvePersona(p: Persona): ResolvedPersona {
   const sms = p.sms ?? 'delivered';
-  return { sms, smsErrorCode: p.smsErrorCode ?? DEFAULT_ERROR_CODE[sms] ?? null, call: callPlan(p.call ?? {}) };
+  return {
+    sms,
+    smsErrorCode: p.smsErrorCode ?? DEFAULT_ERROR_CODE[sms] ?? null,
+    call: callPlan(p.call ?? {}),
+    delivery: { lose: p.lose ?? [], hold: p.hold ?? {} },
+  };
 }
 
 function callPlan(c: CallPersona): CallPlan {
@@ -157,7 +180,9 @@ const MAX_PERSONA_MS = 3_600_000;
 export function parsePersona(input: unknown): Persona {
   if (!isObject(input)) throw new PersonaError('a persona is a JSON object');
   for (const key of Object.keys(input)) {
-    if (!['sms', 'smsErrorCode', 'call'].includes(key)) throw new PersonaError(`unknown persona field "${key}"`);
+    if (!['sms', 'smsErrorCode', 'call', 'lose', 'hold'].includes(key)) {
+      throw new PersonaError(`unknown persona field "${key}"`);
+    }
   }
   const out: Persona = {};
   if (input['sms'] !== undefined) {
@@ -173,6 +198,22 @@ export function parsePersona(input: unknown): Persona {
     out.smsErrorCode = input['smsErrorCode'];
   }
   if (input['call'] !== undefined) out.call = parseCallPersona(input['call']);
+  if (input['lose'] !== undefined) {
+    const lose = input['lose'];
+    if (!Array.isArray(lose) || !lose.every(isEventType)) {
+      throw new PersonaError(`lose must be a list of event types (${EVENT_TYPES.join(', ')})`);
+    }
+    out.lose = [...new Set(lose)];
+  }
+  if (input['hold'] !== undefined) {
+    const hold = input['hold'];
+    if (!isObject(hold)) throw new PersonaError('hold must be an object of event type → simulated ms');
+    out.hold = {};
+    for (const [type, ms] of Object.entries(hold)) {
+      if (!isEventType(type)) throw new PersonaError(`hold: unknown event type "${type}" (${EVENT_TYPES.join(', ')})`);
+      out.hold[type] = duration(`hold["${type}"]`, ms);
+    }
+  }
   return out;
 }
 
@@ -183,10 +224,10 @@ function parseCallPersona(input: unknown): CallPersona {
     switch (key) {
       case 'answerAfterMs':
       case 'hangupAfterMs':
-        out[key] = duration(key, value);
+        out[key] = duration(`call.${key}`, value);
         break;
       case 'talkMs':
-        out.talkMs = value === null ? null : duration(key, value);
+        out.talkMs = value === null ? null : duration(`call.${key}`, value);
         break;
       case 'hangupCause':
         if (value !== 'user_busy' && value !== 'call_rejected' && value !== 'timeout') {
@@ -205,9 +246,9 @@ function parseCallPersona(input: unknown): CallPersona {
   return out;
 }
 
-function duration(key: string, value: unknown): number {
+function duration(name: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_PERSONA_MS) {
-    throw new PersonaError(`call.${key} must be a number of ms between 0 and ${MAX_PERSONA_MS}`);
+    throw new PersonaError(`${name} must be a number of ms between 0 and ${MAX_PERSONA_MS}`);
   }
   return value;
 }

@@ -1,8 +1,9 @@
 // How the simulated carrier says no: Telnyx's REST error body
 // {"errors":[{"code","title","detail","source"?}]} (code a string) with the HTTP
 // status and code Telnyx uses for each case (telnyx.md §4). Where the reference
-// names no code for a case (answering an outgoing leg, an unsupported action), the
-// simulator answers 422 10015 "Bad Request" with a detail saying what was wrong.
+// names no code for a case (answering an outgoing leg, an unsupported action, the
+// Idempotency-Key conflicts, whose statuses Telnyx documents but not their codes),
+// the simulator answers 10015 "Bad Request" with a detail saying what was wrong.
 
 export interface TelnyxErrorItem {
   code: string;
@@ -79,6 +80,12 @@ export const refuse = {
     refusal(422, '90015', 'Invalid Call Control ID', 'The call_control_id does not identify a call.', '/call_control_id'),
   callEnded: () => refusal(422, '90018', 'Call has already ended', 'This call is no longer active and can not receive commands.'),
   notAnswered: () => refusal(422, '90034', 'Call not answered yet', 'This command needs an answered call.'),
+  badIdempotencyKey: () =>
+    refusal(400, '10015', 'Bad Request', "The Idempotency-Key header must be 1-255 letters, digits, '-', '_' or ':'."),
+  idempotencyKeyInUse: () =>
+    refusal(409, '10015', 'Bad Request', 'A request with this Idempotency-Key is still in progress; retry it later.'),
+  idempotencyKeyReused: () =>
+    refusal(422, '10015', 'Bad Request', 'This Idempotency-Key was already used with a different request.'),
 };
 
 /** The body Telnyx answers with. */

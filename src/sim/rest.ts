@@ -1,16 +1,33 @@
 // The carrier's REST face under /v2, what our workers call as if it were
-// https://api.telnyx.com/v2: Bearer auth, the send-level rumours (latency, 429,
-// 5xx, 4xx refusals; decided here, before the product sees the request), and
+// https://api.telnyx.com/v2: Bearer auth, Idempotency-Key on the sends, the
+// send-level rumours (latency, 429, 5xx, 4xx refusals, decided before the product
+// sees the request; answers delayed, lost or stalled after it acted), and
 // Telnyx's error bodies. Every request is recorded in arrival order with its
-// command_id, whether it was de-duplicated and the status it got.
+// command_id and Idempotency-Key, whether it was de-duplicated or replayed, the
+// status it got and what became of the answer.
+//
+//   POST /v2/messages                              send an SMS/MMS          (Idempotency-Key)
+//   GET  /v2/messages/{id}                         the message as the carrier knows it now
+//   POST /v2/calls                                 dial one leg             (Idempotency-Key, command_id)
+//   GET  /v2/calls/{call_control_id}               the leg's call status (kept 10 min after it ended)
+//   POST /v2/calls/{call_control_id}/actions/{answer|hangup|bridge|reject}   (command_id)
+//
+// A send goes: Idempotency-Key (a stored success is replayed before anything
+// else, so a replay of a success is a success whatever the knobs say), then the
+// injected 429/5xx (nothing done), then the product, then the answer's fate.
 
+import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Account } from './account.js';
 import type { CallControl } from './calls.js';
-import { isBody } from './fields.js';
+import { isBody, isRefusal } from './fields.js';
+import { IDEMPOTENCY_KEY, IdempotencyRecords, type Claim } from './idempotency.js';
 import type { Messaging } from './messages.js';
 import { errorBody, refuse, type Outcome, type Refusal } from './refusals.js';
+
+/** What became of an answer: sent as usual, sent late, lost with its connection, or cut off mid-body. */
+export type AnswerFate = 'sent' | 'delayed' | 'lost' | 'stalled';
 
 export interface RequestRecord {
   seq: number;
@@ -23,8 +40,27 @@ export interface RequestRecord {
   commandId: string | null;
   /** A repeated command_id within 60 s: answered as the first one, nothing done. */
   deduplicated: boolean;
-  /** Null while the request is being answered. */
+  /** The Idempotency-Key header as sent (even a malformed one), or null. */
+  idempotencyKey: string | null;
+  /** A stored answer replayed for its Idempotency-Key: nothing done. */
+  replayed: boolean;
+  /** The status the carrier decided on (for a lost or stalled answer, one the client never got); null till then. */
   status: number | null;
+  answer: AnswerFate;
+}
+
+export interface CarrierApiCounts {
+  /** Sends answered from an Idempotency-Key record. */
+  replays: number;
+  answersDelayed: number;
+  answersLost: number;
+  bodiesStalled: number;
+}
+
+export interface CarrierApi {
+  readonly counts: Readonly<CarrierApiCounts>;
+  /** reset(): forgets the Idempotency-Key records and cuts the answers left stalled. */
+  forget(): void;
 }
 
 export interface CarrierApiDeps {
@@ -32,15 +68,24 @@ export interface CarrierApiDeps {
   account: Account;
   messaging: Messaging;
   calls: CallControl;
+  /** The request body exactly as it came (Idempotency-Key compares bytes, not JSON). */
+  rawBody: (req: FastifyRequest) => string;
   record: (r: Omit<RequestRecord, 'seq'>) => RequestRecord;
 }
 
 /** What a rate-limited client is told to wait, in seconds. */
 const RETRY_AFTER_SECONDS = 1;
 
-export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): void {
+function emptyCounts(): CarrierApiCounts {
+  return { replays: 0, answersDelayed: 0, answersLost: 0, bodiesStalled: 0 };
+}
+
+export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): CarrierApi {
   const { account, messaging, calls } = deps;
   const records = new WeakMap<FastifyRequest, RequestRecord>();
+  const idempotency = new IdempotencyRecords(() => account.scheduler.wallNow());
+  const stalled = new Set<ServerResponse>();
+  let counts = emptyCounts();
 
   const send = <T>(req: FastifyRequest, reply: FastifyReply, outcome: Outcome<T>) => {
     if (!outcome.ok) return refusal(reply, outcome);
@@ -58,6 +103,81 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
   };
   const rejects = () => account.random() < account.behaviour().rejectRate;
 
+  /** The request's Idempotency-Key claim; a refusal when the key settles the answer on its own. */
+  const claimKey = (req: FastifyRequest, record: RequestRecord): Claim | Refusal | null => {
+    const header = req.headers['idempotency-key'];
+    if (header === undefined) return null;
+    const key = Array.isArray(header) ? header.join(', ') : header;
+    record.idempotencyKey = key;
+    if (!IDEMPOTENCY_KEY.test(key)) return refuse.badIdempotencyKey();
+    const [path = '', query = ''] = req.url.split(/\?(.*)/s);
+    const claim = idempotency.claim(`${req.method} ${path}`, key, `${query}\n${deps.rawBody(req)}`);
+    if (claim.kind === 'in_flight') return refuse.idempotencyKeyInUse();
+    if (claim.kind === 'mismatch') return refuse.idempotencyKeyReused();
+    return claim;
+  };
+
+  /** A send: its key, the injected failures, the product's work, then the answer and its fate. */
+  const carryOut = async <T>(req: FastifyRequest, reply: FastifyReply, run: () => Outcome<T> | Promise<Outcome<T>>) => {
+    const record = records.get(req)!;
+    const claim = claimKey(req, record);
+    if (isRefusal(claim)) return refusal(reply, claim);
+    if (claim?.kind === 'replay') {
+      record.replayed = true;
+      counts.replays++;
+      return answer(req, reply, record, claim.answer);
+    }
+    let outcome: Outcome<T> | null = null;
+    try {
+      outcome = injectedFailure() ?? (await run());
+    } finally {
+      if (claim?.kind === 'claimed') {
+        if (outcome?.ok) claim.store(outcome.data);
+        else claim.release();
+      }
+    }
+    if (!outcome.ok) return refusal(reply, outcome);
+    if (outcome.deduplicated) record.deduplicated = true;
+    return answer(req, reply, record, outcome.data);
+  };
+
+  /** A send's 200, with the fate the behaviour draws for it (drawn first: the seed decides, not the timing). */
+  const answer = async (req: FastifyRequest, reply: FastifyReply, record: RequestRecord, data: unknown) => {
+    const b = account.behaviour();
+    const fate: AnswerFate =
+      b.lostAnswerRate > 0 && account.random() < b.lostAnswerRate
+        ? 'lost'
+        : b.stalledBodyRate > 0 && account.random() < b.stalledBodyRate
+          ? 'stalled'
+          : b.answerDelayMs > 0
+            ? 'delayed'
+            : 'sent';
+    record.answer = fate;
+    record.status = 200;
+    if (b.answerDelayMs > 0) {
+      counts.answersDelayed++;
+      await sleep(b.answerDelayMs);
+    }
+    const body = JSON.stringify({ data });
+    if (fate === 'lost') {
+      counts.answersLost++;
+      reply.hijack();
+      req.raw.socket.destroy();
+      return reply;
+    }
+    if (fate === 'stalled') {
+      counts.bodiesStalled++;
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': String(Buffer.byteLength(body)) });
+      res.write(body.slice(0, Math.floor(body.length / 2)));
+      stalled.add(res);
+      res.on('close', () => stalled.delete(res));
+      return reply;
+    }
+    return reply.code(200).type(JSON_TYPE).send(body);
+  };
+
   void app.register(
     async (v2) => {
       v2.addHook('onRequest', async (req) => {
@@ -68,7 +188,10 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
           body: null,
           commandId: null,
           deduplicated: false,
+          idempotencyKey: null,
+          replayed: false,
           status: null,
+          answer: 'sent',
         });
         records.set(req, record);
       });
@@ -88,21 +211,19 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
         if (record) record.status = reply.statusCode;
       });
 
-      v2.post('/messages', async (req, reply) => {
-        const failure = injectedFailure();
-        if (failure) return refusal(reply, failure);
-        return send(req, reply, await messaging.send(req.body, { reject: rejects() }));
-      });
+      v2.post('/messages', async (req, reply) =>
+        carryOut(req, reply, () => messaging.send(req.body, { reject: rejects() })),
+      );
 
       v2.get<{ Params: { id: string } }>('/messages/:id', async (req, reply) => send(req, reply, messaging.get(req.params.id)));
 
-      v2.post('/calls', async (req, reply) => {
-        const failure = injectedFailure();
-        if (failure) return refusal(reply, failure);
-        return send(req, reply, calls.dial(req.body, { reject: rejects() }));
-      });
+      v2.post('/calls', async (req, reply) => carryOut(req, reply, () => calls.dial(req.body, { reject: rejects() })));
 
       // call_control_id carries ':' (v3:…), which the router takes as part of the parameter.
+      v2.get<{ Params: { id: string } }>('/calls/:id', async (req, reply) =>
+        send(req, reply, calls.status(req.params.id)),
+      );
+
       v2.post<{ Params: { id: string; action: string } }>('/calls/:id/actions/:action', async (req, reply) =>
         send(req, reply, calls.action(req.params.id, req.params.action, req.body)),
       );
@@ -111,7 +232,21 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
     },
     { prefix: '/v2' },
   );
+
+  return {
+    get counts() {
+      return { ...counts };
+    },
+    forget() {
+      idempotency.clear();
+      for (const res of stalled) res.destroy();
+      stalled.clear();
+      counts = emptyCounts();
+    },
+  };
 }
+
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 export function refusal(reply: FastifyReply, r: Refusal) {
   if (r.headers) void reply.headers(r.headers);

@@ -1,14 +1,13 @@
 // How the simulated carrier splits a text into parts and prices it, the numbers it
 // reports as `encoding`, `parts` and `cost` in the send response and receipts.
-// GSM-7 when every character is in the GSM 03.38 alphabet (the extension
-// characters take two septets), else UCS-2 counted in UTF-16 code units.
+// The split is Handset's own, from messages/segments (escapes and surrogate pairs
+// never split across two parts); its tests hold it against an independent segment
+// calculator, so the simulator cannot merely agree with a mistake. An MMS is one
+// part, reported with its text's encoding.
 
-const GSM_BASIC = new Set(
-  '@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !"#¤%&\'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà',
-);
-const GSM_EXTENSION = new Set('^{}\\[~]|€\f');
+import { splitSms, type TextEncoding } from '../messages/segments.js';
 
-export type Encoding = 'GSM-7' | 'UCS-2';
+export type Encoding = TextEncoding;
 
 export interface Segments {
   encoding: Encoding;
@@ -16,20 +15,8 @@ export interface Segments {
 }
 
 export function segmentsOf(text: string, isMms: boolean): Segments {
-  let septets = 0;
-  let gsm = true;
-  for (const ch of text) {
-    if (GSM_BASIC.has(ch)) septets += 1;
-    else if (GSM_EXTENSION.has(ch)) septets += 2;
-    else {
-      gsm = false;
-      break;
-    }
-  }
-  if (isMms) return { encoding: gsm ? 'GSM-7' : 'UCS-2', parts: 1 };
-  if (gsm) return { encoding: 'GSM-7', parts: septets <= 160 ? 1 : Math.ceil(septets / 153) };
-  const units = text.length; // UTF-16 code units
-  return { encoding: 'UCS-2', parts: units <= 70 ? 1 : Math.ceil(units / 67) };
+  const { encoding, parts } = splitSms(text);
+  return { encoding, parts: isMms ? 1 : parts.length };
 }
 
 export interface Money {

@@ -2,7 +2,11 @@
 // Telnyx's REST API under /v2 and the control API under /_sim on one Fastify
 // server, and sends signed Telnyx webhooks to the profile webhook URL (or a
 // resource's own). It behaves like a real carrier, including misbehaving on
-// purpose (behaviour.ts), deterministically for a given seed and request order.
+// purpose (behaviour.ts: duplicates, reorders, webhooks lost for good or held
+// back, answers lost after a send was carried out), deterministically for a
+// given seed and request order, and it answers what a client asks when its
+// webhooks went missing (GET /v2/calls/{id}, GET /v2/messages/{id}) and honours
+// Idempotency-Key on its sends (idempotency.ts), so a retry never sends twice.
 // `handset sim` (cli.ts) and `handset dev` run it; tests use it in-process.
 
 import { createPublicKey, generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto';
@@ -10,7 +14,7 @@ import Fastify from 'fastify';
 import { pino, type Logger } from 'pino';
 import { telnyxPublicKeyBase64 } from '../carrier/telnyx/signature.js';
 import type { Account } from './account.js';
-import { WELL_BEHAVED, parseBehaviour, type Behaviour } from './behaviour.js';
+import { checkBehaviour, parseBehaviour, WELL_BEHAVED, type Behaviour } from './behaviour.js';
 import { CallControl, type InboundCall, type InboundCallResult, type LiveLeg } from './calls.js';
 import { registerControlApi } from './control.js';
 import { newConnectionId } from './events.js';
@@ -19,16 +23,17 @@ import { Messaging, type InboundSms } from './messages.js';
 import { PersonaBook, type Persona } from './personas.js';
 import { freshSeed, seededRandom, type Random } from './random.js';
 import { errorBody, refuse } from './refusals.js';
-import { registerCarrierApi, refusal, type RequestRecord } from './rest.js';
+import { registerCarrierApi, refusal, type CarrierApiCounts, type RequestRecord } from './rest.js';
 import { Scheduler } from './scheduler.js';
-import { WebhookSender, type WebhookAttempt, type WebhookCounts } from './webhooks.js';
+import { WebhookSender, type DroppedEvent, type WebhookAttempt, type WebhookCounts } from './webhooks.js';
 
 export { telnyxWebhook, envelopeBody, canonicalJson, messagingTime, voiceTime } from './events.js';
 export type { Behaviour } from './behaviour.js';
 export type { Persona, CallPersona, SmsOutcome } from './personas.js';
 export { MAGIC_PERSONAS } from './personas.js';
-export type { RequestRecord } from './rest.js';
-export type { WebhookAttempt, DeliveryCopy } from './webhooks.js';
+export type { RequestRecord, AnswerFate } from './rest.js';
+export type { WebhookAttempt, DeliveryCopy, DroppedEvent } from './webhooks.js';
+export { EVENT_TYPES, type EventType } from './events.js';
 export type { InboundSms } from './messages.js';
 export type { InboundCall, InboundCallResult } from './calls.js';
 
@@ -59,7 +64,7 @@ export interface SimulatorOptions {
   log?: Logger;
 }
 
-export interface SimulatorCounts extends WebhookCounts {
+export interface SimulatorCounts extends WebhookCounts, CarrierApiCounts {
   requests: number;
   messages: number;
   callLegs: number;
@@ -80,6 +85,7 @@ export interface SimulatorState {
   liveCalls: LiveLeg[];
   recentRequests: RequestRecord[];
   recentWebhooks: Array<Omit<WebhookAttempt, 'body'>>;
+  recentDropped: Array<Omit<DroppedEvent, 'body'>>;
 }
 
 // A type, not an interface, so it passes wherever a plain environment record is expected.
@@ -109,6 +115,8 @@ export interface Simulator {
   readonly requests: readonly RequestRecord[];
   /** Every webhook attempt, in the order they were answered. */
   readonly webhooks: readonly WebhookAttempt[];
+  /** Every event lost for good (no attempt made), in the order they were dropped. */
+  readonly dropped: readonly DroppedEvent[];
   readonly counts: Readonly<SimulatorCounts>;
   /** The settings that point Handset at this simulator, as `handset sim` prints them. */
   carrierEnv(): CarrierEnv;
@@ -144,15 +152,17 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   if (privateKey.asymmetricKeyType !== 'ed25519') throw new SimInputError('privateKey must be an Ed25519 private key');
   const publicKeyBase64 = telnyxPublicKeyBase64(createPublicKey(privateKey));
   const seed = String(opts.seed ?? freshSeed());
-  const initialBehaviour: Behaviour = { ...WELL_BEHAVED, ...parseBehaviour(opts.behaviour ?? {}) };
+  const initialBehaviour = checkBehaviour({ ...WELL_BEHAVED, ...parseBehaviour(opts.behaviour ?? {}) });
   const historyLimit = opts.historyLimit ?? DEFAULT_HISTORY_LIMIT;
 
   let behaviour: Behaviour = { ...initialBehaviour };
   let stream: Random = seededRandom(seed);
   const requests: RequestRecord[] = [];
   const webhooks: WebhookAttempt[] = [];
+  const dropped: DroppedEvent[] = [];
   let requestSeq = 0;
   let webhookSeq = 0;
+  let droppedSeq = 0;
 
   const scheduler = new Scheduler(timeScale, opts.now ?? (() => performance.timeOrigin + performance.now()), log);
   const personas = new PersonaBook(opts.personas ?? {});
@@ -162,6 +172,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     random: () => stream(),
     behaviour: () => behaviour,
     record: (a) => keep(webhooks, { seq: ++webhookSeq, ...a }, historyLimit),
+    recordDropped: (d) => keep(dropped, { seq: ++droppedSeq, ...d }, historyLimit),
     log,
   });
   const configuredConnection = opts.connectionId;
@@ -183,8 +194,11 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const calls = new CallControl(account);
 
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: true, return503OnClosing: true });
+  // The bytes as they came, for Idempotency-Key (the same request is the same body byte for byte).
+  const rawBodies = new WeakMap<object, string>();
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, text, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
+    if (typeof text === 'string') rawBodies.set(req, text);
     if (typeof text !== 'string' || text.trim() === '') return done(null, undefined);
     try {
       done(null, JSON.parse(text));
@@ -200,11 +214,12 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     return refusal(reply, { ...refuse.malformedBody(err.message), status });
   });
 
-  registerCarrierApi(app, {
+  const carrierApi = registerCarrierApi(app, {
     apiKey,
     account,
     messaging,
     calls,
+    rawBody: (req) => rawBodies.get(req) ?? '',
     record: (r) => keep(requests, { seq: ++requestSeq, ...r }, historyLimit),
   });
 
@@ -231,8 +246,15 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     },
     requests,
     webhooks,
+    dropped,
     get counts() {
-      return { requests: requestSeq, messages: messaging.count, callLegs: calls.count, ...sender.counts };
+      return {
+        requests: requestSeq,
+        messages: messaging.count,
+        callLegs: calls.count,
+        ...sender.counts,
+        ...carrierApi.counts,
+      };
     },
     carrierEnv: () => ({
       TELNYX_API_URL: sim.url,
@@ -244,7 +266,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       webhookUrl = checkWebhookUrl(url);
     },
     setBehaviour(partial) {
-      behaviour = { ...behaviour, ...parseBehaviour(partial) };
+      // Checked whole before it replaces anything: a refused change changes nothing.
+      behaviour = checkBehaviour({ ...behaviour, ...parseBehaviour(partial) });
       return { ...behaviour };
     },
     setPersona(number, persona) {
@@ -278,11 +301,13 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         liveCalls: calls.live(),
         recentRequests: requests.slice(-RECENT),
         recentWebhooks: webhooks.slice(-RECENT).map(({ body: _body, ...rest }) => rest),
+        recentDropped: dropped.slice(-RECENT).map(({ body: _body, ...rest }) => rest),
       };
     },
     idle: () => scheduler.idle(),
     reset() {
       scheduler.cancelAll();
+      carrierApi.forget();
       messaging.reset();
       calls.reset();
       personas.reset();
@@ -290,12 +315,15 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       stream = seededRandom(seed);
       requests.length = 0;
       webhooks.length = 0;
+      dropped.length = 0;
       requestSeq = 0;
       webhookSeq = 0;
+      droppedSeq = 0;
       sender.forget();
     },
     async close() {
       scheduler.cancelAll();
+      carrierApi.forget();
       await app.close();
     },
   };

@@ -12,12 +12,20 @@
 // under the same id (duplicateRate), the same fact under a new id
 // (resendNewIdRate), and a random hold-back of each delivery (reorderWindowMs,
 // which also turns the lanes off). Copies never spawn copies.
+//
+// Telnyx also gives up on a webhook after its retries, and an outage longer than
+// that loses it for good. A lost event (dropRate, dropRates, a persona's `lose`)
+// makes no attempt at all, copies included; the resource it tells of has moved at
+// the carrier all the same, so a REST lookup tells the truth the webhook did not.
+// A held event (holdRate, a persona's `hold`) goes out late, copies with it, and
+// leaves its lane: the later events of its resource overtake it (a hangup before
+// its leg's answer).
 
 import { randomUUID, type KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { signTelnyxWebhook } from '../carrier/telnyx/signature.js';
 import type { Behaviour } from './behaviour.js';
-import { envelopeBody, type TelnyxEvent } from './events.js';
+import { envelopeBody, type EventType, type TelnyxEvent } from './events.js';
 import type { Random } from './random.js';
 import type { Scheduler } from './scheduler.js';
 
@@ -46,9 +54,39 @@ export interface WebhookAttempt {
   body: string;
 }
 
+/** A resource's own misbehaviour, from the persona at its far end. */
+export interface DeliveryPolicy {
+  /** Event types lost for good. */
+  lose: readonly EventType[];
+  /** Event type → simulated ms its events are held back. */
+  hold: Readonly<Partial<Record<EventType, number>>>;
+}
+
+export const NO_POLICY: DeliveryPolicy = Object.freeze({ lose: Object.freeze([]), hold: Object.freeze({}) });
+
+/** An event lost for good, kept so a test can tell which, or deliver its body very late itself. */
+export interface DroppedEvent {
+  seq: number;
+  /** Wall-clock ISO time it was dropped. */
+  at: string;
+  eventId: string;
+  eventType: EventType;
+  copy: 'original' | 'contradiction';
+  /** `persona` (its `lose` list) or `behaviour` (dropRate, dropRates). */
+  reason: 'persona' | 'behaviour';
+  /** The primary URL it would have gone to. */
+  url: string;
+  /** The body its first attempt would have carried (attempt 1, to `url`). */
+  body: string;
+}
+
 export interface WebhookCounts {
-  /** Events the carrier decided to tell (originals and contradictions). */
+  /** Events the carrier decided to tell (originals and contradictions), dropped ones included. */
   events: number;
+  /** Events lost for good: not one attempt. */
+  dropped: number;
+  /** Events held back out of their lane. */
+  held: number;
   duplicates: number;
   resends: number;
   attempts: number;
@@ -64,11 +102,21 @@ export interface WebhookSenderDeps {
   random: Random;
   behaviour: () => Behaviour;
   record: (attempt: Omit<WebhookAttempt, 'seq'>) => void;
+  recordDropped: (dropped: Omit<DroppedEvent, 'seq'>) => void;
   log: Logger;
 }
 
 export function emptyWebhookCounts(): WebhookCounts {
-  return { events: 0, duplicates: 0, resends: 0, attempts: 0, failedDeliveries: 0, undeliverable: 0 };
+  return {
+    events: 0,
+    dropped: 0,
+    held: 0,
+    duplicates: 0,
+    resends: 0,
+    attempts: 0,
+    failedDeliveries: 0,
+    undeliverable: 0,
+  };
 }
 
 export class WebhookSender {
@@ -80,13 +128,14 @@ export class WebhookSender {
 
   /**
    * Tells `urls` (in priority order) about an event, with whatever rumours the
-   * behaviour asks for. Resolves once the original's first attempt was answered
-   * (or failed): the early-receipt path waits on exactly that.
+   * behaviour and the resource's policy ask for. Resolves once the original's
+   * first attempt was answered (or failed): the early-receipt path waits on
+   * exactly that. A lost or held event resolves at once: nothing to wait for.
    */
   emit(
     event: TelnyxEvent,
     urls: ReadonlyArray<string | null | undefined>,
-    opts: { copy?: 'original' | 'contradiction'; early?: boolean; lane?: string } = {},
+    opts: { copy?: 'original' | 'contradiction'; early?: boolean; lane?: string; policy?: DeliveryPolicy } = {},
   ): Promise<void> {
     const targets = [...new Set(urls.filter((u): u is string => typeof u === 'string' && u !== ''))];
     this.counts.events++;
@@ -95,11 +144,32 @@ export class WebhookSender {
       return Promise.resolve();
     }
     const b = this.deps.behaviour();
+    const policy = opts.policy ?? NO_POLICY;
     const copy = opts.copy ?? 'original';
+    const lost = this.lost(event.eventType, policy, b);
+    if (lost !== null) {
+      this.counts.dropped++;
+      const url = targets[0]!;
+      this.deps.recordDropped({
+        at: new Date(this.deps.scheduler.wallNow()).toISOString(),
+        eventId: event.id,
+        eventType: event.eventType,
+        copy,
+        reason: lost,
+        url,
+        body: envelopeBody(event, 1, url),
+      });
+      return Promise.resolve();
+    }
+    const heldMs = this.heldFor(event.eventType, policy, b);
     // Captured now: an event emitted before reset() must not go out after it.
     const signal = this.deps.scheduler.signal;
     let first: Promise<void>;
-    if (opts.lane !== undefined && b.reorderWindowMs === 0) {
+    if (heldMs !== null) {
+      this.counts.held++;
+      void this.launch(event, targets, copy, heldMs, signal);
+      first = Promise.resolve();
+    } else if (opts.lane !== undefined && b.reorderWindowMs === 0) {
       const lane = opts.lane;
       const previous = this.lanes.get(lane);
       first = previous
@@ -112,15 +182,33 @@ export class WebhookSender {
     } else {
       first = this.launch(event, targets, copy, opts.early ? 0 : this.holdBack(b), signal);
     }
+    // A held fact arrives late, whichever copy tells it.
+    const copyDelay = () => (heldMs ?? 0) + this.holdBack(b);
     if (this.deps.random() < b.duplicateRate) {
       this.counts.duplicates++;
-      void this.launch(event, targets, 'duplicate', this.holdBack(b), signal);
+      void this.launch(event, targets, 'duplicate', copyDelay(), signal);
     }
     if (this.deps.random() < b.resendNewIdRate) {
       this.counts.resends++;
-      void this.launch({ ...event, id: randomUUID() }, targets, 'resend', this.holdBack(b), signal);
+      void this.launch({ ...event, id: randomUUID() }, targets, 'resend', copyDelay(), signal);
     }
     return first;
+  }
+
+  /** Why an event is lost for good, or null. The persona decides first; a behaviour rate draws only when set. */
+  private lost(type: EventType, policy: DeliveryPolicy, b: Behaviour): DroppedEvent['reason'] | null {
+    if (policy.lose.includes(type)) return 'persona';
+    const rate = b.dropRates[type] ?? b.dropRate;
+    return rate > 0 && this.deps.random() < rate ? 'behaviour' : null;
+  }
+
+  /** Real ms an event is held back out of its lane, or null. */
+  private heldFor(type: EventType, policy: DeliveryPolicy, b: Behaviour): number | null {
+    const planned = policy.hold[type];
+    if (planned !== undefined) return planned * this.deps.scheduler.timeScale;
+    if (!(b.holdRate > 0 && this.deps.random() < b.holdRate)) return null;
+    const spread = b.holdMaxMs - b.holdMinMs;
+    return b.holdMinMs + (spread > 0 ? this.deps.random() * spread : 0);
   }
 
   /** One signed attempt of an arbitrary body (tests replaying their own crafts). */

@@ -4,6 +4,7 @@
 
 import { pino, type Logger, type DestinationStream } from 'pino';
 import { Logger as WorkerLogger, type LogLevel } from 'graphile-worker';
+import { isUnavailable } from '../db/errors.js';
 
 export type { Logger };
 
@@ -41,13 +42,19 @@ export function createFileLogger(level: string, file: string): Logger {
   return createLogger(level, pino.multistream(streams));
 }
 
-/** graphile-worker's logger interface, writing through our pino logger. */
+/**
+ * graphile-worker's logger interface, writing through our pino logger. Its own
+ * chatter ("Worker connected") and the job failures our runner already logs stay
+ * at debug; a database failure it reports is an expected condition (the runner
+ * recovers from it), so a warning, not an error.
+ */
 export function workerLogger(log: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level: LogLevel, message: string, meta?: unknown) => {
+    const m = (meta ?? {}) as { failure?: unknown; error?: unknown; fatalError?: unknown };
     const fields = { scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId }, ...(meta as object) };
-    // The worker's own chatter ("Worker connected", job failures we already log) stays at debug.
-    if (level === 'error') log.error(fields, message);
-    else if (level === 'warning') log.warn(fields, message);
+    if (m.failure === true) log.debug(fields, message);
+    else if (level === 'error' && !isUnavailable(m.fatalError ?? m.error)) log.error(fields, message);
+    else if (level === 'error' || level === 'warning') log.warn(fields, message);
     else log.debug(fields, message);
   });
 }

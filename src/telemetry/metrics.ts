@@ -40,6 +40,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly runnerRestarts = new Counter({
+    name: 'handset_job_runner_restarts_total',
+    help: 'Times the job runner stopped on its own (a database failure while recording a job) and was restarted',
+    registers: [this.registry],
+  });
+
+  readonly reconcileLookups = new Counter({
+    name: 'handset_reconcile_lookups_total',
+    help: 'Carrier lookups made by reconciliation, by what was looked up and what came of it',
+    labelNames: ['kind', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly reconciledFacts = new Counter({
+    name: 'handset_reconciled_facts_total',
+    help: 'Carrier events stored from lookups (facts no webhook had told us yet)',
+    registers: [this.registry],
+  });
+
   readonly deliveries = new Counter({
     name: 'handset_webhook_deliveries_total',
     help: 'Customer webhook delivery attempts, by outcome',

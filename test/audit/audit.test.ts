@@ -167,7 +167,7 @@ beforeAll(async () => {
                 + (SELECT count(*) FROM calls WHERE ended_at IS NULL AND id <> $1)
                 + (SELECT count(*) FROM call_legs WHERE call_id = $1 AND status <> 'ringing')
                 + (SELECT count(*) FROM calls WHERE direction = 'inbound' AND status <> 'completed')
-                + (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts) AS busy`,
+                + (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS busy`,
           [traffic.ringingCall],
         );
         return rows[0]!.busy === 0 && (await count(db.pool, 'SELECT * FROM calls WHERE direction = $1', ['inbound'])) === 1;

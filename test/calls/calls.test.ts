@@ -3,6 +3,7 @@
 // carrier is the simulator with "manual" personas, so each webhook is written by
 // the test — and replayed, raced and re-sent under new ids through ingest.
 
+import { retryPolicies } from '../../src/jobs/retry.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialLeg } from '../../src/calls/commands.js';
@@ -175,16 +176,16 @@ describe('sequential ring', () => {
     expect((await getCall(callId)).duration_seconds).toBe(0);
   });
 
-  it('a dial job re-run after the carrier accepted (crash before the commit) dials once, thanks to command_id', async () => {
+  it('a dial job re-run after the carrier accepted (crash before the commit) dials once: the repeated Idempotency-Key is answered with the first leg', async () => {
     const callId = await place([C]);
     const leg = await legAt(callId, 0);
     const before = dials(C);
     // The state a crash between the carrier's 200 and our commit leaves: the leg is still dialing.
     await db.pool.query(`UPDATE call_legs SET status = 'dialing', call_control_id = NULL, dialed_at = NULL WHERE id = $1`, [leg.id]);
-    const deps = { pool: db.pool, carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-test' }), log: createLogger('silent') };
+    const deps = { pool: db.pool, carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-test' }), log: createLogger('silent'), policies: retryPolicies(3000) };
     expect(await dialLeg(deps, leg.id)).toBe('dialed');
     expect(dials(C)).toBe(before);
-    expect(sim.requests.filter((r) => r.path === '/v2/calls' && r.commandId === leg.id && r.deduplicated)).toHaveLength(1);
+    expect(sim.requests.filter((r) => r.path === '/v2/calls' && r.idempotencyKey === leg.id && r.replayed)).toHaveLength(1);
     const { rows } = await db.pool.query('SELECT call_control_id, status FROM call_legs WHERE id = $1', [leg.id]);
     expect(rows[0]).toEqual({ call_control_id: leg.call_control_id, status: 'ringing' });
   });

@@ -177,6 +177,24 @@ describe('delivery', () => {
     expect(log.json.data[0].attempts.map((a: { trigger: string }) => a.trigger)).toEqual(['redeliver']);
   });
 
+  it('a redelivery is an attempt of its own: a succeeded delivery stays succeeded, and a failed redelivery moves neither the delivery nor the endpoint’s failure count', async () => {
+    const { receiver, endpointId } = await subscribe(['message.canceled']);
+    const { eventId } = await withTx(db.pool, (tx) => emit(tx, event({ type: 'message.canceled', subjectId: 'msg_redo' })));
+    await eventually(async () => (await deliveryOf(eventId, endpointId)).status === 'succeeded');
+    receiver.answer = () => ({ status: 500 });
+    expect((await acme.post(`/v1/events/${eventId}/redeliver`)).status).toBe(202);
+    await eventually(async () => receiver.received.length === 2);
+    await eventually(async () => (await deliveryOf(eventId, endpointId)).attempts === 2);
+    expect(await deliveryOf(eventId, endpointId)).toEqual({ status: 'succeeded', attempts: 2 });
+    const ep = (await acme.get(`/v1/webhook_endpoints/${endpointId}`)).json;
+    expect(ep).toMatchObject({ enabled: true, consecutive_failures: 0 });
+    const log = (await acme.get(`/v1/events/${eventId}/deliveries`)).json.data[0];
+    expect(log.attempts.map((a: { trigger: string; response_status: number }) => [a.trigger, a.response_status])).toEqual([
+      ['scheduled', 200],
+      ['redeliver', 500],
+    ]);
+  });
+
   it('410 Gone disables the endpoint at once', async () => {
     const { receiver, endpointId } = await subscribe();
     receiver.answer = () => ({ status: 410 });

@@ -17,6 +17,7 @@ const event = (id: string, body = envelope(id)): NewCarrierEvent => ({
   carrier: 'telnyx',
   carrierEventId: id,
   eventType: 'message.finalized',
+  subject: null,
   rawJson: body,
 });
 const events = () => count(db.pool, 'SELECT * FROM carrier_events');

@@ -2,6 +2,7 @@
 // transaction with processed_at; failures retry with backoff and leave their error.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { retryPolicies } from '../../src/jobs/retry.js';
 import { NotReadyError, processCarrierEvent, type HandlerRegistry } from '../../src/carrier/process.js';
 import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
 import type { Platform } from '../../src/platform.js';
@@ -11,6 +12,7 @@ import { createTestDatabase, eventually, type TestDatabase } from '../support/db
 import { startTestPlatform } from '../support/platform.js';
 
 const keys = telnyxKeys();
+const notReady = retryPolicies(3000).notReady;
 let db: TestDatabase;
 let platform: Platform;
 let url: string;
@@ -75,30 +77,37 @@ describe('processing', () => {
   });
 
   it('a re-run after the processing transaction committed does nothing', async () => {
-    const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers, log: createLogger('silent') };
+    const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers, log: createLogger('silent'), notReady };
     const { rows } = await db.pool.query(`SELECT id FROM carrier_events WHERE carrier_event_id = '4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'`);
     const before = seen.length;
     expect(await processCarrierEvent(deps, rows[0].id)).toBe('already_processed');
     expect(seen.length).toBe(before);
   });
 
-  it('an event whose row never appears is given up after its attempts and recorded', async () => {
-    const notReady: HandlerRegistry = {
-      'message.receipt': async (tx) => {
+  it('an event whose row never appears waits by time, not by attempts, then is given up and recorded', async () => {
+    const waiting: HandlerRegistry = {
+      'message.receipt': async (tx, _ev, ctx) => {
         await tx.query(`CREATE TABLE IF NOT EXISTS partial (v text); INSERT INTO partial VALUES ('half-done')`);
-        throw new NotReadyError('no message with carrier id x');
+        if (!ctx.waitedOut) throw new NotReadyError('no message with carrier id x');
+        return { outcome: 'rejected', reason: 'no message has carrier id x' };
       },
     };
-    const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: notReady, log: createLogger('silent') };
     const { rows } = await db.pool.query(
-      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ('early', 'message.finalized', $1::jsonb) RETURNING id`,
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ('early', 'message.finalized', $1::jsonb) RETURNING id, created_at`,
       [fixture('message-finalized-delivered')],
     );
-    await expect(processCarrierEvent(deps, rows[0].id, 1)).rejects.toThrow(NotReadyError);
-    expect((await row('early')).error).toMatch(/NotReadyError: no message/);
-    expect(await processCarrierEvent(deps, rows[0].id, 8)).toBe('rejected');
-    expect((await row('early')).error).toMatch(/^gave up after 8 attempts/);
-    // the handler's writes before it threw are gone with its transaction
+    const at = (ms: number) => () => new Date(rows[0].created_at.getTime() + ms);
+    const deps = (now: () => Date) => ({ pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: waiting, log: createLogger('silent'), notReady, now });
+    // However many times it has run, an event younger than the policy's bound waits…
+    expect(await processCarrierEvent(deps(at(0)), rows[0].id, 1)).toBe('waiting');
+    expect(await processCarrierEvent(deps(at(notReady.giveUpAfterMs! - 1)), rows[0].id, 40)).toBe('waiting');
+    expect((await row('early')).error).toMatch(/^waiting: no message/);
+    const next = await db.pool.query(`SELECT payload, run_at FROM graphile_worker._private_jobs WHERE key = $1`, [`carrier_event.process:${rows[0].id}`]);
+    expect(next.rows[0].payload).toEqual({ eventId: rows[0].id, attempt: 41 });
+    // … and the handler's writes before it threw are gone with its transaction.
     expect((await db.pool.query(`SELECT to_regclass('partial') AS t`)).rows[0].t).toBeNull();
+    // Once it has waited the bound out, the handler stops waiting: here it gives up.
+    expect(await processCarrierEvent(deps(at(notReady.giveUpAfterMs!)), rows[0].id, 2)).toBe('rejected');
+    expect((await row('early')).error).toBe('no message has carrier id x');
   });
 });

@@ -53,7 +53,7 @@ describe('worker crash recovery', () => {
     locker.release();
 
     // Still locked by the dead pool: nothing runs it until the sweeper acts.
-    expect((await db.pool.query(`SELECT locked_by FROM graphile_worker.jobs`)).rows[0].locked_by).toBe(lockedBy);
+    expect((await db.pool.query(`SELECT locked_by FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`)).rows[0].locked_by).toBe(lockedBy);
 
     const b = worker();
     await b.waitFor(/worker running/);
@@ -65,7 +65,7 @@ describe('worker crash recovery', () => {
     await b.waitFor(new RegExp(`"pools":\\["${lockedBy}"\\],"msg":"unlocked jobs of silent workers"`));
     // Generous: the bound plus a sweep interval plus process start-up.
     expect(recoveredAfterMs).toBeLessThan(STALE_AFTER_MS + 10_000);
-    expect(await db.pool.query('SELECT count(*)::int AS n FROM graphile_worker.jobs').then((r) => r.rows[0].n)).toBe(0);
+    expect(await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`).then((r) => r.rows[0].n)).toBe(0);
     b.child.kill('SIGTERM');
     expect((await b.exited).code).toBe(0);
   });

@@ -3,6 +3,7 @@
 // one bill and one customer event per transition. Everything goes through the
 // real pipeline: signed webhooks into ingest, the worker, the outbox, a receiver.
 
+import { retryPolicies } from '../../src/jobs/retry.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processCarrierEvent } from '../../src/carrier/process.js';
@@ -23,6 +24,7 @@ const OUR_NUMBER = '+13125550001';
 const SILENT = '+15555550105'; // the simulator's persona: message.sent, never finalized
 const REJECTED = '+15555550103'; // refused at send: 422, 40310
 
+const policies = retryPolicies(3000);
 let db: TestDatabase;
 let sim: Simulator;
 let platform: Platform;
@@ -148,6 +150,31 @@ describe('outbound receipts', () => {
     }
   });
 
+  it('a refused receipt names the status that won, not the one read before the row lock', async () => {
+    const { id, carrierId } = await sendAndWaitSent(SILENT);
+    const eventId = randomUUID();
+    const body = telnyxWebhook.messageFinalized({ messageId: carrierId, from: OUR_NUMBER, to: SILENT, status: 'delivery_failed', eventId });
+    const { rows } = await db.pool.query(
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb) RETURNING id`,
+      [eventId, body],
+    );
+    // Another receipt's transaction has made the message delivered and not committed yet.
+    const locker = await db.pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query(`UPDATE messages SET status = 'delivered', completed_at = now() WHERE id = $1`, [id]);
+      const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: messageHandlers, log, notReady: policies.notReady };
+      const processing = processCarrierEvent(deps, rows[0].id);
+      await new Promise((r) => setTimeout(r, 300)); // it has read the message as sent and waits on the lock
+      await locker.query('COMMIT');
+      expect(await processing).toBe('ignored');
+    } finally {
+      locker.release();
+    }
+    const history = (await acme.get(`/v1/messages/${id}/status_history`)).json.data;
+    expect(history.at(-1)).toMatchObject({ effect: 'refused', status: 'failed', note: 'message already delivered' });
+  });
+
   it('two workers racing on the same receipt, under two event ids, make one transition', async () => {
     const { id, carrierId } = await sendAndWaitSent(SILENT);
     {
@@ -163,7 +190,7 @@ describe('outbound receipts', () => {
         );
         rowIds.push(rows[0].id);
       }
-      const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: messageHandlers, log };
+      const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: messageHandlers, log, notReady: policies.notReady };
       const outcomes = await Promise.all([...rowIds, ...rowIds].map((row) => processCarrierEvent(deps, row)));
       expect(outcomes.filter((o) => o === 'applied')).toHaveLength(1);
       expect(await events(id, 'message.delivered') + (await events(id, 'message.failed'))).toBe(1);
@@ -173,7 +200,7 @@ describe('outbound receipts', () => {
 });
 
 describe('dispatch', () => {
-  const deps = () => ({ pool: db.pool, carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey }), log });
+  const deps = () => ({ pool: db.pool, carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey }), log, policy: policies.dispatch });
 
   it('a dispatcher re-run after its transaction committed sends nothing to the carrier, transitions nothing, bills nothing', async () => {
     const before = carrierSends();
@@ -220,9 +247,9 @@ describe('scheduling', () => {
     expect(res.json).toMatchObject({ status: 'scheduled', send_at: sendAt.toISOString() });
     const carrier = telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey });
     const before = carrierSends();
-    expect(await dispatchMessage({ pool: db.pool, carrier, log, now: () => new Date(sendAt.getTime() - 1000) }, res.json.id)).toBe('not_due');
+    expect(await dispatchMessage({ pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() - 1000) }, res.json.id)).toBe('not_due');
     expect(carrierSends()).toBe(before);
-    expect(await dispatchMessage({ pool: db.pool, carrier, log, now: () => new Date(sendAt.getTime() + 1000) }, res.json.id)).toBe('sent');
+    expect(await dispatchMessage({ pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) }, res.json.id)).toBe('sent');
     expect(carrierSends()).toBe(before + 1);
     expect(await message(res.json.id)).toMatchObject({ status: 'sent', sent_at: new Date(sendAt.getTime() + 1000).toISOString() });
     // now that it is sent, cancel is a conflict
@@ -240,7 +267,7 @@ describe('scheduling', () => {
     expect((await acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
     const before = carrierSends();
     const carrier = telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey });
-    expect(await dispatchMessage({ pool: db.pool, carrier, log, now: () => new Date(sendAt.getTime() + 1000) }, res.json.id)).toBe('nothing_to_send');
+    expect(await dispatchMessage({ pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) }, res.json.id)).toBe('nothing_to_send');
     expect(carrierSends()).toBe(before);
     expect(await events(res.json.id, 'message.canceled')).toBe(1);
     expect(await events(res.json.id)).toBe(1);

@@ -3,34 +3,18 @@
 
 import type { IncomingHttpHeaders } from 'node:http';
 import { TelnyxWebhook } from 'telnyx/lib/webhooks';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { startSimulator, type Behaviour, type Simulator } from '../../src/sim/simulator.js';
-import { startReceiver, telnyx, type Answer, type Receiver, type Received } from './receiver.js';
+import { describe, expect, test } from 'vitest';
+import { startSimulator, type Behaviour } from '../../src/sim/simulator.js';
+import { useSimulator } from './harness.js';
+import { startReceiver, telnyx, type Received } from './receiver.js';
 
 const FROM = '+13125550001';
 const DELIVERED = '+15555550100';
 
-let sim: Simulator;
-let rx: Receiver;
-let answer: Answer = () => 200;
-
-beforeAll(async () => {
-  rx = await startReceiver((d, i) => answer(d, i));
-  sim = await startSimulator({ webhookUrl: rx.url, timeScale: 0.001, seed: 'behaviour' });
-});
-afterEach(async () => {
-  await sim.idle();
-  sim.reset();
-  rx.received.length = 0;
-  answer = () => 200;
-});
-afterAll(async () => {
-  await sim.close();
-  await rx.close();
-});
+const h = useSimulator({ seed: 'behaviour' });
 
 async function sendSms(to = DELIVERED, extra: object = {}) {
-  const res = await telnyx(sim, 'POST', '/messages', { from: FROM, to, text: 'Hello', ...extra });
+  const res = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to, text: 'Hello', ...extra });
   return res;
 }
 
@@ -43,63 +27,63 @@ function countBy<T>(items: T[], key: (t: T) => string): Map<string, number> {
 const status = (r: Received) => (r.json.data.payload['to'] as Array<{ status: string }>)[0]!.status;
 const messageId = (r: Received) => r.json.data.payload['id'] as string;
 
-function headersOf(h: IncomingHttpHeaders): Record<string, string> {
-  return Object.fromEntries(Object.entries(h).filter((e): e is [string, string] => typeof e[1] === 'string'));
+function headersOf(headers: IncomingHttpHeaders): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
 
 describe('knobs at rate 1', () => {
   test('duplicateRate: every event arrives twice under the same id', async () => {
-    sim.setBehaviour({ duplicateRate: 1 });
+    h.sim.setBehaviour({ duplicateRate: 1 });
     for (let i = 0; i < 3; i++) await sendSms();
-    await sim.idle();
-    const byId = countBy(rx.received, (r) => r.json.data.id);
+    await h.sim.idle();
+    const byId = countBy(h.rx.received, (r) => r.json.data.id);
     expect(byId.size).toBe(6); // sent + finalized, three messages
     expect([...byId.values()]).toEqual([2, 2, 2, 2, 2, 2]);
-    expect(sim.counts).toMatchObject({ events: 6, duplicates: 6, resends: 0 });
-    expect(sim.webhooks.filter((w) => w.copy === 'duplicate')).toHaveLength(6);
+    expect(h.sim.counts).toMatchObject({ events: 6, duplicates: 6, resends: 0 });
+    expect(h.sim.webhooks.filter((w) => w.copy === 'duplicate')).toHaveLength(6);
   });
 
   test('resendNewIdRate: every fact arrives again under a new event id', async () => {
-    sim.setBehaviour({ resendNewIdRate: 1 });
+    h.sim.setBehaviour({ resendNewIdRate: 1 });
     for (let i = 0; i < 3; i++) await sendSms();
-    sim.injectInboundSms({ from: '+13125550009', to: FROM, text: 'hi' });
-    await sim.idle();
-    expect(rx.received).toHaveLength(14);
+    h.sim.injectInboundSms({ from: '+13125550009', to: FROM, text: 'hi' });
+    await h.sim.idle();
+    expect(h.rx.received).toHaveLength(14);
     const facts = new Map<string, Set<string>>();
-    for (const r of rx.received) {
+    for (const r of h.rx.received) {
       const fact = `${r.json.data.event_type}|${messageId(r)}`;
       facts.set(fact, (facts.get(fact) ?? new Set()).add(r.json.data.id));
     }
     expect(facts.size).toBe(7);
     for (const ids of facts.values()) expect(ids.size).toBe(2);
     // Same payload, same occurred_at: the same fact, only the event id differs.
-    const received = rx.ofType('message.received');
+    const received = h.rx.ofType('message.received');
     expect(received[0]!.json.data.payload).toEqual(received[1]!.json.data.payload);
     expect(received[0]!.json.data.occurred_at).toBe(received[1]!.json.data.occurred_at);
   });
 
   test('reorderWindowMs: receipts arrive out of order', async () => {
-    sim.setBehaviour({ reorderWindowMs: 40 });
+    h.sim.setBehaviour({ reorderWindowMs: 40 });
     const ids: string[] = [];
     for (let i = 0; i < 20; i++) ids.push((await sendSms()).json.data.id);
-    await sim.idle();
+    await h.sim.idle();
     const finalizedFirst = ids.filter((id) => {
-      const order = rx.received.filter((r) => messageId(r) === id).map((r) => r.json.data.event_type);
+      const order = h.rx.received.filter((r) => messageId(r) === id).map((r) => r.json.data.event_type);
       expect(order.sort()).toEqual(['message.finalized', 'message.sent']);
-      return rx.received.findIndex((r) => messageId(r) === id) === rx.received.findIndex((r) => messageId(r) === id && r.json.data.event_type === 'message.finalized');
+      return h.rx.received.findIndex((r) => messageId(r) === id) === h.rx.received.findIndex((r) => messageId(r) === id && r.json.data.event_type === 'message.finalized');
     });
     expect(finalizedFirst.length).toBeGreaterThan(0);
   });
 
   test('without a reorder window one resource\'s events arrive in order', async () => {
     for (let i = 0; i < 10; i++) await sendSms();
-    await telnyx(sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: '+15555550113' });
-    await sim.idle();
-    const types = (key: (r: Received) => unknown, id: unknown) => rx.received.filter((r) => key(r) === id).map((r) => r.json.data.event_type);
-    for (const id of new Set(rx.received.filter((r) => r.json.data.event_type.startsWith('message.')).map(messageId))) {
+    await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: '+15555550113' });
+    await h.sim.idle();
+    const types = (key: (r: Received) => unknown, id: unknown) => h.rx.received.filter((r) => key(r) === id).map((r) => r.json.data.event_type);
+    for (const id of new Set(h.rx.received.filter((r) => r.json.data.event_type.startsWith('message.')).map(messageId))) {
       expect(types(messageId, id)).toEqual(['message.sent', 'message.finalized']);
     }
-    expect(types((r) => r.json.data.payload['call_control_id'], rx.ofType('call.initiated')[0]!.json.data.payload['call_control_id'])).toEqual([
+    expect(types((r) => r.json.data.payload['call_control_id'], h.rx.ofType('call.initiated')[0]!.json.data.payload['call_control_id'])).toEqual([
       'call.initiated',
       'call.answered',
       'call.hangup',
@@ -107,93 +91,93 @@ describe('knobs at rate 1', () => {
   });
 
   test('contradictionRate: a delivered message is also reported delivery_failed, under a new id', async () => {
-    sim.setBehaviour({ contradictionRate: 1 });
+    h.sim.setBehaviour({ contradictionRate: 1 });
     const id = (await sendSms()).json.data.id;
-    await sim.idle();
-    const finals = rx.ofType('message.finalized');
+    await h.sim.idle();
+    const finals = h.rx.ofType('message.finalized');
     expect(finals.map(status)).toEqual(['delivered', 'delivery_failed']);
     expect(finals.every((r) => messageId(r) === id)).toBe(true);
     expect(new Set(finals.map((r) => r.json.data.id)).size).toBe(2);
     expect(finals[1]!.json.data.payload['errors']).toMatchObject([{ code: '40008' }]);
     // A failed message is never contradicted.
-    rx.received.length = 0;
+    h.rx.received.length = 0;
     await sendSms('+15555550101');
-    await sim.idle();
-    expect(rx.ofType('message.finalized').map(status)).toEqual(['delivery_failed']);
+    await h.sim.idle();
+    expect(h.rx.ofType('message.finalized').map(status)).toEqual(['delivery_failed']);
   });
 
   test('earlyReceiptRate: the receipts were answered before POST /v2/messages answers', async () => {
-    sim.setBehaviour({ earlyReceiptRate: 1 });
+    h.sim.setBehaviour({ earlyReceiptRate: 1 });
     const res = await sendSms();
     // Nothing awaited in between: the receiver already holds both receipts.
-    const seen = rx.received.filter((r) => messageId(r) === res.json.data.id).map((r) => `${r.json.data.event_type}:${status(r)}`);
+    const seen = h.rx.received.filter((r) => messageId(r) === res.json.data.id).map((r) => `${r.json.data.event_type}:${status(r)}`);
     expect(seen).toEqual(['message.sent:sent', 'message.finalized:delivered']);
     expect(res.json.data.to[0].status).toBe('queued');
   });
 
   test('sendLatencyMs: REST answers are held back', async () => {
-    sim.setBehaviour({ sendLatencyMs: 30 });
+    h.sim.setBehaviour({ sendLatencyMs: 30 });
     const started = performance.now();
     expect((await sendSms()).status).toBe(200);
     expect(performance.now() - started).toBeGreaterThanOrEqual(25);
   });
 
   test('rejectRate: sends and dials are refused with a 4xx and nothing happens', async () => {
-    sim.setBehaviour({ rejectRate: 1 });
+    h.sim.setBehaviour({ rejectRate: 1 });
     const sms = await sendSms();
     expect(sms.status).toBe(403);
     expect(sms.json.errors[0]).toMatchObject({ code: '40300' });
-    const dial = await telnyx(sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: DELIVERED });
+    const dial = await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: DELIVERED });
     expect(dial.status).toBe(403);
     expect(dial.json.errors[0]).toMatchObject({ code: '10010' });
-    await sim.idle();
-    expect(rx.received).toHaveLength(0);
-    expect(sim.counts).toMatchObject({ messages: 0, callLegs: 0 });
+    await h.sim.idle();
+    expect(h.rx.received).toHaveLength(0);
+    expect(h.sim.counts).toMatchObject({ messages: 0, callLegs: 0 });
   });
 
   test('rateLimitRate: 429 with retry-after and error 10011', async () => {
-    sim.setBehaviour({ rateLimitRate: 1 });
-    for (const res of [await sendSms(), await telnyx(sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: DELIVERED })]) {
+    h.sim.setBehaviour({ rateLimitRate: 1 });
+    for (const res of [await sendSms(), await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: DELIVERED })]) {
       expect(res.status).toBe(429);
       expect(res.headers.get('retry-after')).toBe('1');
       expect(res.json).toEqual({
         errors: [{ code: '10011', title: 'Too many requests', detail: 'You have exceeded the maximum number of allowed requests.' }],
       });
     }
-    expect(sim.counts).toMatchObject({ messages: 0, callLegs: 0 });
+    expect(h.sim.counts).toMatchObject({ messages: 0, callLegs: 0 });
   });
 
   test('serverErrorRate: 500/503 with nothing done, so a retry with the same command_id dials', async () => {
-    sim.setBehaviour({ serverErrorRate: 1 });
+    h.sim.setBehaviour({ serverErrorRate: 1 });
     const body = { connection_id: '1', from: FROM, to: '+15555550115', command_id: 'dial-1' };
-    const failed = await telnyx(sim, 'POST', '/calls', body);
+    const failed = await telnyx(h.sim, 'POST', '/calls', body);
     expect([500, 503]).toContain(failed.status);
     expect(failed.json.errors[0]).toMatchObject({ code: '10007' });
     expect([500, 503]).toContain((await sendSms()).status);
-    sim.setBehaviour({ serverErrorRate: 0 });
-    const retried = await telnyx(sim, 'POST', '/calls', body);
+    h.sim.setBehaviour({ serverErrorRate: 0 });
+    const retried = await telnyx(h.sim, 'POST', '/calls', body);
     expect(retried.status).toBe(200);
-    expect(sim.requests.at(-1)).toMatchObject({ commandId: 'dial-1', deduplicated: false, status: 200 });
-    await sim.idle();
-    expect(rx.ofType('call.initiated')).toHaveLength(1);
+    expect(h.sim.requests.at(-1)).toMatchObject({ commandId: 'dial-1', deduplicated: false, status: 200 });
+    await h.sim.idle();
+    expect(h.rx.ofType('call.initiated')).toHaveLength(1);
   });
 });
 
 describe('webhook delivery', () => {
   test('retries a 500 with the same data.id, attempt 1, 2, 3, each freshly signed', async () => {
     let n = 0;
-    answer = () => (n++ < 2 ? 500 : 200);
+    h.answer = () => (n++ < 2 ? 500 : 200);
     const id = (await sendSms('+15555550105')).json.data.id; // message.sent only
-    await sim.idle();
-    expect(rx.received.map((r) => [r.json.data.id, r.json.meta.attempt, r.json.meta.delivered_to, r.status])).toEqual([
-      [rx.received[0]!.json.data.id, 1, rx.url, 500],
-      [rx.received[0]!.json.data.id, 2, rx.url, 500],
-      [rx.received[0]!.json.data.id, 3, rx.url, 200],
+    await h.sim.idle();
+    expect(h.rx.received.map((r) => [r.json.data.id, r.json.meta.attempt, r.json.meta.delivered_to, r.status])).toEqual([
+      [h.rx.received[0]!.json.data.id, 1, h.rx.url, 500],
+      [h.rx.received[0]!.json.data.id, 2, h.rx.url, 500],
+      [h.rx.received[0]!.json.data.id, 3, h.rx.url, 200],
     ]);
-    expect(messageId(rx.received[0]!)).toBe(id);
-    const verifier = new TelnyxWebhook(sim.publicKeyBase64);
-    for (const r of rx.received) await expect(verifier.verify(r.raw, headersOf(r.headers))).resolves.toBeUndefined();
-    expect(sim.webhooks.map((w) => [w.attempt, w.status])).toEqual([
+    expect(messageId(h.rx.received[0]!)).toBe(id);
+    const verifier = new TelnyxWebhook(h.sim.publicKeyBase64);
+    for (const r of h.rx.received) await expect(verifier.verify(r.raw, headersOf(r.headers))).resolves.toBeUndefined();
+    expect(h.sim.webhooks.map((w) => [w.attempt, w.status])).toEqual([
       [1, 500],
       [2, 500],
       [3, 200],
@@ -201,21 +185,21 @@ describe('webhook delivery', () => {
   });
 
   test('gives up after 3 attempts per URL; no answer counts as a failure', async () => {
-    answer = () => 503;
+    h.answer = () => 503;
     await sendSms('+15555550105');
-    await sim.idle();
-    expect(rx.received.map((r) => r.json.meta.attempt)).toEqual([1, 2, 3]);
-    expect(sim.counts.failedDeliveries).toBe(1);
-    sim.reset();
-    sim.setWebhookUrl('http://127.0.0.1:9/nowhere');
-    sim.injectInboundSms({ from: '+13125550009', to: FROM, text: 'hi' });
-    await sim.idle();
-    expect(sim.webhooks.map((w) => [w.attempt, w.status, w.error !== null])).toEqual([
+    await h.sim.idle();
+    expect(h.rx.received.map((r) => r.json.meta.attempt)).toEqual([1, 2, 3]);
+    expect(h.sim.counts.failedDeliveries).toBe(1);
+    h.sim.reset();
+    h.sim.setWebhookUrl('http://127.0.0.1:9/nowhere');
+    h.sim.injectInboundSms({ from: '+13125550009', to: FROM, text: 'hi' });
+    await h.sim.idle();
+    expect(h.sim.webhooks.map((w) => [w.attempt, w.status, w.error !== null])).toEqual([
       [1, null, true],
       [2, null, true],
       [3, null, true],
     ]);
-    sim.setWebhookUrl(rx.url);
+    h.sim.setWebhookUrl(h.rx.url);
   });
 
   test('a per-message webhook_url wins; its failover and the profile URL follow it', async () => {
@@ -223,15 +207,15 @@ describe('webhook delivery', () => {
     const failover = await startReceiver();
     try {
       await sendSms('+15555550105', { webhook_url: own.url, webhook_failover_url: failover.url });
-      await sim.idle();
+      await h.sim.idle();
       expect(own.received.map((r) => r.json.meta.attempt)).toEqual([1, 2, 3]);
       expect(failover.received.map((r) => [r.json.meta.attempt, r.json.meta.delivered_to])).toEqual([[4, failover.url]]);
-      expect(rx.received).toHaveLength(0);
+      expect(h.rx.received).toHaveLength(0);
       // use_profile_webhooks: false and no URL of its own: nobody hears about it.
       await sendSms('+15555550105', { use_profile_webhooks: false });
-      await sim.idle();
-      expect(rx.received).toHaveLength(0);
-      expect(sim.counts.undeliverable).toBe(1);
+      await h.sim.idle();
+      expect(h.rx.received).toHaveLength(0);
+      expect(h.sim.counts.undeliverable).toBe(1);
     } finally {
       await own.close();
       await failover.close();
@@ -241,10 +225,10 @@ describe('webhook delivery', () => {
   test('a per-call webhook_url wins for every event of that leg', async () => {
     const own = await startReceiver();
     try {
-      await telnyx(sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: '+15555550111', webhook_url: own.url });
-      await sim.idle();
+      await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: '+15555550111', webhook_url: own.url });
+      await h.sim.idle();
       expect(own.received.map((r) => r.json.data.event_type)).toEqual(['call.initiated', 'call.hangup']);
-      expect(rx.received).toHaveLength(0);
+      expect(h.rx.received).toHaveLength(0);
     } finally {
       await own.close();
     }

@@ -2,28 +2,13 @@
 // state machine under our commands (answer, hangup, reject, bridge, link_to) and
 // the far end's (the control API's answer/hangup), echoing client_state.
 
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
-import { startReceiver, telnyx, type Receiver, type Received } from './receiver.js';
+import { describe, expect, test } from 'vitest';
+import { useSimulator } from './harness.js';
+import { telnyx, type Received } from './receiver.js';
 
 const FROM = '+13125550001';
 
-let sim: Simulator;
-let rx: Receiver;
-
-beforeAll(async () => {
-  rx = await startReceiver();
-  sim = await startSimulator({ webhookUrl: rx.url, timeScale: 0.001, seed: 'personas' });
-});
-afterEach(async () => {
-  await sim.idle();
-  sim.reset();
-  rx.received.length = 0;
-});
-afterAll(async () => {
-  await sim.close();
-  await rx.close();
-});
+const h = useSimulator({ seed: 'personas' });
 
 const payload = (r: Received) => r.json.data.payload;
 const toStatus = (r: Received) => (payload(r)['to'] as Array<{ status: string }>)[0]!.status;
@@ -31,10 +16,10 @@ const ms = (iso: unknown) => Date.parse(String(iso));
 
 /** The story of one message: "event_type:status[:error code]" in arrival order. */
 async function smsStory(to: string): Promise<string[]> {
-  const res = await telnyx(sim, 'POST', '/messages', { from: FROM, to, text: 'Hello' });
+  const res = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to, text: 'Hello' });
   expect(res.status).toBe(200);
-  await sim.idle();
-  return rx.received
+  await h.sim.idle();
+  return h.rx.received
     .filter((r) => payload(r)['id'] === res.json.data.id)
     .map((r) => {
       const code = (payload(r)['errors'] as Array<{ code: string }>)[0]?.code;
@@ -44,7 +29,7 @@ async function smsStory(to: string): Promise<string[]> {
 
 /** Dials and returns the story of the leg: "event_type[:hangup_cause:source]" in arrival order. */
 async function dial(to: string, extra: object = {}) {
-  const res = await telnyx(sim, 'POST', '/calls', { connection_id: '1684641123236054244', from: FROM, to, ...extra });
+  const res = await telnyx(h.sim, 'POST', '/calls', { connection_id: '1684641123236054244', from: FROM, to, ...extra });
   expect(res.status).toBe(200);
   return res.json.data.call_control_id as string;
 }
@@ -58,7 +43,7 @@ function legStory(id: string): string[] {
 }
 
 function legEvents(id: string): Received[] {
-  return rx.received.filter((r) => payload(r)['call_control_id'] === id);
+  return h.rx.received.filter((r) => payload(r)['call_control_id'] === id);
 }
 
 describe('SMS personas', () => {
@@ -75,24 +60,24 @@ describe('SMS personas', () => {
   });
 
   test('+15555550103 is refused at send with 422 40310 and hears nothing', async () => {
-    const res = await telnyx(sim, 'POST', '/messages', { from: FROM, to: '+15555550103', text: 'Hello' });
+    const res = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550103', text: 'Hello' });
     expect(res.status).toBe(422);
     expect(res.json.errors[0]).toMatchObject({ code: '40310' });
-    await sim.idle();
-    expect(rx.received).toHaveLength(0);
+    await h.sim.idle();
+    expect(h.rx.received).toHaveLength(0);
   });
 
   test('setPersona overrides a number, error code included, and reset() forgets it', async () => {
-    sim.setPersona('+14155550123', { sms: 'delivery_failed', smsErrorCode: '40006' });
+    h.sim.setPersona('+14155550123', { sms: 'delivery_failed', smsErrorCode: '40006' });
     expect(await smsStory('+14155550123')).toEqual(['message.sent:sent', 'message.finalized:delivery_failed:40006']);
-    sim.reset();
-    rx.received.length = 0;
+    h.sim.reset();
+    h.rx.received.length = 0;
     expect(await smsStory('+14155550123')).toEqual(['message.sent:sent', 'message.finalized:delivered']);
   });
 
   test('receipts are dated on the persona\'s schedule: sent 100 ms, finalized 1 s later', async () => {
     await smsStory('+15555550100');
-    const [sent, finalized] = rx.received;
+    const [sent, finalized] = h.rx.received;
     expect(ms(payload(sent!)['sent_at']) - ms(payload(sent!)['received_at'])).toBe(100);
     expect(ms(finalized!.json.data.occurred_at) - ms(sent!.json.data.occurred_at)).toBe(1000);
     expect(payload(finalized!)['completed_at']).toBe(finalized!.json.data.occurred_at);
@@ -102,7 +87,7 @@ describe('SMS personas', () => {
 describe('call personas', () => {
   test('any other number answers after 1 s and hangs up after 3 s of talk', async () => {
     const id = await dial('+14155550123');
-    await sim.idle();
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.answered', 'call.hangup:normal_clearing:callee']);
     const [initiated, answered, hangup] = legEvents(id);
     expect(ms(answered!.json.data.occurred_at) - ms(initiated!.json.data.occurred_at)).toBe(1000);
@@ -114,7 +99,7 @@ describe('call personas', () => {
 
   test('+15555550110 never answers: timeout after timeout_secs', async () => {
     const id = await dial('+15555550110', { timeout_secs: 5 });
-    await sim.idle();
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.hangup:timeout:caller']);
     const [initiated, hangup] = legEvents(id);
     expect(ms(payload(hangup!)['end_time']) - ms(initiated!.json.data.occurred_at)).toBe(5000);
@@ -122,9 +107,9 @@ describe('call personas', () => {
   });
 
   test('a persona slower than timeout_secs times out too', async () => {
-    sim.setPersona('+14155550199', { call: { answerAfterMs: 10_000 } });
+    h.sim.setPersona('+14155550199', { call: { answerAfterMs: 10_000 } });
     const id = await dial('+14155550199', { timeout_secs: 5 });
-    await sim.idle();
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.hangup:timeout:caller']);
   });
 
@@ -133,14 +118,14 @@ describe('call personas', () => {
     ['+15555550112', 'call.hangup:call_rejected:callee', '603'],
   ])('%s refuses after 1 s', async (to, hangup, sip) => {
     const id = await dial(to);
-    await sim.idle();
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', hangup]);
     expect(payload(legEvents(id)[1]!)['sip_hangup_cause']).toBe(sip);
   });
 
   test('+15555550113 answers after 2 s and talks 5 s', async () => {
     const id = await dial('+15555550113');
-    await sim.idle();
+    await h.sim.idle();
     const [initiated, answered, hangup] = legEvents(id);
     expect(legStory(id)).toEqual(['call.initiated', 'call.answered', 'call.hangup:normal_clearing:callee']);
     expect(ms(answered!.json.data.occurred_at) - ms(initiated!.json.data.occurred_at)).toBe(2000);
@@ -149,37 +134,37 @@ describe('call personas', () => {
 
   test('+15555550114 answers and stays until we hang up', async () => {
     const id = await dial('+15555550114');
-    await sim.idle();
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.answered']);
-    expect(sim.state().liveCalls).toMatchObject([{ call_control_id: id, state: 'answered' }]);
-    await telnyx(sim, 'POST', `/calls/${id}/actions/hangup`, {});
-    await sim.idle();
+    expect(h.sim.state().liveCalls).toMatchObject([{ call_control_id: id, state: 'answered' }]);
+    await telnyx(h.sim, 'POST', `/calls/${id}/actions/hangup`, {});
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.answered', 'call.hangup:normal_clearing:caller']);
   });
 
   test('+15555550115 is manual: tests drive it with answer() and hangup()', async () => {
     const id = await dial('+15555550115');
-    await sim.idle();
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated']);
-    sim.answer(id);
-    await sim.idle();
+    h.sim.answer(id);
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.answered']);
-    sim.hangup(id);
-    await sim.idle();
+    h.sim.hangup(id);
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.answered', 'call.hangup:normal_clearing:callee']);
-    expect(() => sim.hangup(id)).toThrow(/already ended/);
+    expect(() => h.sim.hangup(id)).toThrow(/already ended/);
     const declined = await dial('+15555550115');
-    sim.hangup(declined, 'user_busy');
-    await sim.idle();
+    h.sim.hangup(declined, 'user_busy');
+    await h.sim.idle();
     expect(legStory(declined)).toEqual(['call.initiated', 'call.hangup:user_busy:callee']);
   });
 
   test('hanging up a ringing leg is originator_cancel; the persona does nothing afterwards', async () => {
     // Slow enough (500 s simulated, 0.5 s real) that our hangup surely comes first.
-    sim.setPersona('+14155550188', { call: { answerAfterMs: 500_000 } });
+    h.sim.setPersona('+14155550188', { call: { answerAfterMs: 500_000 } });
     const id = await dial('+14155550188', { timeout_secs: 600 });
-    await telnyx(sim, 'POST', `/calls/${id}/actions/hangup`, {});
-    await sim.idle();
+    await telnyx(h.sim, 'POST', `/calls/${id}/actions/hangup`, {});
+    await h.sim.idle();
     expect(legStory(id)).toEqual(['call.initiated', 'call.hangup:originator_cancel:caller']);
   });
 });
@@ -189,81 +174,81 @@ describe('client_state', () => {
     const first = Buffer.from('{"call":"call_1","position":0}').toString('base64');
     const second = Buffer.from('{"call":"call_1","position":0,"ending":true}').toString('base64');
     const id = await dial('+15555550114', { client_state: first });
-    await sim.idle();
-    await telnyx(sim, 'POST', `/calls/${id}/actions/hangup`, { client_state: second });
-    await sim.idle();
+    await h.sim.idle();
+    await telnyx(h.sim, 'POST', `/calls/${id}/actions/hangup`, { client_state: second });
+    await h.sim.idle();
     expect(legEvents(id).map((r) => payload(r)['client_state'])).toEqual([first, first, second]);
     const plain = await dial('+15555550111');
-    await sim.idle();
+    await h.sim.idle();
     expect(legEvents(plain).map((r) => payload(r)['client_state'])).toEqual([null, null]);
   });
 });
 
 describe('inbound calls and bridging', () => {
   test('an inbound call is parked; answer gives call.answered, the caller hanging up ends it', async () => {
-    const inbound = sim.injectInboundCall({ from: '+18124040851', to: FROM });
-    await sim.idle();
+    const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
+    await h.sim.idle();
     expect(payload(legEvents(inbound.callControlId)[0]!)).toMatchObject({ direction: 'incoming', state: 'parked', from: '+18124040851', to: FROM });
     expect(legEvents(inbound.callControlId)[0]!.json.data.id).toBe(inbound.eventId);
-    const answered = await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, { client_state: 'aGk=' });
+    const answered = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, { client_state: 'aGk=' });
     expect(answered.json).toEqual({ data: { result: 'ok' } });
-    sim.hangup(inbound.callControlId);
-    await sim.idle();
+    h.sim.hangup(inbound.callControlId);
+    await h.sim.idle();
     expect(legStory(inbound.callControlId)).toEqual(['call.initiated', 'call.answered', 'call.hangup:normal_clearing:caller']);
   });
 
   test('the caller giving up while parked is originator_cancel; reject is call_rejected', async () => {
-    const gaveUp = sim.injectInboundCall({ from: '+18124040851', to: FROM });
-    sim.hangup(gaveUp.callControlId);
-    const rejected = sim.injectInboundCall({ from: '+18124040852', to: FROM });
-    await telnyx(sim, 'POST', `/calls/${rejected.callControlId}/actions/reject`, { cause: 'CALL_REJECTED' });
-    const busy = sim.injectInboundCall({ from: '+18124040853', to: FROM });
-    await telnyx(sim, 'POST', `/calls/${busy.callControlId}/actions/reject`, { cause: 'USER_BUSY' });
-    await sim.idle();
+    const gaveUp = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
+    h.sim.hangup(gaveUp.callControlId);
+    const rejected = h.sim.injectInboundCall({ from: '+18124040852', to: FROM });
+    await telnyx(h.sim, 'POST', `/calls/${rejected.callControlId}/actions/reject`, { cause: 'CALL_REJECTED' });
+    const busy = h.sim.injectInboundCall({ from: '+18124040853', to: FROM });
+    await telnyx(h.sim, 'POST', `/calls/${busy.callControlId}/actions/reject`, { cause: 'USER_BUSY' });
+    await h.sim.idle();
     expect(legStory(gaveUp.callControlId)).toEqual(['call.initiated', 'call.hangup:originator_cancel:caller']);
     expect(legStory(rejected.callControlId)).toEqual(['call.initiated', 'call.hangup:call_rejected:callee']);
     expect(legStory(busy.callControlId)).toEqual(['call.initiated', 'call.hangup:user_busy:callee']);
   });
 
   test('link_to + bridge_on_answer bridges on answer; hanging up one leg leaves the other up', async () => {
-    const inbound = sim.injectInboundCall({ from: '+18124040851', to: FROM });
-    await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
+    const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
+    await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
     const out = await dial('+15555550113', { link_to: inbound.callControlId, bridge_on_answer: true });
-    await sim.idle();
+    await h.sim.idle();
     expect(legStory(out)).toEqual(['call.initiated', 'call.answered', 'call.bridged', 'call.hangup:normal_clearing:callee']);
     expect(legStory(inbound.callControlId)).toEqual(['call.initiated', 'call.answered', 'call.bridged']);
     // link_to shares the session.
     expect(payload(legEvents(out)[0]!)['call_session_id']).toBe(payload(legEvents(inbound.callControlId)[0]!)['call_session_id']);
-    expect(sim.state().liveCalls).toMatchObject([{ call_control_id: inbound.callControlId, state: 'answered', bridged_with: null }]);
+    expect(h.sim.state().liveCalls).toMatchObject([{ call_control_id: inbound.callControlId, state: 'answered', bridged_with: null }]);
   });
 
   test('actions/bridge bridges two answered legs (call.bridged for both) and refuses a ringing one', async () => {
-    const inbound = sim.injectInboundCall({ from: '+18124040851', to: FROM });
-    await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
+    const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
+    await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
     const out = await dial('+15555550115');
-    const early = await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out });
+    const early = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out });
     expect(early.status).toBe(422);
     expect(early.json.errors[0].code).toBe('90034');
-    const missing = await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, {});
+    const missing = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, {});
     expect(missing.json.errors[0].code).toBe('10004');
-    sim.answer(out);
-    const bridged = await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out, client_state: 'aGk=' });
+    h.sim.answer(out);
+    const bridged = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out, client_state: 'aGk=' });
     expect(bridged.json).toEqual({ data: { result: 'ok' } });
-    await telnyx(sim, 'POST', `/calls/${out}/actions/hangup`, {});
-    await sim.idle();
+    await telnyx(h.sim, 'POST', `/calls/${out}/actions/hangup`, {});
+    await h.sim.idle();
     expect(legStory(inbound.callControlId)).toEqual(['call.initiated', 'call.answered', 'call.bridged']);
     expect(payload(legEvents(inbound.callControlId)[2]!)['client_state']).toBe('aGk=');
     expect(legStory(out)).toEqual(['call.initiated', 'call.answered', 'call.bridged', 'call.hangup:normal_clearing:caller']);
-    const other = await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out });
+    const other = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out });
     expect(other.json.errors[0].code).toBe('90018');
   });
 
   test('answering an outgoing leg or rejecting an answered one is a 422', async () => {
     const out = await dial('+15555550115');
-    expect((await telnyx(sim, 'POST', `/calls/${out}/actions/answer`, {})).status).toBe(422);
-    const inbound = sim.injectInboundCall({ from: '+18124040851', to: FROM });
-    await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
-    expect((await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/reject`, {})).status).toBe(422);
-    expect((await telnyx(sim, 'POST', `/calls/${inbound.callControlId}/actions/transfer`, { to: '+1' })).status).toBe(422);
+    expect((await telnyx(h.sim, 'POST', `/calls/${out}/actions/answer`, {})).status).toBe(422);
+    const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
+    await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
+    expect((await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/reject`, {})).status).toBe(422);
+    expect((await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/transfer`, { to: '+1' })).status).toBe(422);
   });
 });

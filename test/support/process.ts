@@ -1,5 +1,7 @@
 // Runs the built `handset` command as a real OS process, for tests that kill,
-// race or restart processes. `npm test` builds dist/ first (pretest).
+// race or restart processes. `npm test` builds dist/ first (pretest). Every such
+// process runs with --unhandled-rejections=strict: a promise rejection nobody
+// handles kills it, so a test that counts process exits sees the bug.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +17,7 @@ export interface HandsetProcess {
 }
 
 export function spawnHandset(args: string[], env: Record<string, string | undefined>): HandsetProcess {
-  const child = spawn(process.execPath, [HANDSET_BIN, ...args], {
+  const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, ...args], {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

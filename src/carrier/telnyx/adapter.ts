@@ -1,8 +1,10 @@
-// The Telnyx implementation of the carrier seam for incoming webhooks.
+// The Telnyx implementation of the carrier seam for incoming webhooks (and the
+// events reconciliation writes in their place).
 
 import type { KeyObject } from 'node:crypto';
 import type { CarrierAdapter } from '../carrier.js';
-import { parseTelnyxEvent, telnyxEnvelope } from './events.js';
+import { parseTelnyxEvent, telnyxEnvelope, telnyxEventTypes } from './events.js';
+import { telnyxReconciled } from './reconciled.js';
 import { telnyxPublicKey, verifyTelnyxSignature } from './signature.js';
 
 export interface TelnyxAdapterOptions {
@@ -22,5 +24,7 @@ export function telnyxAdapter(opts: TelnyxAdapterOptions = {}): CarrierAdapter {
     },
     envelope: telnyxEnvelope,
     parse: parseTelnyxEvent,
+    eventTypes: telnyxEventTypes,
+    reconciled: telnyxReconciled,
   };
 }

@@ -1,11 +1,26 @@
-// The Telnyx REST API v2 as the workers use it: send a message, dial a leg, and
-// call actions. Answers are sorted into ok / rejected (4xx: final) / retry
-// (429, 5xx, no answer: the job retries with backoff, honouring retry-after).
-// Telnyx has no idempotency key for messaging; Call Control commands carry a
-// command_id that Telnyx de-duplicates for 60 s.
+// The Telnyx REST API v2 as the workers use it: send a message, dial a leg, call
+// actions, and the lookups reconciliation asks. Answers are sorted into ok /
+// rejected (4xx: final) / retry (429, 5xx, or no answer we could read).
+//
+// The send window. A send whose answer we never read (a timeout after the request
+// went out, a cut connection, a body that stalls after the 200) may have been
+// accepted. Sends and dials therefore carry an Idempotency-Key (our own id for
+// them) and the same bytes on every retry: Telnyx replays its first successful
+// answer to a repeated key for 24 hours instead of acting again, so the retry
+// learns the outcome instead of sending a second message. Call Control commands
+// carry a command_id, which Telnyx de-duplicates for 60 s.
 
-import type { CallAction, CarrierClient, CommandResult, Dial, SendMessage } from '../carrier.js';
-import { encodeClientState } from './events.js';
+import type {
+  CallAction,
+  CarrierClient,
+  CommandResult,
+  Dial,
+  LegLookup,
+  LookupResult,
+  MessageLookup,
+  SendMessage,
+} from '../carrier.js';
+import { encodeClientState, receiptStatusOf } from './events.js';
 
 export interface TelnyxClientOptions {
   apiUrl: string;
@@ -16,70 +31,154 @@ export interface TelnyxClientOptions {
 }
 
 const CALL_ALREADY_ENDED = '90018';
+const INVALID_CALL_CONTROL_ID = '90015';
+
+interface TelnyxAnswer<T> {
+  data?: T;
+  errors?: { code?: unknown; title?: unknown; detail?: unknown }[];
+}
 
 export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
   const timeoutMs = opts.timeoutMs ?? 10_000;
 
-  async function post<T>(path: string, body: object): Promise<CommandResult<{ data: T }>> {
+  async function request<T>(
+    method: 'GET' | 'POST',
+    path: string,
+    body: string | null,
+    idempotencyKey?: string,
+  ): Promise<{ status: number | null; json: TelnyxAnswer<T>; retryAfterMs: number | null; date: Date; detail: string }> {
     let res: Response;
+    let text: string;
     try {
       res = await fetch(opts.apiUrl + path, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${opts.apiKey}`, 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify(body),
+        method,
+        headers: {
+          authorization: `Bearer ${opts.apiKey}`,
+          accept: 'application/json',
+          ...(body !== null ? { 'content-type': 'application/json' } : {}),
+          ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
+        },
+        ...(body !== null ? { body } : {}),
         signal: AbortSignal.timeout(timeoutMs),
       });
+      // Inside the try: headers followed by a body that never finishes is as unknown an outcome as no answer.
+      text = await res.text();
     } catch (err) {
-      return { ok: false, kind: 'retry', status: null, retryAfterMs: null, detail: `no answer: ${(err as Error).message}` };
+      return { status: null, json: {}, retryAfterMs: null, date: new Date(), detail: `no answer: ${(err as Error).message}` };
     }
-    const text = await res.text();
-    let json: { data?: T; errors?: { code?: unknown; title?: unknown; detail?: unknown }[] } = {};
+    let json: TelnyxAnswer<T> = {};
     try {
-      json = JSON.parse(text) as typeof json;
+      json = JSON.parse(text) as TelnyxAnswer<T>;
     } catch {
       // an HTML error page from a proxy: classified by status alone
     }
-    if (res.ok && json.data !== undefined) return { ok: true, data: json.data };
     const first = json.errors?.[0];
-    const detail = String(first?.detail ?? first?.title ?? `HTTP ${res.status}`);
-    if (res.status === 429 || res.status >= 500 || res.ok) {
-      return { ok: false, kind: 'retry', status: res.status, retryAfterMs: parseRetryAfter(res.headers.get('retry-after')), detail };
+    const date = new Date(res.headers.get('date') ?? NaN);
+    return {
+      status: res.status,
+      json,
+      retryAfterMs: parseRetryAfter(res.headers.get('retry-after')),
+      date: Number.isNaN(date.getTime()) ? new Date() : date,
+      detail: String(first?.detail ?? first?.title ?? `HTTP ${res.status}`),
+    };
+  }
+
+  async function command<T>(path: string, body: object, idempotencyKey?: string): Promise<CommandResult<{ data: T }>> {
+    const r = await request<T>('POST', path, JSON.stringify(body), idempotencyKey);
+    if (r.status !== null && r.status >= 200 && r.status < 300 && r.json.data !== undefined) return { ok: true, data: r.json.data };
+    if (r.status === null || r.status === 429 || r.status >= 500 || r.status < 400) {
+      return { ok: false, kind: 'retry', status: r.status, retryAfterMs: r.retryAfterMs, detail: r.detail };
     }
-    return { ok: false, kind: 'rejected', status: res.status, code: String(first?.code ?? res.status), detail };
+    return { ok: false, kind: 'rejected', status: r.status, code: String(r.json.errors?.[0]?.code ?? r.status), detail: r.detail };
+  }
+
+  async function lookup<T, R>(path: string, read: (data: T, observedAt: Date) => R | null): Promise<LookupResult<R>> {
+    const r = await request<T>('GET', path, null);
+    const code = String(r.json.errors?.[0]?.code ?? '');
+    if (r.status === 404 || (r.status === 422 && code === INVALID_CALL_CONTROL_ID)) return { ok: false, kind: 'unknown', detail: r.detail };
+    if (r.status !== 200 || r.json.data === undefined) return { ok: false, kind: 'retry', detail: r.detail };
+    const found = read(r.json.data, r.date);
+    return found ? { ok: true, ...found } : { ok: false, kind: 'retry', detail: 'an answer we could not read' };
   }
 
   return {
     name: 'telnyx',
     async sendMessage(m: SendMessage) {
-      const r = await post<{ id: string }>('/messages', {
-        from: m.from,
-        to: m.to,
-        ...(m.text !== null ? { text: m.text } : {}),
-        ...(m.mediaUrls.length > 0 ? { media_urls: m.mediaUrls } : {}),
-        ...(opts.messagingProfileId ? { messaging_profile_id: opts.messagingProfileId } : {}),
-      });
-      return r.ok ? { ok: true, carrierMessageId: r.data.id } : r;
+      // Built in one fixed order from the message alone: the same bytes on every retry.
+      const r = await command<{ id: string; parts?: unknown }>(
+        '/messages',
+        {
+          from: m.from,
+          to: m.to,
+          ...(m.text !== null ? { text: m.text } : {}),
+          ...(m.mediaUrls.length > 0 ? { media_urls: m.mediaUrls } : {}),
+          ...(opts.messagingProfileId ? { messaging_profile_id: opts.messagingProfileId } : {}),
+        },
+        m.idempotencyKey,
+      );
+      if (!r.ok) return r;
+      const parts = typeof r.data.parts === 'number' && Number.isInteger(r.data.parts) && r.data.parts > 0 ? r.data.parts : null;
+      return { ok: true, carrierMessageId: r.data.id, parts };
     },
     async dial(d: Dial) {
-      const r = await post<{ call_control_id: string; call_leg_id: string }>('/calls', {
-        connection_id: opts.connectionId,
-        to: d.to,
-        from: d.from,
-        timeout_secs: d.timeoutSecs,
-        client_state: encodeClientState(d.clientState),
-        command_id: d.commandId,
-        ...(d.linkTo ? { link_to: d.linkTo, bridge_on_answer: true } : {}),
-      });
+      const r = await command<{ call_control_id: string; call_leg_id: string }>(
+        '/calls',
+        {
+          connection_id: opts.connectionId,
+          to: d.to,
+          from: d.from,
+          timeout_secs: d.timeoutSecs,
+          client_state: encodeClientState(d.clientState),
+          command_id: d.commandId,
+          ...(d.linkTo ? { link_to: d.linkTo, bridge_on_answer: true } : {}),
+        },
+        d.idempotencyKey,
+      );
       return r.ok ? { ok: true, callControlId: r.data.call_control_id, callLegId: r.data.call_leg_id } : r;
     },
     async callAction(callControlId: string, a: CallAction, commandId: string) {
       const body = a.action === 'bridge' ? { call_control_id: a.otherCallControlId, command_id: commandId } : { command_id: commandId };
-      const r = await post<unknown>(`/calls/${callControlId}/actions/${a.action}`, body);
+      const r = await command<unknown>(`/calls/${callControlId}/actions/${a.action}`, body);
       if (r.ok) return { ok: true, alreadyEnded: false };
       if (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED) return { ok: true, alreadyEnded: true };
       return r;
     },
+    lookupLeg(callControlId: string) {
+      return lookup<Record<string, unknown>, LegLookup>(`/calls/${callControlId}`, (data, observedAt) => {
+        if (typeof data['is_alive'] !== 'boolean') return null;
+        const duration = data['call_duration'];
+        return {
+          alive: data['is_alive'],
+          startedAt: time(data['start_time']),
+          endedAt: time(data['end_time']),
+          connectedSeconds: typeof duration === 'number' && duration > 0 ? Math.floor(duration) : 0,
+          observedAt,
+        };
+      });
+    },
+    lookupMessage(carrierMessageId: string) {
+      return lookup<Record<string, unknown>, MessageLookup>(`/messages/${encodeURIComponent(carrierMessageId)}`, (data, observedAt) => {
+        const to = Array.isArray(data['to']) ? (data['to'][0] as Record<string, unknown> | undefined) : undefined;
+        const carrierStatus = to?.['status'];
+        if (typeof carrierStatus !== 'string') return null;
+        const errors = Array.isArray(data['errors']) ? (data['errors'] as Record<string, unknown>[]) : [];
+        const code = errors[0]?.['code'];
+        return {
+          carrierStatus,
+          status: receiptStatusOf(carrierStatus),
+          errorCode: typeof code === 'string' || typeof code === 'number' ? String(code) : null,
+          at: time(data['completed_at']) ?? time(data['sent_at']) ?? observedAt,
+          observedAt,
+        };
+      });
+    },
   };
+}
+
+function time(v: unknown): Date | null {
+  if (typeof v !== 'string') return null;
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? null : d;
 }
 
 /** retry-after in seconds or as an HTTP date; null when absent or unreadable. */

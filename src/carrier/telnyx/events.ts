@@ -2,7 +2,14 @@
 // into normalized CarrierEvents. Unknown fields are ignored; a known event type
 // missing a field we need is a MalformedCarrierEvent (recorded, never retried).
 
-import { MalformedCarrierEvent, type CarrierEvent, type Envelope, type ReceiptStatus } from '../carrier.js';
+import {
+  MalformedCarrierEvent,
+  type CarrierEvent,
+  type CarrierEventKind,
+  type Envelope,
+  type FactSource,
+  type ReceiptStatus,
+} from '../carrier.js';
 
 type Json = Record<string, unknown>;
 
@@ -15,10 +22,48 @@ export function telnyxEnvelope(body: unknown): Envelope | null {
   const eventType = data['event_type'];
   if (typeof eventId !== 'string' || eventId.length === 0 || eventId.length > MAX_ID_LENGTH) return null;
   if (typeof eventType !== 'string' || eventType.length === 0 || eventType.length > MAX_ID_LENGTH) return null;
-  return { eventId, eventType };
+  return { eventId, eventType, subject: subjectOf(data['payload']) };
 }
 
-// Telnyx `to[].status` → what it means for our message (CONTRACT §4, issue 4).
+/** The resource an event is about: the leg's call_control_id for voice, the message id for messaging. */
+function subjectOf(payload: unknown): string | null {
+  if (!isObject(payload)) return null;
+  const id = payload['call_control_id'] ?? payload['id'];
+  return typeof id === 'string' && id.length > 0 && id.length <= MAX_ID_LENGTH ? id : null;
+}
+
+/** Telnyx's event types for each kind of carrier event (they happen to share our names). */
+const EVENT_TYPES: Record<CarrierEventKind, readonly string[]> = {
+  'message.received': ['message.received'],
+  'message.receipt': ['message.sent', 'message.finalized'],
+  'call.initiated': ['call.initiated'],
+  'call.answered': ['call.answered'],
+  'call.hangup': ['call.hangup'],
+  unknown: [],
+};
+
+export const telnyxEventTypes = (kind: CarrierEventKind): readonly string[] => EVENT_TYPES[kind];
+
+// A hangup cause that means the leg was never connected; any other cause (a
+// normal clearing, a time limit, one we do not know) may follow an answer.
+const NEVER_CONNECTED = new Set(['timeout', 'user_busy', 'call_rejected', 'originator_cancel', 'no_answer', 'not_found']);
+
+/**
+ * Whether a hangup says its leg was connected. An event Handset built from a
+ * lookup carries the carrier's call_duration. In a webhook the cause decides
+ * first (a timeout or busy leg never connected, whatever else it carries); call
+ * quality statistics or a normal clearing mean it did.
+ */
+function connectedOf(payload: Json): boolean | null {
+  const duration = payload['call_duration'];
+  if (typeof duration === 'number') return duration > 0;
+  const cause = payload['hangup_cause'];
+  if (typeof cause === 'string' && NEVER_CONNECTED.has(cause)) return false;
+  if (cause === 'normal_clearing' || cause === 'time_limit' || isObject(payload['call_quality_stats'])) return true;
+  return null;
+}
+
+// Telnyx `to[].status` → what it means for our message.
 const RECEIPT_STATUS: Record<string, ReceiptStatus> = {
   delivered: 'delivered',
   delivery_failed: 'failed',
@@ -28,14 +73,19 @@ const RECEIPT_STATUS: Record<string, ReceiptStatus> = {
   delivery_unconfirmed: 'unconfirmed',
 };
 
+export const receiptStatusOf = (carrierStatus: string): ReceiptStatus => RECEIPT_STATUS[carrierStatus] ?? 'progress';
+
 export function parseTelnyxEvent(body: unknown): CarrierEvent {
   const data = isObject(body) ? body['data'] : undefined;
   if (!isObject(data)) throw new MalformedCarrierEvent('no data object');
   const eventType = str(data, 'event_type');
   const payload = data['payload'];
+  // Events Handset stored from a lookup say so in meta; the carrier never sends it.
+  const meta = isObject(body) ? body['meta'] : undefined;
+  const source: FactSource = isObject(meta) && meta['handset_reconciled'] === true ? 'reconciliation' : 'webhook';
   if (!isObject(payload)) {
     if (KNOWN.has(eventType)) throw new MalformedCarrierEvent(`${eventType} without a payload`);
-    return { kind: 'unknown', eventType };
+    return { kind: 'unknown', eventType, source };
   }
   const occurredAt = time(data, 'occurred_at') ?? new Date(NaN);
   if (Number.isNaN(occurredAt.getTime()) && KNOWN.has(eventType)) {
@@ -48,6 +98,7 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
       const from = payload['from'];
       return {
         kind: 'message.received',
+        source,
         occurredAt,
         carrierMessageId: str(payload, 'id'),
         from: isObject(from) ? str(from, 'phone_number') : str(payload, 'from'),
@@ -67,11 +118,12 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
       const code = isObject(first) ? first['code'] : undefined;
       return {
         kind: 'message.receipt',
+        source,
         occurredAt,
         eventType,
         carrierMessageId: str(payload, 'id'),
         carrierStatus,
-        status: RECEIPT_STATUS[carrierStatus] ?? 'progress',
+        status: receiptStatusOf(carrierStatus),
         errorCode: typeof code === 'string' || typeof code === 'number' ? String(code) : null,
       };
     }
@@ -82,6 +134,7 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
       }
       return {
         kind: 'call.initiated',
+        source,
         occurredAt,
         ...callLeg(payload),
         callSessionId: str(payload, 'call_session_id'),
@@ -91,19 +144,21 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
       };
     }
     case 'call.answered':
-      return { kind: 'call.answered', occurredAt, ...callLeg(payload) };
+      return { kind: 'call.answered', source, occurredAt, ...callLeg(payload) };
     case 'call.hangup':
       return {
         kind: 'call.hangup',
+        source,
         occurredAt,
         ...callLeg(payload),
         hangupCause: typeof payload['hangup_cause'] === 'string' ? payload['hangup_cause'] : 'unspecified',
         hangupSource: typeof payload['hangup_source'] === 'string' ? payload['hangup_source'] : null,
+        connected: connectedOf(payload),
         startedAt: time(payload, 'start_time'),
         endedAt: time(payload, 'end_time'),
       };
     default:
-      return { kind: 'unknown', eventType };
+      return { kind: 'unknown', eventType, source };
   }
 }
 

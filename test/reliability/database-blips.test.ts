@@ -1,0 +1,148 @@
+// A database blip must never take Handset down. `handset serve` runs as a real
+// process (with --unhandled-rejections=strict, like every process the tests
+// start) with DATABASE_URL pointing through a TCP proxy that the test cuts at
+// the moment a job is about to record its outcome. The process must stay up, and
+// the job whose outcome could not be written must run again soon after the
+// database is back — although its worker is alive and heartbeating.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPool } from '../../src/db/pool.js';
+import { startJobRunner } from '../../src/jobs/runner.js';
+import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
+import { createLogger } from '../../src/telemetry/log.js';
+import { Metrics } from '../../src/telemetry/metrics.js';
+import { createAccount, request, type ApiClient } from '../support/api.js';
+import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
+import { spawnHandset, type HandsetProcess } from '../support/process.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+const OUR = '+13125550610';
+const STALE_AFTER_MS = 3000;
+
+let db: TestDatabase;
+let proxy: TcpProxy;
+let sim: Simulator;
+const procs: HandsetProcess[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  proxy = await startTcpProxy('127.0.0.1', Number(new URL(db.url).port));
+  sim = await startSimulator({ webhookUrl: null, seed: 'blips' });
+});
+afterAll(async () => {
+  for (const p of procs) p.child.kill('SIGKILL');
+  await sim.close();
+  await proxy.close();
+  await db.drop();
+});
+
+function proxiedUrl(): string {
+  const u = new URL(db.url);
+  u.port = String(proxy.port);
+  return u.toString();
+}
+
+async function serve(roles: string): Promise<{ proc: HandsetProcess; apiUrl: string | null; ingestUrl: string | null }> {
+  const proc = spawnHandset(['serve', '--roles', roles], {
+    DATABASE_URL: proxiedUrl(),
+    HANDSET_HOST: '127.0.0.1',
+    HANDSET_API_PORT: '0',
+    HANDSET_INGEST_PORT: '0',
+    HANDSET_WORKER_STALE_AFTER: `${STALE_AFTER_MS}ms`,
+    HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+    ...sim.carrierEnv(),
+  });
+  procs.push(proc);
+  const api = roles.includes('api') ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"api listening"/))[1]! : null;
+  const ingest = roles.includes('ingest') ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"ingest listening"/))[1]! : null;
+  if (roles.includes('worker')) await proc.waitFor(/worker running/);
+  return { proc, apiUrl: api, ingestUrl: ingest };
+}
+
+const alive = (p: HandsetProcess) => p.child.exitCode === null && p.child.signalCode === null;
+
+describe('a database blip during a job', () => {
+  let all: Awaited<ReturnType<typeof serve>>;
+  let acme: ApiClient;
+
+  beforeAll(async () => {
+    all = await serve('ingest,api,worker');
+    sim.setWebhookUrl(`${all.ingestUrl}/webhooks/telnyx`);
+    acme = await createAccount(db.pool, all.apiUrl!, 'Blips');
+    expect((await acme.post('/v1/phone_numbers', { number: OUR })).status).toBe(201);
+  });
+  afterAll(async () => {
+    all.proc.child.kill('SIGTERM');
+    expect((await all.proc.exited).code).toBe(0);
+  });
+
+  it('a dispatch failing while every database connection is cut does not stop the process, and the message is sent once the database is back', async () => {
+    // The carrier takes a second to answer, and answers 503: the job then has to
+    // record its retry — exactly when the proxy has cut every connection.
+    sim.setBehaviour({ sendLatencyMs: 1000, serverErrorRate: 1 });
+    const created = await acme.post('/v1/messages', { from: OUR, to: '+15555550100', body: 'blip' });
+    expect(created.status).toBe(201);
+    await eventually(async () => sim.requests.some((r) => r.path === '/v2/messages' && r.status === null), 10_000, 10);
+    proxy.cut();
+    await new Promise((r) => setTimeout(r, 1500));
+    // Meanwhile the API says so, as problem+json, instead of a 500 or a hang.
+    const during = await acme.get('/v1/messages');
+    expect(during.status).toBe(503);
+    expect(during.json.code).toBe('service_unavailable');
+    expect(during.headers.get('retry-after')).toBe('1');
+    await new Promise((r) => setTimeout(r, 1500));
+    sim.setBehaviour({ sendLatencyMs: 0, serverErrorRate: 0 });
+    proxy.restore();
+    const restoredAt = Date.now();
+
+    // Nothing exited, and the API answers again.
+    expect(alive(all.proc), all.proc.output().slice(-3000)).toBe(true);
+    await eventually(async () => (await request(all.apiUrl!, 'GET', '/readyz', null)).status === 200, 20_000);
+    // The job whose failure could not be written runs again within the recovery bound, not hours later.
+    const m = await eventually(async () => {
+      const got = (await acme.get(`/v1/messages/${created.json.id}`)).json;
+      return got.status === 'delivered' ? got : null;
+    }, 30_000);
+    expect(m.status).toBe('delivered');
+    expect(Date.now() - restoredAt).toBeLessThan(STALE_AFTER_MS * 2 + 15_000);
+    expect(alive(all.proc)).toBe(true);
+  });
+});
+
+describe('a job whose completion cannot be written', () => {
+  it('runs again once the database is back (at least once), and the runner keeps running', async () => {
+    const pool = createPool(proxiedUrl(), { max: 6, applicationName: 'blips-runner' });
+    const runs: number[] = [];
+    const metrics = new Metrics({ defaultMetrics: false });
+    const runner = await startJobRunner({
+      pool,
+      log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
+      metrics,
+      concurrency: 2,
+      staleAfterMs: STALE_AFTER_MS,
+      tasks: {
+        // Succeeds, and cuts the database just as graphile-worker is about to record that.
+        maintenance: async () => {
+          runs.push(Date.now());
+          if (runs.length === 1) {
+            proxy.cut();
+            setTimeout(() => proxy.restore(), 1500);
+          }
+        },
+      },
+    });
+    try {
+      await db.pool.query(`SELECT graphile_worker.add_job('maintenance', '{}'::json)`);
+      await eventually(async () => runs.length >= 2, 30_000);
+      await eventually(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'maintenance'`)).rows[0].n === 0, 30_000);
+      expect(runs.length).toBe(2);
+      expect((await metrics.runnerRestarts.get()).values[0]!.value).toBeGreaterThanOrEqual(1);
+      // The restarted runner takes new work.
+      await db.pool.query(`SELECT graphile_worker.add_job('maintenance', '{}'::json)`);
+      await eventually(async () => runs.length === 3, 30_000);
+    } finally {
+      await runner.stop();
+      await pool.end();
+    }
+  });
+});
