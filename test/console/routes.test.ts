@@ -101,6 +101,7 @@ describe('the dev banner', () => {
         accountId: 'acct_1',
         apiKey: 'hsk_secretkey',
         number: '+13125550142',
+        carrier: { TELNYX_API_URL: 'http://127.0.0.1:3002/v2', TELNYX_API_KEY: 'KEY', TELNYX_PUBLIC_KEY: 'pk', TELNYX_CONNECTION_ID: 'conn' },
         pid: 1,
       },
       '.handset/handset.log',
