@@ -178,9 +178,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     // died after the carrier accepted it runs again within ~45 s, inside the 60 s in
     // which Telnyx ignores the repeated command_id (so the target is not dialed twice).
     workerStaleAfterMs: duration('HANDSET_WORKER_STALE_AFTER', '30s'),
-    reconcileIntervalMs: duration('HANDSET_RECONCILE_INTERVAL', '1m'),
-    reconcileAfterMs: duration('HANDSET_RECONCILE_AFTER', '60s'),
-    reconcileMessageAfterMs: duration('HANDSET_RECONCILE_MESSAGE_AFTER', '1h'),
+    // Dev mode asks sooner, so a lost webhook is seen recovered while one watches.
+    reconcileIntervalMs: duration('HANDSET_RECONCILE_INTERVAL', dev ? '5s' : '1m'),
+    reconcileAfterMs: duration('HANDSET_RECONCILE_AFTER', dev ? '10s' : '60s'),
+    reconcileMessageAfterMs: duration('HANDSET_RECONCILE_MESSAGE_AFTER', dev ? '1m' : '1h'),
     apiRateLimit: int('HANDSET_API_RATE_LIMIT', 100, 1, 1_000_000),
     logLevel,
     stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),

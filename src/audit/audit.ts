@@ -1,10 +1,11 @@
-// `handset audit`: proves CONTRACT §7 over the whole database. Each check
+// `handset audit`: proves the exactly-once invariants over the whole database. Each check
 // (checks.sql.ts) is one set-based statement; all of them read one snapshot (a
 // REPEATABLE READ, READ ONLY transaction when given a pool), so the report
 // describes a single moment even while the platform runs. Reads only; owns no
 // table.
 
 import type pg from 'pg';
+import { telnyxAdapter } from '../carrier/telnyx/adapter.js';
 import { CHECKS, type CheckDef, type CheckOptions, type Invariant } from './checks.sql.js';
 
 export type { Invariant } from './checks.sql.js';
@@ -12,6 +13,8 @@ export type { Invariant } from './checks.sql.js';
 export interface AuditOptions {
   /** Carrier events younger than this may still be in flight (default 60). */
   graceSeconds?: number;
+  /** Reconciliation's settings, which bound how long anything may wait for the carrier (defaults: the configuration's). */
+  reconcile?: { intervalMs: number; afterMs: number; messageAfterMs: number };
   /** How many offending ids each check lists (default 10). */
   sampleLimit?: number;
 }
@@ -37,6 +40,7 @@ export interface AuditReport {
 }
 
 export const DEFAULT_GRACE_SECONDS = 60;
+const DEFAULT_RECONCILE = { intervalMs: 60_000, afterMs: 60_000, messageAfterMs: 3_600_000 };
 export const DEFAULT_SAMPLE_LIMIT = 10;
 
 export async function runAudit(db: pg.Pool | pg.PoolClient, opts: AuditOptions = {}): Promise<AuditReport> {
@@ -44,7 +48,13 @@ export async function runAudit(db: pg.Pool | pg.PoolClient, opts: AuditOptions =
   const sampleLimit = opts.sampleLimit ?? DEFAULT_SAMPLE_LIMIT;
   if (!(graceSeconds >= 0) || !Number.isFinite(graceSeconds)) throw new RangeError(`graceSeconds must be a non-negative number, got ${graceSeconds}`);
   if (!Number.isInteger(sampleLimit) || sampleLimit < 0) throw new RangeError(`sampleLimit must be a non-negative integer, got ${sampleLimit}`);
-  const options: CheckOptions = { graceSeconds };
+  const r = opts.reconcile ?? DEFAULT_RECONCILE;
+  const options: CheckOptions = {
+    graceSeconds,
+    callBoundMs: r.intervalMs + r.afterMs,
+    messageBoundMs: r.intervalMs + r.messageAfterMs,
+    receiptEventTypes: telnyxAdapter().eventTypes('message.receipt'),
+  };
 
   // A client is used as it is (the caller's session, perhaps its transaction).
   if (isClient(db)) return report(await runChecks(db, options, sampleLimit));

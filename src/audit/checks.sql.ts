@@ -1,4 +1,4 @@
-// The checks `handset audit` runs: CONTRACT §7 as SQL, one statement per rule,
+// The checks `handset audit` runs: the invariants as SQL, one statement per rule,
 // each over a whole table. A check's statement selects one row per subject it
 // examines (a carrier event, a message, a leg, …) with the subject's `id` and
 // `ok`, whether the rule holds for it; `ok` that is false or NULL is a violation
@@ -16,10 +16,20 @@
 // reconstruct the past from timestamps, "subscribed at the time", says how it
 // can be wrong where it is defined.
 
-export type Invariant = 1 | 2 | 3 | 4 | 5 | 6;
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8;
 
 export interface CheckOptions {
   graceSeconds: number;
+  /**
+   * How long past its expected moment a call leg or an inbound caller may go
+   * without a carrier event before reconciliation must have asked the carrier:
+   * HANDSET_RECONCILE_INTERVAL + HANDSET_RECONCILE_AFTER, in ms.
+   */
+  callBoundMs: number;
+  /** The same for a sent message's terminal receipt (the message bound + the interval), in ms. */
+  messageBoundMs: number;
+  /** The carrier event types that are receipts about messages we sent. */
+  receiptEventTypes: readonly string[];
 }
 
 export interface CheckDef {
@@ -49,7 +59,7 @@ const BILLS_BY_SOURCE = `
    GROUP BY source_id`;
 
 export const CHECKS: readonly CheckDef[] = [
-  // §7.1 ──────────────────────────────────────────────────────────────────────
+  // 1 ───────────────────────────────────────────────────────────────────────
   {
     key: 'carrier_events.stored_once',
     invariant: 1,
@@ -74,7 +84,7 @@ export const CHECKS: readonly CheckDef[] = [
     values: (o) => [o.graceSeconds],
   },
 
-  // §7.2 ──────────────────────────────────────────────────────────────────────
+  // 2 ───────────────────────────────────────────────────────────────────────
   {
     key: 'messages.one_per_carrier_id',
     invariant: 2,
@@ -86,7 +96,7 @@ export const CHECKS: readonly CheckDef[] = [
        WHERE carrier_message_id IS NOT NULL`,
   },
 
-  // §7.3 ──────────────────────────────────────────────────────────────────────
+  // 3 ───────────────────────────────────────────────────────────────────────
   {
     // Per message: at most one terminal event and at most one event of each type;
     // each status the message holds (or held: sent_at) has exactly its one event,
@@ -133,7 +143,7 @@ export const CHECKS: readonly CheckDef[] = [
         FROM n`,
   },
 
-  // §7.4 ──────────────────────────────────────────────────────────────────────
+  // 4 ───────────────────────────────────────────────────────────────────────
   {
     // Dispatched (sent_at set) outbound: one outbound bill of `segments`;
     // received inbound: one inbound bill of `segments`; anything else (queued,
@@ -190,7 +200,7 @@ export const CHECKS: readonly CheckDef[] = [
         LEFT JOIN calls c ON c.id = u.source_id`,
   },
 
-  // §7.5 ──────────────────────────────────────────────────────────────────────
+  // 5 ───────────────────────────────────────────────────────────────────────
   {
     key: 'legs.one_per_position',
     invariant: 5,
@@ -278,7 +288,7 @@ export const CHECKS: readonly CheckDef[] = [
        WHERE c.status IN ('in_progress', 'completed')`,
   },
 
-  // §7.6 ──────────────────────────────────────────────────────────────────────
+  // 6 ───────────────────────────────────────────────────────────────────────
   {
     key: 'deliveries.one_per_endpoint',
     invariant: 6,
@@ -343,5 +353,94 @@ export const CHECKS: readonly CheckDef[] = [
                   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = ev.id AND d.endpoint_id = e.id)
              ) AS ok
         FROM outbound_events ev`,
+  },
+
+  // 7 ──────────────────────────────────────────────────────────────────────────
+  {
+    // A leg still up in our books is either not yet past its expected moment
+    // (ringing: its ring timeout; answered: its answer) by the reconciliation
+    // bound, or the carrier has been asked about it within that bound.
+    key: 'legs.not_waiting_forever',
+    invariant: 7,
+    name: 'no leg waits past its bound without the carrier asked',
+    unit: () => 'legs still up',
+    subjects: `
+      SELECT l.id,
+             coalesce(l.answered_at, l.dialed_at + make_interval(secs => (c.ring_plan->>'timeout')::int))
+               + make_interval(secs => $2::float8 / 1000) > now()
+             OR l.checked_at > now() - make_interval(secs => $2::float8 / 1000) AS ok
+        FROM call_legs l JOIN calls c ON c.id = l.call_id
+       WHERE l.ended_at IS NULL AND l.call_control_id IS NOT NULL`,
+    values: (o) => [o.callBoundMs + o.graceSeconds * 1000],
+  },
+  {
+    // A call not ended always has a leg still up (the claim of the next target,
+    // the dial that failed and the end of the plan all happen in the transaction
+    // that ended the previous leg), and an inbound caller past the bound has been
+    // asked about within it.
+    key: 'calls.not_waiting_forever',
+    invariant: 7,
+    name: 'no call waits forever: a leg up, the caller asked within the bound',
+    unit: () => 'calls not ended',
+    subjects: `
+      SELECT c.id,
+             EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = c.id AND l.ended_at IS NULL)
+             AND (c.caller_call_control_id IS NULL
+                  OR c.created_at + make_interval(secs => $2::float8 / 1000) > now()
+                  OR c.caller_checked_at > now() - make_interval(secs => $2::float8 / 1000)) AS ok
+        FROM calls c
+       WHERE c.ended_at IS NULL`,
+    values: (o) => [o.callBoundMs + o.graceSeconds * 1000],
+  },
+  {
+    // A sent message without a terminal receipt past its bound has been looked
+    // up (the carrier keeps messages ten days; older ones cannot be).
+    key: 'messages.not_waiting_forever',
+    invariant: 7,
+    name: 'no sent message waits past its bound without the carrier asked',
+    unit: () => 'sent messages',
+    subjects: `
+      SELECT id,
+             sent_at + make_interval(secs => $2::float8 / 1000) > now()
+             OR checked_at IS NOT NULL
+             OR sent_at < now() - interval '10 days' AS ok
+        FROM messages
+       WHERE status = 'sent'`,
+    values: (o) => [o.messageBoundMs + o.graceSeconds * 1000],
+  },
+  {
+    // A completed call lasted from its answer to its end, both the carrier's
+    // times: the answering leg's answer is the call's, and an outbound call ends
+    // exactly when that leg does (nothing else can end it once answered).
+    key: 'calls.duration_from_carrier',
+    invariant: 7,
+    name: "a completed call's duration is the carrier's answer to its end",
+    unit: () => 'completed calls',
+    subjects: `
+      SELECT c.id,
+             c.duration_seconds = greatest(0, ceil(extract(epoch FROM c.ended_at - c.answered_at)))::int
+             AND c.answered_at = l.answered_at
+             AND (c.direction = 'inbound' OR l.ended_at = c.ended_at) AS ok
+        FROM calls c
+        LEFT JOIN call_legs l ON l.id = c.answered_leg_id
+       WHERE c.status = 'completed'`,
+  },
+
+  // 8 ──────────────────────────────────────────────────────────────────────────
+  {
+    // A message sent twice to the carrier is a second carrier message id whose
+    // receipts match no message of ours. (Events stored before the subject was
+    // recorded cannot be judged.)
+    key: 'messages.sent_once',
+    invariant: 8,
+    name: 'every receipt is about a message we sent once',
+    unit: (o) => `receipts older than ${o.graceSeconds} s`,
+    subjects: `
+      SELECT ce.id,
+             EXISTS (SELECT 1 FROM messages m WHERE m.carrier = ce.carrier AND m.carrier_message_id = ce.subject) AS ok
+        FROM carrier_events ce
+       WHERE ce.event_type = ANY ($2::text[]) AND ce.subject IS NOT NULL
+         AND ce.created_at < now() - make_interval(secs => $3::float8)`,
+    values: (o) => [o.receiptEventTypes, o.graceSeconds],
   },
 ];

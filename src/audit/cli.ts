@@ -7,11 +7,11 @@ import { parseArgs } from 'node:util';
 import { parseDuration } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { Logger } from '../telemetry/log.js';
-import { DEFAULT_GRACE_SECONDS, formatAuditReport, runAudit } from './audit.js';
+import { DEFAULT_GRACE_SECONDS, formatAuditReport, runAudit, type AuditOptions } from './audit.js';
 
 export const AUDIT_USAGE = `usage: handset audit [--json] [--grace SECONDS]
 
-Checks the exactly-once invariants (CONTRACT §7) over the whole database.
+Checks the exactly-once invariants over the whole database.
   --json             print the report as JSON
   --grace SECONDS    carrier events younger than this may still be in flight
                      and are not checked for processing (default ${DEFAULT_GRACE_SECONDS}; also 90s, 5m)
@@ -21,6 +21,8 @@ Exit status: 0 all hold, 1 a violation was found, 2 the audit could not run.
 export interface AuditCommandIo {
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown };
+  /** Reconciliation's settings (the configuration's), which bound how long anything may wait for the carrier. */
+  reconcile: AuditOptions['reconcile'];
 }
 
 export async function runAuditCommand(args: string[], databaseUrl: string, log: Logger, io: Partial<AuditCommandIo> = {}): Promise<number> {
@@ -47,7 +49,7 @@ export async function runAuditCommand(args: string[], databaseUrl: string, log: 
 
   const pool = createPool(databaseUrl, { max: 1, applicationName: 'handset-audit', log });
   try {
-    const report = await runAudit(pool, { graceSeconds });
+    const report = await runAudit(pool, { graceSeconds, ...(io.reconcile ? { reconcile: io.reconcile } : {}) });
     stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : `${formatAuditReport(report)}\n`);
     return report.ok ? 0 : 1;
   } catch (err) {

@@ -58,6 +58,7 @@ export function callResource(c: CallRow, legs: LegRow[]) {
       dialed_at: l.dialed_at?.toISOString() ?? null,
       answered_at: l.answered_at?.toISOString() ?? null,
       ended_at: l.ended_at?.toISOString() ?? null,
+      reconciled: l.reconciled,
     })),
   };
 }

@@ -21,6 +21,9 @@ const Leg = Type.Object({
   dialed_at: Nullable(Time),
   answered_at: Nullable(Time),
   ended_at: Nullable(Time),
+  reconciled: Type.Array(Type.String(), {
+    description: "the leg's facts (answered, hangup) learned by asking the carrier because their webhook never came",
+  }),
 });
 
 const Call = Type.Object({

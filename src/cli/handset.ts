@@ -153,13 +153,14 @@ async function accountsCommand(args: string[], config: Config, log: Logger) {
  * dev`, else starts the embedded one under the state directory for the audit.
  */
 async function auditCommand(args: string[], config: Config, log: Logger) {
-  if (config.databaseUrl) return runAuditCommand(args, config.databaseUrl, log);
+  const io = { reconcile: { intervalMs: config.reconcileIntervalMs, afterMs: config.reconcileAfterMs, messageAfterMs: config.reconcileMessageAfterMs } };
+  if (config.databaseUrl) return runAuditCommand(args, config.databaseUrl, log, io);
   const dev = await readDevState(config.stateDir);
-  if (dev && isAlive(dev.pid)) return runAuditCommand(args, dev.databaseUrl, log);
+  if (dev && isAlive(dev.pid)) return runAuditCommand(args, dev.databaseUrl, log, io);
   if (!dev) throw new ConfigError('DATABASE_URL', 'is required by handset audit (or run it next to `handset dev`)');
   const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
   try {
-    return await runAuditCommand(args, pg.url, log);
+    return await runAuditCommand(args, pg.url, log, io);
   } finally {
     await pg.stop();
   }

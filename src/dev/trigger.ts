@@ -77,6 +77,32 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
       c.out(`Call ${call.status} after ${call.duration_seconds} s; events: ${(await eventTypes(c, call.id)).join(', ')}`);
     },
   },
+  'lost-hangup': {
+    about: 'a call whose hangup webhook the carrier loses for good: Handset asks the carrier and ends it from its record',
+    run: async (c) => {
+      const to = `+1555555${String(Math.floor(Math.random() * 9000) + 1000)}`;
+      await c.sim('PUT', `/personas/${encodeURIComponent(to)}`, { call: { answerAfterMs: 1000, talkMs: 3000 }, lose: ['call.hangup'] });
+      const res = await c.api('POST', '/v1/calls', { from: c.number, to: [to], ring_timeout_secs: 10 });
+      if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
+      c.out(`Placed ${res.json.id} to ${to}: it answers, talks 3 s and hangs up — and the carrier never tells us it hung up.`);
+      const call = await waitFor(async () => {
+        const got = (await c.api('GET', `/v1/calls/${res.json.id}`)).json;
+        return ['completed', 'missed'].includes(got.status) && got;
+      }, 180_000);
+      for (const leg of call.legs) {
+        const learned = leg.reconciled.length ? ` — ${leg.reconciled.join(', ')} learned from the carrier's record` : '';
+        c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}${learned}`);
+      }
+      c.out(`Call ${call.status} after ${call.duration_seconds} s (the carrier's times); events: ${(await eventTypes(c, call.id)).join(', ')}`);
+      const lost = ((await c.sim('GET', '/dropped')) as { data?: { eventType: string; body: string }[] }).data ?? [];
+      const hangups = lost.filter((d) => d.eventType === 'call.hangup' && d.body.includes(call.legs[0]?.to ?? '\u0000'));
+      for (const d of hangups) await c.sim('POST', '/deliver', { body: d.body });
+      if (hangups.length) {
+        await new Promise((r) => setTimeout(r, 1500));
+        c.out(`The lost hangup arrived at last; Handset changed nothing: events ${(await eventTypes(c, call.id)).join(', ')}.`);
+      }
+    },
+  },
   'inbound-call': {
     about: 'someone calls your number; it rings your ring plan and bridges the one who answers',
     run: async (c) => {

@@ -224,14 +224,14 @@ const messageWhere = (db: pg.Pool, where: string) => one<MessageRow>(db, `SELECT
 
 describe('a database with real traffic', () => {
   it('holds every invariant, and every check had something to examine', () => {
-    expect(formatAuditReport(clean)).toContain('✔ all 15 checks hold');
+    expect(formatAuditReport(clean)).toContain('✔ all 20 checks hold');
     expect(clean.ok).toBe(true);
-    expect(clean.checks).toHaveLength(15);
+    expect(clean.checks).toHaveLength(20);
     for (const c of clean.checks) {
       expect({ key: c.key, violations: c.violations }).toEqual({ key: c.key, violations: 0 });
       expect({ key: c.key, checked: c.checked > 0 }).toEqual({ key: c.key, checked: true });
     }
-    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6]));
+    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8]));
   });
 
   it('the traffic covered what the checks are about', async () => {
@@ -453,6 +453,56 @@ const plants: Plant[] = [
       return [d.event_id];
     },
   },
+  {
+    what: 'a leg ringing an hour past its ring timeout that nobody asked the carrier about',
+    check: 'legs.not_waiting_forever',
+    async plant(db) {
+      const leg = await one<{ id: string }>(db, 'SELECT id FROM call_legs WHERE call_id = $1 AND ended_at IS NULL', [traffic.ringingCall]);
+      await db.query(`UPDATE call_legs SET dialed_at = now() - interval '1 hour', checked_at = NULL WHERE id = $1`, [leg.id]);
+      return [leg.id];
+    },
+  },
+  {
+    what: 'a call not ended with no leg left up (nothing will ever end it)',
+    check: 'calls.not_waiting_forever',
+    async plant(db) {
+      await db.query(`UPDATE call_legs SET ended_at = now(), status = 'no_answer' WHERE call_id = $1`, [traffic.ringingCall]);
+      return [traffic.ringingCall];
+    },
+  },
+  {
+    what: 'a message sent two hours ago, never finalized, never looked up',
+    check: 'messages.not_waiting_forever',
+    async plant(db) {
+      const m = await messageWhere(db, `status = 'sent'`);
+      await db.query(`UPDATE messages SET sent_at = now() - interval '2 hours', checked_at = NULL WHERE id = $1`, [m.id]);
+      return [m.id];
+    },
+  },
+  {
+    what: 'a completed call timed from our clock, not its leg’s answer',
+    check: 'calls.duration_from_carrier',
+    async plant(db) {
+      await db.query(
+        `UPDATE calls SET answered_at = answered_at - interval '10 seconds', duration_seconds = duration_seconds + 10 WHERE id = $1`,
+        [traffic.answeredCall],
+      );
+      return [traffic.answeredCall];
+    },
+  },
+  {
+    what: 'a receipt about a carrier message id no message has (a second send)',
+    check: 'messages.sent_once',
+    async plant(db) {
+      const ev = await one<{ id: string }>(
+        db,
+        `INSERT INTO carrier_events (carrier_event_id, event_type, subject, payload, processed_at, error, created_at)
+         VALUES ($1, 'message.finalized', $2, '{}', now(), 'no message has telnyx id', now() - interval '2 minutes') RETURNING id`,
+        [randomUUID(), randomUUID()],
+      );
+      return [ev.id];
+    },
+  },
 ];
 
 describe('planted violations', () => {
@@ -509,9 +559,9 @@ describe('handset audit (the command)', () => {
       const { code, stdout } = await command([], url);
       expect(code).toBe(0);
       const lines = stdout.trimEnd().split('\n');
-      expect(lines).toHaveLength(16);
-      expect(lines.slice(0, 15).every((l) => /^✔ [1-6] {2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
-      expect(lines[15]).toBe('✔ all 15 checks hold');
+      expect(lines).toHaveLength(21);
+      expect(lines.slice(0, 20).every((l) => /^✔ [1-8] {2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
+      expect(lines[20]).toBe('✔ all 20 checks hold');
     });
   });
 
@@ -524,13 +574,13 @@ describe('handset audit (the command)', () => {
       expect(text.code).toBe(1);
       expect(text.stdout).toContain(`✘ 4  message segments billed exactly once (checked `);
       expect(text.stdout).toContain(`: 1 violation: ${m.id}\n`);
-      expect(text.stdout).toMatch(/^✘ 1 of 15 checks broken: 1 violation \(invariant 4\)$/m);
+      expect(text.stdout).toMatch(/^✘ 1 of 20 checks broken: 1 violation \(invariant 4\)$/m);
 
       const json = await command(['--json'], url);
       expect(json.code).toBe(1);
       const report = JSON.parse(json.stdout) as AuditReport;
       expect(report.ok).toBe(false);
-      expect(report.checks).toHaveLength(15);
+      expect(report.checks).toHaveLength(20);
       expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({ invariant: 4, violations: 1, sample: [m.id], unit: 'messages' });
     });
   });
@@ -541,7 +591,7 @@ describe('handset audit (the command)', () => {
       expect(code).toBe(0);
       const report = JSON.parse(stdout) as AuditReport;
       expect(report.ok).toBe(true);
-      expect(report.checks.map((c) => c.invariant)).toEqual([1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6]);
+      expect(report.checks.map((c) => c.invariant)).toEqual([1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8]);
     });
   });
 

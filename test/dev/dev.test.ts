@@ -61,6 +61,16 @@ describe('handset dev', () => {
     expect((await trigger.exited).code).toBe(0);
     expect(trigger.output()).toMatch(/It is failed \(error 40008\)/);
 
+    // a hangup the carrier loses for good is learned from its record, and the late webhook changes nothing
+    const lost = spawnHandset(['trigger', 'lost-hangup'], env(dir));
+    expect((await lost.exited).code, lost.output()).toBe(0);
+    expect(lost.output()).toMatch(/leg 0: \+1555555\d{4}\s+completed \(unspecified\) — hangup learned from the carrier's record/);
+    expect(lost.output()).toMatch(/Call completed after 3 s/);
+    expect(lost.output()).toMatch(/Handset changed nothing: events call\.answered, call\.completed\./);
+    const dry = spawnHandset(['reconcile', '--dry-run'], env(dir));
+    expect((await dry.exited).code).toBe(0);
+    expect(dry.output()).toContain('nothing is waiting past its bound');
+
     listen.child.kill('SIGINT');
     expect((await listen.exited).code).toBe(0);
     dev.child.kill('SIGTERM');
