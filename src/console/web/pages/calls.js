@@ -114,12 +114,14 @@ export function CallPage({ params }) {
             <table class="list legs">
               <caption>Legs</caption>
               <thead><tr><th scope="col">#</th><th scope="col">To</th><th scope="col">Status</th><th scope="col">Hangup cause</th>
-                <th scope="col">Dialed</th><th scope="col">Answered</th><th scope="col">Ended</th></tr></thead>
+                <th scope="col">Dialed</th><th scope="col">Answered</th><th scope="col">Ended</th>
+                <th scope="col"><abbr title="Facts learned by asking the carrier, because their webhook never came">Asked the carrier</abbr></th></tr></thead>
               <tbody>
                 ${d.call.legs.map(
                   (/** @type {any} */ l) => html`<tr data-leg=${l.position}>
                     <td>${l.position + 1}</td><td>${l.to}</td><td><${Badge} value=${l.status} /></td><td>${l.hangup_cause ?? ''}</td>
                     <td><${Time} at=${l.dialed_at} precise /></td><td><${Time} at=${l.answered_at} precise /></td><td><${Time} at=${l.ended_at} precise /></td>
+                    <td>${(l.reconciled ?? []).join(', ')}</td>
                   </tr>`,
                 )}
               </tbody>
