@@ -11,6 +11,7 @@ import { messageGet } from '../messages/messages.sql.js';
 import { USAGE_INTERVALS, usageOverTime, usageRecordsOf, usageSummary } from './usage.js';
 
 const Quantities = Type.Array(Type.Object({ kind: Type.String(), quantity: Type.Integer() }));
+const BucketStart = Type.String({ format: 'date-time', description: "the bucket's UTC boundary" });
 
 const UsageRecord = Type.Object({
   id: Type.String(),
@@ -21,11 +22,17 @@ const UsageRecord = Type.Object({
   occurred_at: Type.String({ format: 'date-time' }),
 });
 
+interface Billed {
+  path: string;
+  noun: string;
+  find: (db: Db, accountId: string, id: string) => Promise<unknown>;
+}
+
 /** Resources the ledger bills, each with how to find one of the caller's; a new billable resource is one line. */
 const BILLED = [
   { path: '/messages/:id/usage_records', noun: 'message', find: messageGet },
   { path: '/calls/:id/usage_records', noun: 'call', find: callGet },
-] as const satisfies readonly { path: string; noun: string; find: (db: Db, accountId: string, id: string) => Promise<unknown> }[];
+] as const satisfies readonly Billed[];
 
 export const usageRoutes: ApiRoutes = (app, ctx) => {
   const tags = ['Usage'];
@@ -36,8 +43,8 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
         tags,
         summary: 'Usage per kind in [from, to); defaults to the current calendar month (UTC)',
         description:
-          'With `interval`, `buckets` also gives the quantities per UTC hour, day, week (from Monday) or month, oldest first; ' +
-          'buckets without usage are left out.',
+          'With `interval`, `buckets` also gives the quantities per UTC hour, day, week (from Monday) or month, ' +
+          'oldest first; buckets without usage are left out.',
         querystring: Type.Object(
           {
             from: Type.Optional(Type.String({ format: 'date-time' })),
@@ -53,9 +60,7 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
             to: Type.String({ format: 'date-time' }),
             data: Quantities,
             interval: Type.Optional(Type.String()),
-            buckets: Type.Optional(
-              Type.Array(Type.Object({ start: Type.String({ format: 'date-time', description: 'the bucket\'s UTC boundary' }), data: Quantities })),
-            ),
+            buckets: Type.Optional(Type.Array(Type.Object({ start: BucketStart, data: Quantities }))),
           }),
         },
       },

@@ -54,7 +54,8 @@ export async function usageOverTime(
   interval: UsageInterval,
 ): Promise<{ start: Date; kind: UsageKind; quantity: number }[]> {
   const { rows } = await db.query<{ start: Date; kind: UsageKind; quantity: number }>(
-    `SELECT date_trunc($5, occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start, kind, sum(quantity)::int AS quantity
+    `SELECT date_trunc($5, occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start,
+            kind, sum(quantity)::int AS quantity
        FROM usage_records
       WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3 AND ($4::text IS NULL OR tenant_id = $4)
       GROUP BY 1, kind ORDER BY 1, kind`,

@@ -91,12 +91,14 @@ function loadConsole(): ConsoleFiles {
     imports[v.specifier] = url;
   }
   for (const name of filesUnder(WEB_DIR)) {
-    if (name === 'index.html' || name.endsWith('.json')) continue; // the page itself is built below; tsconfig is not served
+    // the page itself is built below; the tsconfig is not served
+    if (name === 'index.html' || name.endsWith('.json')) continue;
     assets.set(`${CONSOLE_PATH}/${name}`, asset(readFileSync(path.join(WEB_DIR, name)), name, false));
   }
   const importMap = JSON.stringify({ imports });
   const template = readFileSync(path.join(WEB_DIR, 'index.html'), 'utf8');
-  if (!template.includes('<!-- importmap -->')) throw new Error('console: index.html has no <!-- importmap --> placeholder');
+  if (!template.includes('<!-- importmap -->'))
+    throw new Error('console: index.html has no <!-- importmap --> placeholder');
   const html = template.replace('<!-- importmap -->', `<script type="importmap">${importMap}</script>`);
   // The one inline script is the import map, allowed by its hash; everything else must come from this origin.
   const hash = createHash('sha256').update(importMap).digest('base64');
@@ -127,7 +129,10 @@ function send(req: FastifyRequest, reply: FastifyReply, a: Asset): FastifyReply 
 export function registerConsoleRoutes(app: FastifyInstance): void {
   const files = loadConsole();
   const page = (req: FastifyRequest, reply: FastifyReply) => {
-    reply.header('content-security-policy', files.csp).header('referrer-policy', 'no-referrer').header('x-frame-options', 'DENY');
+    reply
+      .header('content-security-policy', files.csp)
+      .header('referrer-policy', 'no-referrer')
+      .header('x-frame-options', 'DENY');
     return send(req, reply, files.html);
   };
 

@@ -203,7 +203,8 @@ export async function attemptListForEndpoint(
 ): Promise<EndpointAttemptRow[]> {
   const { rows } = await db.query<EndpointAttemptRow>({
     name: 'attempt_list_for_endpoint',
-    text: `SELECT a.*, d.event_id, ev.type AS event_type, coalesce(a.response_status BETWEEN 200 AND 299, false) AS succeeded
+    text: `SELECT a.*, d.event_id, ev.type AS event_type,
+                  coalesce(a.response_status BETWEEN 200 AND 299, false) AS succeeded
              FROM webhook_attempts a
              JOIN webhook_deliveries d ON d.id = a.delivery_id
              JOIN outbound_events ev ON ev.id = d.event_id

@@ -21,7 +21,7 @@ import { browserRequired, findChromium, HOW_TO_INSTALL, launchBrowser, type Test
 const ALICE_NUMBER = '+13125550401';
 const BOB_NUMBER = '+13125550402';
 const DELIVERED = '+15555550100'; // the simulator's persona: SMS delivered
-/** A ring plan the simulator plays quickly: no answer (the 5 s ring timeout), busy after 0.5 s, answers after 0.5 s and talks 1 s. */
+/** A ring plan the simulator plays quickly: no answer (the 5 s timeout), busy after 0.5 s, answers after 0.5 s, talks 1 s. */
 const RING = ['+15555550410', '+15555550411', '+15555550412'];
 /** HANDSET_CONSOLE_DOCS=1 also saves the README's screenshots under docs/. */
 const DOCS = process.env['HANDSET_CONSOLE_DOCS'] === '1';
@@ -45,7 +45,8 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
   const consoleUrl = (p: string) => `${base}/console${p}`;
   const until = <T>(fn: () => Promise<T | null | undefined | false>, ms = 20_000) => eventually(fn, ms, 100);
   const text = (selector: string) => page.locator(selector).innerText();
-  const carrierIdle = () => until(async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0);
+  const carrierIdle = () =>
+    until(async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0);
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -107,7 +108,7 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     await page.setViewportSize({ width: 1280, height: 900 });
   }
 
-  it('/ leads to the sign-in page; a wrong key shows the API\'s problem detail; the right one, typed and sent with Enter, opens the messages', async () => {
+  it("/ leads to the sign-in page; a wrong key shows the API's problem detail; the right one, typed and sent with Enter, opens the messages", async () => {
     await page.goto(base + '/');
     await page.waitForURL(/\/console\/sign-in\?next=/);
     await page.getByLabel('API key').fill('hsk_wrong');
@@ -127,7 +128,7 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     expect(await page.evaluate<string[]>('Object.values(sessionStorage)')).toContain(alice.key);
   });
 
-  it('an SMS sent from the console reaches delivered on its timeline, with what was billed and its events\' deliveries', async () => {
+  it("an SMS sent from the console reaches delivered on its timeline, with what was billed and its events' deliveries", async () => {
     await page.getByText('Send a message').click();
     await page.locator('#msg-from option', { hasText: ALICE_NUMBER }).waitFor({ state: 'attached' });
     expect(await page.getByLabel('From').inputValue()).toBe(ALICE_NUMBER);
@@ -137,12 +138,16 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     await page.waitForURL(/\/console\/messages\/msg_/);
     firstMessageId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!);
 
-    const delivered = page.locator('li[data-source=carrier][data-effect=applied]', { hasText: 'Carrier receipt: delivered' });
+    const delivered = page.locator('li[data-source=carrier][data-effect=applied]', {
+      hasText: 'Carrier receipt: delivered',
+    });
     await delivered.waitFor({ timeout: 20_000 });
     expect(await text('.status-line')).toContain('delivered');
     expect((await alice.get(`/v1/messages/${firstMessageId}`)).json.status).toBe('delivered');
     // created first, then the carrier's word, in the API's order
-    const sources = await page.locator('li[data-source]').evaluateAll((els) => els.map((e) => e.getAttribute('data-source')));
+    const sources = await page
+      .locator('li[data-source]')
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-source')));
     expect(sources[0]).toBe('api');
     expect(sources).toContain('dispatch');
     expect(await text('li.tl-billing')).toContain('Billed 1 × sms segment outbound');
@@ -167,7 +172,11 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     }
     await page.goto(consoleUrl(`/messages/${id}`));
     await page.locator('ol.timeline li').first().waitFor();
-    const history = (await alice.get(`/v1/messages/${id}/status_history`)).json.data as { effect: string; note: string | null; carrier_status: string }[];
+    const history = (await alice.get(`/v1/messages/${id}/status_history`)).json.data as {
+      effect: string;
+      note: string | null;
+      carrier_status: string;
+    }[];
     const refused = history.filter((h) => h.effect === 'refused');
     expect(refused.map((h) => h.carrier_status)).toEqual(expect.arrayContaining(['delivered', 'delivery_failed']));
     const shown = page.locator('li[data-effect=refused]');
@@ -194,7 +203,11 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
 
     const legs = page.locator('svg.ring-timeline g.leg');
     expect(await legs.count()).toBe(3);
-    expect(await legs.evaluateAll((els) => els.map((e) => e.getAttribute('data-status')))).toEqual(['no_answer', 'no_answer', 'completed']);
+    expect(await legs.evaluateAll((els) => els.map((e) => e.getAttribute('data-status')))).toEqual([
+      'no_answer',
+      'no_answer',
+      'completed',
+    ]);
     const labels = await page.locator('svg.ring-timeline .leg-status').allTextContents();
     expect(labels).toEqual(['no answer · timeout', 'no answer · user_busy', 'completed · normal_clearing']);
     // one shared axis: each leg's ringing starts where the previous one ended, and only the last was answered
@@ -202,21 +215,29 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
       els.map((g) => {
         const rings = g.querySelector('rect[data-kind=ringing]')!;
         const end = g.querySelector('line.leg-end')!;
-        return { ringX: Number(rings.getAttribute('x')), endX: Number(end.getAttribute('x1')), answered: !!g.querySelector('rect[data-kind=answered]') };
+        return {
+          ringX: Number(rings.getAttribute('x')),
+          endX: Number(end.getAttribute('x1')),
+          answered: !!g.querySelector('rect[data-kind=answered]'),
+        };
       }),
     );
     expect(spans.map((s) => s.answered)).toEqual([false, false, true]);
     expect(spans[1]!.ringX).toBeGreaterThanOrEqual(spans[0]!.endX);
     expect(spans[2]!.ringX).toBeGreaterThanOrEqual(spans[1]!.endX);
     // the first leg rang for the whole 5 s timeout: the longest ringing bar
-    const ringWidths = await legs.evaluateAll((els) => els.map((g) => Number(g.querySelector('rect[data-kind=ringing]')!.getAttribute('width'))));
+    const ringWidths = await legs.evaluateAll((els) =>
+      els.map((g) => Number(g.querySelector('rect[data-kind=ringing]')!.getAttribute('width'))),
+    );
     expect(ringWidths[0]).toBeGreaterThan(Math.max(ringWidths[1]!, ringWidths[2]!));
     expect(await page.locator('table.legs tbody tr').count()).toBe(3);
-    await until(async () => (await page.locator('section', { hasText: 'Billing' }).innerText()).includes('Billed 1 × call minute'));
+    await until(async () =>
+      (await page.locator('section', { hasText: 'Billing' }).innerText()).includes('Billed 1 × call minute'),
+    );
     await docsShot('console-ring-timeline', 'main');
   });
 
-  it('an event\'s page lists every attempt, and Redeliver adds a new one to the same endpoint with the same event id', async () => {
+  it("an event's page lists every attempt, and Redeliver adds a new one to the same endpoint with the same event id", async () => {
     const ev = (await alice.get(`/v1/events?subject_id=${firstMessageId}&type=message.sent`)).json.data[0];
     await page.goto(consoleUrl('/messages/' + firstMessageId));
     await page.getByRole('link', { name: 'message.sent' }).click();
@@ -227,7 +248,9 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     const receivedBefore = receiver.received.filter((r) => r.headers['webhook-id'] === ev.id).length;
 
     await page.getByRole('button', { name: 'Redeliver' }).click();
-    expect(await page.getByRole('status').filter({ hasText: 'Redelivery queued' }).innerText()).toBe('Redelivery queued to 1 endpoint.');
+    expect(await page.getByRole('status').filter({ hasText: 'Redelivery queued' }).innerText()).toBe(
+      'Redelivery queued to 1 endpoint.',
+    );
     await until(async () => (await attempts.count()) === before + 1);
     expect(await attempts.last().getAttribute('data-trigger')).toBe('redeliver');
     expect(await attempts.last().locator('td').nth(3).innerText()).toBe('200');
@@ -245,8 +268,14 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
       await page.getByRole('button', { name: 'Add endpoint' }).click();
       const first = await page.locator('[data-secret]').innerText();
       expect(first).toMatch(/^whsec_/);
-      const listed = (await alice.get('/v1/webhook_endpoints')).json.data.find((e: { url: string }) => e.url === second.url);
-      expect(listed).toMatchObject({ event_types: ['message.delivered'], description: 'made in the console', enabled: true });
+      const listed = (await alice.get('/v1/webhook_endpoints')).json.data.find(
+        (e: { url: string }) => e.url === second.url,
+      );
+      expect(listed).toMatchObject({
+        event_types: ['message.delivered'],
+        description: 'made in the console',
+        enabled: true,
+      });
       await page.locator(`tr[data-id="${listed.id}"]`).waitFor();
 
       await page.getByRole('link', { name: 'Open the endpoint' }).click();
@@ -268,7 +297,10 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
       await page.getByRole('button', { name: 'Disable' }).click();
       await page.locator('.status-line', { hasText: 'disabled' }).waitFor();
       expect(await text('[data-stat=disabled-reason]')).toBe('manual');
-      expect((await alice.get(`/v1/webhook_endpoints/${listed.id}`)).json).toMatchObject({ enabled: false, disabled_reason: 'manual' });
+      expect((await alice.get(`/v1/webhook_endpoints/${listed.id}`)).json).toMatchObject({
+        enabled: false,
+        disabled_reason: 'manual',
+      });
       await page.getByRole('button', { name: 'Enable' }).click();
       await page.locator('.status-line', { hasText: 'enabled' }).waitFor();
       expect((await alice.get(`/v1/webhook_endpoints/${listed.id}`)).json.enabled).toBe(true);
@@ -282,8 +314,10 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     }
   });
 
-  it('an endpoint\'s health shows the success rate, failures in a row and the latency chart of its recent attempts, as the API counts them', async () => {
-    const ep = (await alice.get('/v1/webhook_endpoints')).json.data.find((e: { url: string }) => e.url === receiver.url);
+  it("an endpoint's health shows the success rate, failures in a row and the latency chart of its recent attempts, as the API counts them", async () => {
+    const ep = (await alice.get('/v1/webhook_endpoints')).json.data.find(
+      (e: { url: string }) => e.url === receiver.url,
+    );
     receiver.answer = () => ({ status: 503, body: 'down for a moment' });
     try {
       await alice.post('/v1/messages', { from: ALICE_NUMBER, to: DELIVERED, body: 'while the receiver is down' });
@@ -292,7 +326,9 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     } finally {
       receiver.answer = () => ({ status: 200 });
     }
-    const recent = (await alice.get(`/v1/webhook_endpoints/${ep.id}/attempts?limit=100`)).json.data as { succeeded: boolean }[];
+    const recent = (await alice.get(`/v1/webhook_endpoints/${ep.id}/attempts?limit=100`)).json.data as {
+      succeeded: boolean;
+    }[];
     const failures = (await alice.get(`/v1/webhook_endpoints/${ep.id}`)).json.consecutive_failures;
     await page.goto(consoleUrl(`/webhooks/${ep.id}`));
     await page.getByRole('heading', { name: 'Health' }).waitFor();
@@ -318,7 +354,8 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     const usage = (await alice.get(`/v1/usage?from=${from}&to=${to}&interval=hour`)).json;
     const totals = usage.data as { kind: string; quantity: number }[];
     expect(totals.map((t) => t.kind)).toEqual(['call_minute', 'sms_segment_outbound']);
-    for (const t of totals) expect(await text(`table.totals tr[data-kind=${t.kind}] td:last-child`)).toBe(String(t.quantity));
+    for (const t of totals)
+      expect(await text(`table.totals tr[data-kind=${t.kind}] td:last-child`)).toBe(String(t.quantity));
     // each bucket with usage is one bar per kind in it
     const bars = usage.buckets.reduce((n: number, b: { data: unknown[] }) => n + b.data.length, 0);
     expect(await page.locator('svg.usage-chart rect.bar').count()).toBe(bars);
@@ -327,9 +364,12 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
   it('messages page 20 at a time with Older and Newer, filters keep to what the API selects, and no request asks for more than a page', async () => {
     const sendAt = new Date(Date.now() + 86_400_000).toISOString();
     for (let i = 0; i < 45; i++) {
-      expect((await alice.post('/v1/messages', { from: ALICE_NUMBER, to: DELIVERED, body: `later ${i}`, send_at: sendAt })).status).toBe(201);
+      expect(
+        (await alice.post('/v1/messages', { from: ALICE_NUMBER, to: DELIVERED, body: `later ${i}`, send_at: sendAt }))
+          .status,
+      ).toBe(201);
     }
-    const total = (await count(db.pool, 'SELECT * FROM messages WHERE account_id = $1', [alice.accountId]));
+    const total = await count(db.pool, 'SELECT * FROM messages WHERE account_id = $1', [alice.accountId]);
     const requestsBefore = browser.requests.length;
     await page.goto(consoleUrl('/messages'));
     const rows = page.locator('table.list tbody tr');
@@ -368,7 +408,7 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     expect(listCalls.every((u) => new URL(u).searchParams.get('limit') === '20')).toBe(true);
   });
 
-  it('at a phone\'s width nothing overflows sideways, and the navigation still works', async () => {
+  it("at a phone's width nothing overflows sideways, and the navigation still works", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     try {
       for (const p of ['/messages', `/messages/${firstMessageId}`, '/calls', '/events', '/webhooks', '/usage']) {

@@ -33,7 +33,11 @@ describe('serving the console', () => {
     const root = await get('/');
     expect(root.status).toBe(302);
     expect(root.headers.get('location')).toBe('/console');
-    const pages = await Promise.all(['/console', '/console/', '/console/messages', '/console/messages/msg_123', '/console/sign-in?next=x'].map((p) => get(p)));
+    const pages = await Promise.all(
+      ['/console', '/console/', '/console/messages', '/console/messages/msg_123', '/console/sign-in?next=x'].map((p) =>
+        get(p),
+      ),
+    );
     const bodies = await Promise.all(pages.map((r) => r.text()));
     for (const r of pages) {
       expect(r.status).toBe(200);
@@ -73,8 +77,16 @@ describe('serving the console', () => {
   });
 
   it('a file not in the table is 404 problem+json, however the path is spelled', async () => {
-    for (const path of ['/console/nothing.js', '/console/../package.json', '/console/%2e%2e/package.json', '/console/..%2fsrc%2fconfig.ts',
-      '/console/tsconfig.json', '/console/routes.ts', '/console/vendor/preact@0.0.0/dist/preact.mjs', '/console/vendor/preact@1/package.json']) {
+    for (const path of [
+      '/console/nothing.js',
+      '/console/../package.json',
+      '/console/%2e%2e/package.json',
+      '/console/..%2fsrc%2fconfig.ts',
+      '/console/tsconfig.json',
+      '/console/routes.ts',
+      '/console/vendor/preact@0.0.0/dist/preact.mjs',
+      '/console/vendor/preact@1/package.json',
+    ]) {
       const res = await get(path);
       const body = await res.text();
       expect([res.status, path]).toEqual([404, path]);
@@ -101,7 +113,12 @@ describe('the dev banner', () => {
         accountId: 'acct_1',
         apiKey: 'hsk_secretkey',
         number: '+13125550142',
-        carrier: { TELNYX_API_URL: 'http://127.0.0.1:3002/v2', TELNYX_API_KEY: 'KEY', TELNYX_PUBLIC_KEY: 'pk', TELNYX_CONNECTION_ID: 'conn' },
+        carrier: {
+          TELNYX_API_URL: 'http://127.0.0.1:3002/v2',
+          TELNYX_API_KEY: 'KEY',
+          TELNYX_PUBLIC_KEY: 'pk',
+          TELNYX_CONNECTION_ID: 'conn',
+        },
         pid: 1,
       },
       '.handset/handset.log',

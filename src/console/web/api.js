@@ -50,7 +50,10 @@ export async function api(path, opts = {}) {
   }
   if (!res.ok) {
     if (res.status === 401 && opts.key === undefined) signOut('Your API key is no longer accepted. Sign in again.');
-    throw new ApiError(res.status, json && typeof json === 'object' ? json : { detail: `Handset answered HTTP ${res.status}` });
+    throw new ApiError(
+      res.status,
+      json && typeof json === 'object' ? json : { detail: `Handset answered HTTP ${res.status}` },
+    );
   }
   return json;
 }

@@ -31,7 +31,10 @@ const ROUTES = [
 
 function NotFound() {
   usePageTitle('Not found');
-  return html`<main id="main"><h1 tabindex="-1">No such page</h1><p><a href=${href('/messages')}>Go to your messages</a></p></main>`;
+  return html`<main id="main">
+    <h1 tabindex="-1">No such page</h1>
+    <p><a href=${href('/messages')}>Go to your messages</a></p>
+  </main>`;
 }
 
 /** @param {{ current: string }} props the first segment of the current path */
@@ -43,7 +46,8 @@ function Header({ current }) {
     <nav aria-label="Console">
       <ul>
         ${ROUTES.filter((r) => r.nav).map(
-          (r) => html`<li><a href=${href(r.path)} aria-current=${current === r.path ? 'page' : undefined}>${r.nav}</a></li>`,
+          (r) =>
+            html`<li><a href=${href(r.path)} aria-current=${current === r.path ? 'page' : undefined}>${r.nav}</a></li>`,
         )}
       </ul>
     </nav>
@@ -59,8 +63,10 @@ function App() {
   const signedIn = apiKey() !== null;
   const onSignIn = pathname === '/console/sign-in';
   useEffect(() => {
-    if (!signedIn && !onSignIn) navigate(`/console/sign-in?next=${encodeURIComponent(pathname + search)}`, { replace: true });
-    else if (signedIn && (onSignIn || pathname === '/console' || pathname === '/console/')) navigate(href('/messages'), { replace: true });
+    if (!signedIn && !onSignIn)
+      navigate(`/console/sign-in?next=${encodeURIComponent(pathname + search)}`, { replace: true });
+    else if (signedIn && (onSignIn || pathname === '/console' || pathname === '/console/'))
+      navigate(href('/messages'), { replace: true });
   }, [signedIn, onSignIn, pathname]);
   // a new page (not the first): its heading takes the focus, so keyboard and screen-reader users start there
   const first = useRef(true);

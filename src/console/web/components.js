@@ -17,7 +17,9 @@ import { formatPrecise, formatTime } from './time.js';
  * @returns {{ data: T | null, error: Error | null, loading: boolean, reload: () => void }}
  */
 export function useLoad(key, load, opts = {}) {
-  const [state, setState] = useState(/** @type {{ key: string | null, data: T | null, error: Error | null }} */ ({ key: null, data: null, error: null }));
+  const [state, setState] = useState(
+    /** @type {{ key: string | null, data: T | null, error: Error | null }} */ ({ key: null, data: null, error: null }),
+  );
   const [tick, setTick] = useState(0);
   const latest = useRef({ load, opts });
   latest.current = { load, opts };
@@ -58,7 +60,9 @@ export function useLoad(key, load, opts = {}) {
  * API's detail) if it fails.
  */
 export function useSubmit() {
-  const [state, setState] = useState(/** @type {{ busy: boolean, error: Error | null }} */ ({ busy: false, error: null }));
+  const [state, setState] = useState(
+    /** @type {{ busy: boolean, error: Error | null }} */ ({ busy: false, error: null }),
+  );
   /** @param {() => Promise<unknown>} action */
   const run = async (action) => {
     setState({ busy: true, error: null });
@@ -98,10 +102,16 @@ export function Time({ at, precise = false }) {
   return html`<time datetime=${at} title=${at}>${precise ? formatPrecise(at) : formatTime(at)}</time>`;
 }
 
-/** A table that scrolls sideways on a narrow screen, reachable by keyboard. @param {{ label: string, children: any }} props */
+/**
+ * A table that scrolls sideways on a narrow screen, reachable by keyboard.
+ * @param {{ label: string, children: any }} props
+ */
 export function TableWrap({ label, children }) {
   return html`<div class="table-wrap" role="region" aria-label=${label} tabindex="0">${children}</div>`;
 }
+
+/** A table's header row. @param {{ cells: any[] }} props */
+export const Head = ({ cells }) => html`<thead><tr>${cells.map((c) => html`<th scope="col">${c}</th>`)}</tr></thead>`;
 
 /**
  * Newer/Older for a cursor-paged list whose cursor is `starting_after` in the
@@ -133,7 +143,10 @@ export function Pager({ search, hasMore, lastId }) {
 export function SecretOnce({ title, secret, children }) {
   const [copied, setCopied] = useState(false);
   const copy = async () => {
-    await navigator.clipboard.writeText(secret).then(() => setCopied(true), () => setCopied(false));
+    await navigator.clipboard.writeText(secret).then(
+      () => setCopied(true),
+      () => setCopied(false),
+    );
   };
   return html`<div class="secret" role="status">
     <p><strong>${title}</strong> Copy it now: it is shown only this once.</p>
@@ -153,6 +166,11 @@ export function usePageTitle(title) {
 /** @param {{ items: [string, any][] }} props label/value pairs */
 export function Facts({ items }) {
   return html`<dl class="facts">
-    ${items.map(([label, value]) => html`<div><dt>${label}</dt><dd>${value ?? html`<span class="muted">—</span>`}</dd></div>`)}
+    ${items.map(
+      ([label, value]) => html`<div>
+        <dt>${label}</dt>
+        <dd>${value ?? html`<span class="muted">—</span>`}</dd>
+      </div>`,
+    )}
   </dl>`;
 }

@@ -57,12 +57,16 @@ export function useLocation() {
   return loc;
 }
 
-/** Plain left clicks on links to console pages navigate in place; anything else (new tab, download) is the browser's. */
+/**
+ * Plain left clicks on links to console pages navigate in place; anything else
+ * (a new tab, a download) is the browser's.
+ */
 export function interceptLinks() {
   document.addEventListener('click', (e) => {
     if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
     const a = e.target instanceof Element ? e.target.closest('a') : null;
-    if (!a || a.target || a.hasAttribute('download') || a.origin !== location.origin || !a.pathname.startsWith(BASE)) return;
+    if (!a || a.target || a.hasAttribute('download') || a.origin !== location.origin || !a.pathname.startsWith(BASE))
+      return;
     e.preventDefault();
     navigate(a.pathname + a.search);
   });

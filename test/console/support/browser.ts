@@ -26,7 +26,9 @@ export const CHROMIUM_FLAGS = [
 export const ARTIFACTS_DIR = path.resolve('test-results/console');
 
 /** HANDSET_CHROMIUM names the browser to use (and only it); otherwise Debian's and Ubuntu's places. */
-const CANDIDATES = process.env['HANDSET_CHROMIUM'] ? [process.env['HANDSET_CHROMIUM']] : ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
+const CANDIDATES = process.env['HANDSET_CHROMIUM']
+  ? [process.env['HANDSET_CHROMIUM']]
+  : ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
 export function findChromium(): string | null {
   return CANDIDATES.find((p) => existsSync(p)) ?? null;
@@ -35,7 +37,8 @@ export function findChromium(): string | null {
 /** CI sets HANDSET_BROWSER_TESTS=required: no browser is then a failure, not a skip. */
 export const browserRequired = process.env['HANDSET_BROWSER_TESTS'] === 'required';
 
-export const HOW_TO_INSTALL = 'install Chromium (Debian/Ubuntu: sudo apt-get install -y chromium) or point HANDSET_CHROMIUM at one';
+export const HOW_TO_INSTALL =
+  'install Chromium (Debian/Ubuntu: sudo apt-get install -y chromium) or point HANDSET_CHROMIUM at one';
 
 export interface TestBrowser {
   context: BrowserContext;
@@ -79,7 +82,10 @@ export async function launchBrowser(): Promise<TestBrowser> {
       const saved: string[] = [];
       for (const [i, p] of context.pages().entries()) {
         const file = path.join(ARTIFACTS_DIR, `${safe}-${i}.png`);
-        await p.screenshot({ path: file, fullPage: true }).then(() => saved.push(file), () => undefined);
+        await p.screenshot({ path: file, fullPage: true }).then(
+          () => saved.push(file),
+          () => undefined,
+        );
       }
       return saved;
     },

@@ -7,9 +7,40 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, idempotencyKey } from '../api.js';
 import { RingTimeline } from '../charts.js';
-import { Badge, ErrorBox, Facts, Loading, TableWrap, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
+import {
+  Badge,
+  ErrorBox,
+  Facts,
+  Head,
+  Loading,
+  TableWrap,
+  Time,
+  useLoad,
+  usePageTitle,
+  useSubmit,
+} from '../components.js';
 import { href, navigate } from '../router.js';
-import { BillingSection, eventsAbout, EventsSection, FromSelect, ListView, StatusAndDirection, useList, useNumbers } from './shared.js';
+import {
+  BillingSection,
+  eventsAbout,
+  EventsSection,
+  FromSelect,
+  ListView,
+  StatusAndDirection,
+  useList,
+  useNumbers,
+} from './shared.js';
+
+const LEG_COLUMNS = [
+  '#',
+  'To',
+  'Status',
+  'Hangup cause',
+  'Dialed',
+  'Answered',
+  'Ended',
+  html`<abbr title="Facts learned by asking the carrier, because their webhook never came">Asked the carrier</abbr>`,
+];
 
 /** @param {{ search: string }} props */
 export function CallList({ search }) {
@@ -19,7 +50,8 @@ export function CallList({ search }) {
     <h1 tabindex="-1">Calls</h1>
     <${PlaceCall} />
     <${StatusAndDirection} base="/v1/calls" search=${search} />
-    <${ListView} list=${list} search=${search} label="Calls" head=${['Call', 'Created', 'Direction', 'From', 'Rings', 'Status', 'Duration']}
+    <${ListView} list=${list} search=${search} label="Calls"
+      head=${['Call', 'Created', 'Direction', 'From', 'Rings', 'Status', 'Duration']}
       row=${(/** @type {any} */ c) => html`<tr data-id=${c.id}>
         <td><a href=${href(`/calls/${encodeURIComponent(c.id)}`)}><code>${c.id}</code></a></td>
         <td><${Time} at=${c.created_at} /></td>
@@ -56,9 +88,12 @@ function PlaceCall() {
       <div class="field"><label for="call-from">From</label>
         <${FromSelect} id="call-from" value=${caller} onChange=${setFrom} numbers=${numbers} /></div>
       <div class="field wide"><label for="call-to">Ring, in order</label>
-        <input id="call-to" required aria-describedby="call-to-help" placeholder="+15555550110, +15555550111, +15555550113"
+        <input id="call-to" required aria-describedby="call-to-help"
+          placeholder="+15555550110, +15555550111, +15555550113"
           value=${to} onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} />
-        <small id="call-to-help" class="muted">Numbers separated by commas; each rings until it answers or the timeout passes.</small></div>
+        <small id="call-to-help" class="muted">
+          Numbers separated by commas; each rings until it answers or the timeout passes.
+        </small></div>
       <div class="field"><label for="call-timeout">Ring timeout (s)</label>
         <input id="call-timeout" type="number" min="5" max="120" required value=${timeout}
           onInput=${(/** @type {any} */ e) => setTimeoutSecs(e.currentTarget.value)} /></div>
@@ -76,7 +111,11 @@ export function CallPage({ params }) {
   const page = useLoad(
     path,
     async (signal) => {
-      const [call, usage, events] = await Promise.all([api(path, { signal }), api(`${path}/usage_records`, { signal }), eventsAbout(id, signal)]);
+      const [call, usage, events] = await Promise.all([
+        api(path, { signal }),
+        api(`${path}/usage_records`, { signal }),
+        eventsAbout(id, signal),
+      ]);
       return { call, usage: usage.data, events, at: Date.now() };
     },
     { poll: (d) => (d.call.ended_at ? null : 1000) },
@@ -87,8 +126,9 @@ export function CallPage({ params }) {
     <h1 tabindex="-1">Call <code>${id}</code></h1>
     <${ErrorBox} error=${page.error} />
     ${page.loading ? html`<${Loading} />` : null}
-    ${d
-      ? html`<p class="status-line">Status <${Badge} value=${d.call.status} /></p>
+    ${
+      d
+        ? html`<p class="status-line">Status <${Badge} value=${d.call.status} /></p>
         <${Facts}
           items=${[
             ['Direction', d.call.direction],
@@ -113,14 +153,17 @@ export function CallPage({ params }) {
           <${TableWrap} label="Legs">
             <table class="list legs">
               <caption>Legs</caption>
-              <thead><tr><th scope="col">#</th><th scope="col">To</th><th scope="col">Status</th><th scope="col">Hangup cause</th>
-                <th scope="col">Dialed</th><th scope="col">Answered</th><th scope="col">Ended</th>
-                <th scope="col"><abbr title="Facts learned by asking the carrier, because their webhook never came">Asked the carrier</abbr></th></tr></thead>
+              <${Head} cells=${LEG_COLUMNS} />
               <tbody>
                 ${d.call.legs.map(
                   (/** @type {any} */ l) => html`<tr data-leg=${l.position}>
-                    <td>${l.position + 1}</td><td>${l.to}</td><td><${Badge} value=${l.status} /></td><td>${l.hangup_cause ?? ''}</td>
-                    <td><${Time} at=${l.dialed_at} precise /></td><td><${Time} at=${l.answered_at} precise /></td><td><${Time} at=${l.ended_at} precise /></td>
+                    <td>${l.position + 1}</td>
+                    <td>${l.to}</td>
+                    <td><${Badge} value=${l.status} /></td>
+                    <td>${l.hangup_cause ?? ''}</td>
+                    <td><${Time} at=${l.dialed_at} precise /></td>
+                    <td><${Time} at=${l.answered_at} precise /></td>
+                    <td><${Time} at=${l.ended_at} precise /></td>
                     <td>${(l.reconciled ?? []).join(', ')}</td>
                   </tr>`,
                 )}
@@ -130,6 +173,7 @@ export function CallPage({ params }) {
         </section>
         <${BillingSection} records=${d.usage} />
         <${EventsSection} events=${d.events} subjectId=${id} />`
-      : null}
+        : null
+    }
   </main>`;
 }

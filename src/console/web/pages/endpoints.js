@@ -11,7 +11,7 @@ import { AttemptsChart } from '../charts.js';
 import { Badge, ErrorBox, Facts, Loading, SecretOnce, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration } from '../time.js';
-import { ListView, useEnum, useList } from './shared.js';
+import { Answer, ListView, useEnum, useList } from './shared.js';
 
 /** @param {{ e: any }} props */
 const EnabledBadge = ({ e }) => html`<${Badge} value=${e.enabled ? 'enabled' : 'disabled'} />`;
@@ -27,15 +27,20 @@ export function EndpointList({ search }) {
       setCreated(e);
       list.reload();
     }} />
-    ${created
-      ? html`<${SecretOnce} title=${`Endpoint ${created.url} added. Its signing secret:`} secret=${created.secret}>
+    ${
+      created
+        ? html`<${SecretOnce} title=${`Endpoint ${created.url} added. Its signing secret:`} secret=${created.secret}>
           <p><a href=${href(`/webhooks/${encodeURIComponent(created.id)}`)}>Open the endpoint</a></p>
         <//>`
-      : null}
+        : null
+    }
     <${ListView} list=${list} search=${search} label="Endpoints" empty="No endpoints yet: add one to receive events."
       head=${['URL', 'State', 'Events', 'Failures in a row', 'Created']}
       row=${(/** @type {any} */ e) => html`<tr data-id=${e.id}>
-        <td><a href=${href(`/webhooks/${encodeURIComponent(e.id)}`)}>${e.url}</a>${e.description ? html`<div class="muted">${e.description}</div>` : null}</td>
+        <td>
+          <a href=${href(`/webhooks/${encodeURIComponent(e.id)}`)}>${e.url}</a>
+          ${e.description ? html`<div class="muted">${e.description}</div>` : null}
+        </td>
         <td><${EnabledBadge} e=${e} /></td>
         <td>${e.event_types.length ? e.event_types.join(', ') : 'all'}</td>
         <td>${e.consecutive_failures}</td>
@@ -56,7 +61,11 @@ function AddEndpoint({ onCreated }) {
   const add = (e) => {
     e.preventDefault();
     submit.run(async () => {
-      const body = { url: url.trim(), ...(description.trim() ? { description: description.trim() } : {}), ...(types.length ? { event_types: types } : {}) };
+      const body = {
+        url: url.trim(),
+        ...(description.trim() ? { description: description.trim() } : {}),
+        ...(types.length ? { event_types: types } : {}),
+      };
       onCreated(await api('/v1/webhook_endpoints', { method: 'POST', body, idempotencyKey: key }));
     });
   };
@@ -66,9 +75,11 @@ function AddEndpoint({ onCreated }) {
     <summary>Add an endpoint</summary>
     <form onSubmit=${add}>
       <div class="field wide"><label for="ep-url">URL</label>
-        <input id="ep-url" type="url" required placeholder="https://example.com/webhooks" value=${url} onInput=${(/** @type {any} */ e) => setUrl(e.currentTarget.value)} /></div>
+        <input id="ep-url" type="url" required placeholder="https://example.com/webhooks" value=${url}
+          onInput=${(/** @type {any} */ e) => setUrl(e.currentTarget.value)} /></div>
       <div class="field wide"><label for="ep-description">Description (optional)</label>
-        <input id="ep-description" maxlength="500" value=${description} onInput=${(/** @type {any} */ e) => setDescription(e.currentTarget.value)} /></div>
+        <input id="ep-description" maxlength="500" value=${description}
+          onInput=${(/** @type {any} */ e) => setDescription(e.currentTarget.value)} /></div>
       <fieldset class="wide">
         <legend>Events to send (none chosen: every type)</legend>
         <div class="checks">
@@ -94,20 +105,31 @@ function percentile(values, p) {
 function Health({ endpoint, attempts }) {
   const ok = attempts.filter((a) => a.succeeded).length;
   const latencies = attempts.map((a) => a.duration_ms);
+  const rate = attempts.length ? `${Math.round((100 * ok) / attempts.length)}%` : '—';
+  const reason = endpoint.disabled_reason?.replaceAll('_', ' ');
   return html`<section aria-labelledby="health-h">
     <h2 id="health-h">Health</h2>
     <dl class="stats">
-      <div><dt>Success rate</dt><dd data-stat="success-rate">${attempts.length ? `${Math.round((100 * ok) / attempts.length)}%` : '—'}</dd>
+      <div><dt>Success rate</dt><dd data-stat="success-rate">${rate}</dd>
         <dd class="muted">of the last ${attempts.length} attempt${attempts.length === 1 ? '' : 's'}</dd></div>
       <div><dt>Median latency</dt><dd>${attempts.length ? formatDuration(percentile(latencies, 0.5)) : '—'}</dd></div>
       <div><dt>95th percentile</dt><dd>${attempts.length ? formatDuration(percentile(latencies, 0.95)) : '—'}</dd></div>
       <div><dt>Failures in a row</dt><dd data-stat="consecutive-failures">${endpoint.consecutive_failures}</dd></div>
     </dl>
-    ${endpoint.enabled
-      ? null
-      : html`<p class="error" role="status">Disabled${endpoint.disabled_reason ? html` (<span data-stat="disabled-reason">${endpoint.disabled_reason.replaceAll('_', ' ')}</span>)` : ''}
-          ${endpoint.disabled_at ? html` since <${Time} at=${endpoint.disabled_at} />` : ''}: no events are sent to it; those that happen meanwhile are kept as skipped deliveries.</p>`}
-    ${attempts.length ? html`<${AttemptsChart} attempts=${attempts} titleId="attempts-title" />` : html`<p class="muted">No attempts yet.</p>`}
+    ${
+      endpoint.enabled
+        ? null
+        : html`<p class="error" role="status">
+            Disabled${reason ? html` (<span data-stat="disabled-reason">${reason}</span>)` : ''}
+            ${endpoint.disabled_at ? html` since <${Time} at=${endpoint.disabled_at} />` : ''}: no events are sent
+            to it; those that happen meanwhile are kept as skipped deliveries.
+          </p>`
+    }
+    ${
+      attempts.length
+        ? html`<${AttemptsChart} attempts=${attempts} titleId="attempts-title" />`
+        : html`<p class="muted">No attempts yet.</p>`
+    }
   </section>`;
 }
 
@@ -147,8 +169,9 @@ export function EndpointPage({ params, search }) {
     <h1 tabindex="-1">Endpoint <code>${id}</code></h1>
     <${ErrorBox} error=${endpoint.error} />
     ${endpoint.loading ? html`<${Loading} />` : null}
-    ${d
-      ? html`<p class="status-line">State <${EnabledBadge} e=${d.e} /></p>
+    ${
+      d
+        ? html`<p class="status-line">State <${EnabledBadge} e=${d.e} /></p>
         <${Facts}
           items=${[
             ['URL', html`<span class="url">${d.e.url}</span>`],
@@ -158,39 +181,54 @@ export function EndpointPage({ params, search }) {
           ]}
         />
         <div class="actions" role="group" aria-label="Endpoint actions">
-          ${d.e.enabled
-            ? html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(false)}>Disable</button>`
-            : html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(true)}>Enable</button>`}
+          ${
+            d.e.enabled
+              ? html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(false)}>Disable</button>`
+              : html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(true)}>Enable</button>`
+          }
           <button type="button" disabled=${action.busy} onClick=${() => setConfirming('rotate')}>Rotate secret…</button>
-          <button type="button" class="danger" disabled=${action.busy} onClick=${() => setConfirming('delete')}>Delete…</button>
+          <button type="button" class="danger" disabled=${action.busy} onClick=${() => setConfirming('delete')}>
+            Delete…
+          </button>
         </div>
-        ${confirming === 'rotate'
-          ? html`<div class="confirm" role="group" aria-label="Confirm rotation">
-              <p>A new signing secret replaces the current one; for 24 hours every request is signed with both, so your receiver can switch over.</p>
-              <button type="button" onClick=${rotate}>Rotate now</button> <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
+        ${
+          confirming === 'rotate'
+            ? html`<div class="confirm" role="group" aria-label="Confirm rotation">
+              <p>
+                A new signing secret replaces the current one; for 24 hours every request is signed with both, so
+                your receiver can switch over.
+              </p>
+              <button type="button" onClick=${rotate}>Rotate now</button>
+              <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
             </div>`
-          : null}
-        ${confirming === 'delete'
-          ? html`<div class="confirm" role="group" aria-label="Confirm deletion">
+            : null
+        }
+        ${
+          confirming === 'delete'
+            ? html`<div class="confirm" role="group" aria-label="Confirm deletion">
               <p>Deleting stops every delivery to this URL. It cannot be undone.</p>
-              <button type="button" class="danger" onClick=${remove}>Delete endpoint</button> <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
+              <button type="button" class="danger" onClick=${remove}>Delete endpoint</button>
+              <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
             </div>`
-          : null}
+            : null
+        }
         ${secret ? html`<${SecretOnce} title="The new signing secret:" secret=${secret} />` : null}
         <${ErrorBox} error=${action.error} />
         <${Health} endpoint=${d.e} attempts=${d.recent} />
         <section aria-labelledby="attempts-h">
           <h2 id="attempts-h">Attempts</h2>
-          <${ListView} list=${attempts} search=${search} label="Attempts" head=${['Started', 'Event', '#', 'Answer', 'Latency', 'Excerpt']}
+          <${ListView} list=${attempts} search=${search} label="Attempts"
+            head=${['Started', 'Event', '#', 'Answer', 'Latency', 'Excerpt']}
             row=${(/** @type {any} */ a) => html`<tr data-id=${a.id} class=${a.succeeded ? '' : 'row-failed'}>
               <td><${Time} at=${a.started_at} precise /></td>
               <td><a href=${href(`/events/${encodeURIComponent(a.event_id)}`)}><code>${a.event_type}</code></a></td>
               <td>${a.attempt}${a.trigger === 'redeliver' ? ' (redeliver)' : ''}</td>
-              <td>${a.response_status === null ? html`<span class="bad">${a.error ?? 'no answer'}</span>` : a.response_status}</td>
+              <td><${Answer} attempt=${a} /></td>
               <td>${formatDuration(a.duration_ms)}</td>
               <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
             </tr>`} />
         </section>`
-      : null}
+        : null
+    }
   </main>`;
 }

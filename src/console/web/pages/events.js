@@ -5,10 +5,21 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
-import { Badge, ErrorBox, Facts, Loading, TableWrap, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
+import {
+  Badge,
+  ErrorBox,
+  Facts,
+  Head,
+  Loading,
+  TableWrap,
+  Time,
+  useLoad,
+  usePageTitle,
+  useSubmit,
+} from '../components.js';
 import { href } from '../router.js';
 import { formatDuration } from '../time.js';
-import { FilterSelect, ListView, setFilter, useEnum, useList } from './shared.js';
+import { Answer, FilterSelect, ListView, setFilter, useEnum, useList } from './shared.js';
 
 /** The console page of the resource an event is about. @param {string} id */
 function subjectHref(id) {
@@ -68,29 +79,35 @@ export function EventList({ search }) {
 function DeliveryCard({ delivery }) {
   return html`<article class="delivery" data-delivery=${delivery.id} aria-labelledby=${`dl-${delivery.id}`}>
     <h3 id=${`dl-${delivery.id}`}>
-      <a href=${href(`/webhooks/${encodeURIComponent(delivery.endpoint_id)}`)}>${delivery.url}</a> <${Badge} value=${delivery.status} />
+      <a href=${href(`/webhooks/${encodeURIComponent(delivery.endpoint_id)}`)}>${delivery.url}</a>
+      ${' '}<${Badge} value=${delivery.status} />
     </h3>
-    ${delivery.next_attempt_at ? html`<p class="muted">Next attempt <${Time} at=${delivery.next_attempt_at} /></p>` : null}
-    ${delivery.attempts.length === 0
-      ? html`<p class="muted">No attempt yet.</p>`
-      : html`<${TableWrap} label=${`Attempts to ${delivery.url}`}>
+    ${
+      delivery.next_attempt_at
+        ? html`<p class="muted">Next attempt <${Time} at=${delivery.next_attempt_at} /></p>`
+        : null
+    }
+    ${
+      delivery.attempts.length === 0
+        ? html`<p class="muted">No attempt yet.</p>`
+        : html`<${TableWrap} label=${`Attempts to ${delivery.url}`}>
           <table class="list attempts">
-            <thead><tr><th scope="col">#</th><th scope="col">Trigger</th><th scope="col">Started</th><th scope="col">Answer</th>
-              <th scope="col">Latency</th><th scope="col">Excerpt</th></tr></thead>
+            <${Head} cells=${['#', 'Trigger', 'Started', 'Answer', 'Latency', 'Excerpt']} />
             <tbody>
               ${delivery.attempts.map(
                 (/** @type {any} */ a) => html`<tr data-attempt=${a.attempt} data-trigger=${a.trigger}>
                   <td>${a.attempt}</td>
                   <td>${a.trigger}</td>
                   <td><${Time} at=${a.started_at} precise /></td>
-                  <td>${a.response_status === null ? html`<span class="bad">${a.error ?? 'no answer'}</span>` : a.response_status}</td>
+                  <td><${Answer} attempt=${a} /></td>
                   <td>${formatDuration(a.duration_ms)}</td>
                   <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
                 </tr>`,
               )}
             </tbody>
           </table>
-        <//>`}
+        <//>`
+    }
   </article>`;
 }
 
@@ -107,7 +124,10 @@ export function EventPage({ params }) {
       const [event, deliveries] = await Promise.all([api(path, { signal }), api(`${path}/deliveries`, { signal })]);
       return { event, deliveries: deliveries.data };
     },
-    { poll: (d) => (d.deliveries.some((/** @type {any} */ x) => x.status === 'pending') || Date.now() < watchUntil ? 1000 : null) },
+    {
+      poll: (d) =>
+        d.deliveries.some((/** @type {any} */ x) => x.status === 'pending') || Date.now() < watchUntil ? 1000 : null,
+    },
   );
   const redeliver = useSubmit();
   const [queued, setQueued] = useState(/** @type {number | null} */ (null));
@@ -125,8 +145,9 @@ export function EventPage({ params }) {
     <h1 tabindex="-1">Event <code>${id}</code></h1>
     <${ErrorBox} error=${page.error} />
     ${page.loading ? html`<${Loading} />` : null}
-    ${d
-      ? html`<${Facts}
+    ${
+      d
+        ? html`<${Facts}
           items=${[
             ['Type', html`<code>${d.event.type}</code>`],
             ['About', d.event.data?.id ? html`<${Subject} id=${String(d.event.data.id)} />` : null],
@@ -136,18 +157,31 @@ export function EventPage({ params }) {
         <section aria-labelledby="deliveries-h">
           <h2 id="deliveries-h">Deliveries</h2>
           <div class="actions">
-            <button type="button" onClick=${redeliverNow} disabled=${redeliver.busy}>${redeliver.busy ? 'Redelivering…' : 'Redeliver'}</button>
+            <button type="button" onClick=${redeliverNow} disabled=${redeliver.busy}>
+              ${redeliver.busy ? 'Redelivering…' : 'Redeliver'}
+            </button>
             <span class="muted">Sends the same event (same id, fresh signature) to its endpoints again.</span>
           </div>
-          ${queued !== null ? html`<p class="notice" role="status">Redelivery queued to ${queued} endpoint${queued === 1 ? '' : 's'}.</p>` : null}
+          ${
+            queued !== null
+              ? html`<p class="notice" role="status">
+                  Redelivery queued to ${queued} endpoint${queued === 1 ? '' : 's'}.
+                </p>`
+              : null
+          }
           <${ErrorBox} error=${redeliver.error} />
-          ${d.deliveries.length === 0 ? html`<p class="muted">No webhook endpoint was subscribed to this event.</p>` : null}
+          ${
+            d.deliveries.length === 0
+              ? html`<p class="muted">No webhook endpoint was subscribed to this event.</p>`
+              : null
+          }
           ${d.deliveries.map((/** @type {any} */ x) => html`<${DeliveryCard} delivery=${x} />`)}
         </section>
         <section aria-labelledby="body-h">
           <h2 id="body-h">Body</h2>
           <pre class="json" tabindex="0" aria-label="Event body">${JSON.stringify(d.event, null, 2)}</pre>
         </section>`
-      : null}
+        : null
+    }
   </main>`;
 }

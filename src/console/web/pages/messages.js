@@ -42,7 +42,8 @@ export function MessageList({ search }) {
     <h1 tabindex="-1">Messages</h1>
     <${ComposeMessage} />
     <${StatusAndDirection} base="/v1/messages" search=${search} />
-    <${ListView} list=${list} search=${search} label="Messages" head=${['Message', 'Created', 'Direction', 'From', 'To', 'Status', 'Body']}
+    <${ListView} list=${list} search=${search} label="Messages"
+      head=${['Message', 'Created', 'Direction', 'From', 'To', 'Status', 'Body']}
       row=${(/** @type {any} */ m) => html`<tr data-id=${m.id}>
         <td><a href=${href(`/messages/${encodeURIComponent(m.id)}`)}><code>${m.id}</code></a></td>
         <td><${Time} at=${m.created_at} /></td>
@@ -67,7 +68,11 @@ function ComposeMessage() {
   const send = (e) => {
     e.preventDefault();
     submit.run(async () => {
-      const m = await api('/v1/messages', { method: 'POST', body: { from: sender, to: to.trim(), body }, idempotencyKey: key });
+      const m = await api('/v1/messages', {
+        method: 'POST',
+        body: { from: sender, to: to.trim(), body },
+        idempotencyKey: key,
+      });
       navigate(href(`/messages/${encodeURIComponent(m.id)}`));
     });
   };
@@ -77,9 +82,11 @@ function ComposeMessage() {
       <div class="field"><label for="msg-from">From</label>
         <${FromSelect} id="msg-from" value=${sender} onChange=${setFrom} numbers=${numbers} /></div>
       <div class="field"><label for="msg-to">To</label>
-        <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to} onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>
+        <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to}
+          onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>
       <div class="field wide"><label for="msg-body">Body</label>
-        <textarea id="msg-body" rows="2" required maxlength="1600" value=${body} onInput=${(/** @type {any} */ e) => setBody(e.currentTarget.value)}></textarea></div>
+        <textarea id="msg-body" rows="2" required maxlength="1600" value=${body}
+          onInput=${(/** @type {any} */ e) => setBody(e.currentTarget.value)}></textarea></div>
       <button type="submit" disabled=${submit.busy || !sender}>${submit.busy ? 'Sending…' : 'Send'}</button>
     </form>
     <${ErrorBox} error=${submit.error} />
@@ -89,11 +96,16 @@ function ComposeMessage() {
 /** @param {any} h a status history entry */
 function historyTitle(h) {
   if (h.source === 'api') return h.status === 'canceled' ? 'Canceled' : `Created (${h.status})`;
-  if (h.source === 'dispatch') return h.status === 'sent' ? 'Accepted by the carrier (sent)' : 'Refused by the carrier at send';
+  if (h.source === 'dispatch')
+    return h.status === 'sent' ? 'Accepted by the carrier (sent)' : 'Refused by the carrier at send';
   return `Carrier receipt: ${h.carrier_status ?? h.status}`;
 }
 
-const EFFECT_LABEL = /** @type {Record<string, string>} */ ({ applied: 'Applied', refused: 'Refused', informational: 'Informational' });
+const EFFECT_LABEL = /** @type {Record<string, string>} */ ({
+  applied: 'Applied',
+  refused: 'Refused',
+  informational: 'Informational',
+});
 
 /**
  * The message's history, billing and events in one list by time; history keeps
@@ -102,9 +114,27 @@ const EFFECT_LABEL = /** @type {Record<string, string>} */ ({ applied: 'Applied'
  */
 function timelineOf(d) {
   const entries = [
-    ...d.history.map((/** @type {any} */ h, /** @type {number} */ i) => ({ kind: 'history', at: h.occurred_at, order: 0, i, h })),
-    ...d.usage.map((/** @type {any} */ r, /** @type {number} */ i) => ({ kind: 'billing', at: r.occurred_at, order: 1, i, r })),
-    ...d.events.map((/** @type {any} */ ev, /** @type {number} */ i) => ({ kind: 'event', at: ev.timestamp, order: 2, i, ev })),
+    ...d.history.map((/** @type {any} */ h, /** @type {number} */ i) => ({
+      kind: 'history',
+      at: h.occurred_at,
+      order: 0,
+      i,
+      h,
+    })),
+    ...d.usage.map((/** @type {any} */ r, /** @type {number} */ i) => ({
+      kind: 'billing',
+      at: r.occurred_at,
+      order: 1,
+      i,
+      r,
+    })),
+    ...d.events.map((/** @type {any} */ ev, /** @type {number} */ i) => ({
+      kind: 'event',
+      at: ev.timestamp,
+      order: 2,
+      i,
+      ev,
+    })),
   ];
   return entries.sort((a, b) => Date.parse(a.at) - Date.parse(b.at) || a.order - b.order || a.i - b.i);
 }
@@ -160,8 +190,9 @@ export function MessagePage({ params }) {
     <h1 tabindex="-1">Message <code>${id}</code></h1>
     <${ErrorBox} error=${page.error} />
     ${page.loading ? html`<${Loading} />` : null}
-    ${d
-      ? html`<p class="status-line">Status <${Badge} value=${d.message.status} /></p>
+    ${
+      d
+        ? html`<p class="status-line">Status <${Badge} value=${d.message.status} /></p>
         <${Facts}
           items=${[
             ['Direction', d.message.direction],
@@ -181,6 +212,7 @@ export function MessagePage({ params }) {
           <ol class="timeline">${timelineOf(d).map((entry) => html`<${TimelineEntry} entry=${entry} />`)}</ol>
           <p><a href=${href(`/events?subject_id=${encodeURIComponent(id)}`)}>All events about this message</a></p>
         </section>`
-      : null}
+        : null
+    }
   </main>`;
 }

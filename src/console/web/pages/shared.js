@@ -4,7 +4,7 @@
 
 import { html } from 'htm/preact';
 import { api, enumOf, query } from '../api.js';
-import { Badge, ErrorBox, Loading, Pager, TableWrap, Time, useLoad } from '../components.js';
+import { Badge, ErrorBox, Head, Loading, Pager, TableWrap, Time, useLoad } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration } from '../time.js';
 
@@ -36,7 +36,8 @@ export function FilterSelect({ id, label, name, search, options, all }) {
   const value = new URLSearchParams(search).get(name) ?? '';
   return html`<div class="field">
     <label for=${id}>${label}</label>
-    <select id=${id} value=${value} onChange=${(/** @type {any} */ e) => setFilter(search, name, e.currentTarget.value)}>
+    <select id=${id} value=${value}
+      onChange=${(/** @type {any} */ e) => setFilter(search, name, e.currentTarget.value)}>
       <option value="">${all}</option>
       ${options.map((o) => html`<option value=${o}>${o.replaceAll('_', ' ')}</option>`)}
     </select>
@@ -51,12 +52,17 @@ export function StatusAndDirection({ base, search }) {
   const statuses = useEnum(base, 'status');
   const directions = useEnum(base, 'direction');
   return html`<div class="filters" role="group" aria-label="Filters">
-    <${FilterSelect} id="filter-status" label="Status" name="status" search=${search} options=${statuses} all="Any status" />
-    <${FilterSelect} id="filter-direction" label="Direction" name="direction" search=${search} options=${directions} all="Both directions" />
+    <${FilterSelect} id="filter-status" label="Status" name="status" search=${search} options=${statuses}
+      all="Any status" />
+    <${FilterSelect} id="filter-direction" label="Direction" name="direction" search=${search} options=${directions}
+      all="Both directions" />
   </div>`;
 }
 
-/** The list path for this address: the page size, its filters and its cursor. @param {string} base @param {string} search @param {string[]} filters */
+/**
+ * The list path for this address: the page size, its filters and its cursor.
+ * @param {string} base @param {string} search @param {string[]} filters
+ */
 export function listPath(base, search, filters) {
   const q = new URLSearchParams(search);
   /** @type {Record<string, string | number | null>} */
@@ -86,16 +92,26 @@ export function ListView({ list, search, label, head, row, empty }) {
   const noun = label.toLowerCase();
   return html`<${ErrorBox} error=${list.error} />
     ${list.loading ? html`<${Loading} />` : null}
-    ${list.data && rows.length === 0 ? html`<p class="muted">${filtered ? `No ${noun} match these filters.` : empty ?? `No ${noun} yet.`}</p>` : null}
-    ${rows.length > 0
-      ? html`<${TableWrap} label=${label}>
+    ${
+      list.data && rows.length === 0
+        ? html`<p class="muted">${filtered ? `No ${noun} match these filters.` : (empty ?? `No ${noun} yet.`)}</p>`
+        : null
+    }
+    ${
+      rows.length > 0
+        ? html`<${TableWrap} label=${label}>
           <table class="list">
-            <thead><tr>${head.map((h) => html`<th scope="col">${h}</th>`)}</tr></thead>
+            <${Head} cells=${head} />
             <tbody>${rows.map(row)}</tbody>
           </table>
         <//>`
-      : null}
-    ${list.data ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />` : null}`;
+        : null
+    }
+    ${
+      list.data
+        ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />`
+        : null
+    }`;
 }
 
 /**
@@ -105,22 +121,37 @@ export function ListView({ list, search, label, head, row, empty }) {
 export async function eventsAbout(subjectId, signal) {
   const events = await api(`/v1/events${query({ subject_id: subjectId, limit: 100 })}`, { signal });
   const deliveries = await Promise.all(
-    events.data.map((/** @type {any} */ ev) => api(`/v1/events/${encodeURIComponent(ev.id)}/deliveries`, { signal }).then((d) => d.data)),
+    events.data.map((/** @type {any} */ ev) =>
+      api(`/v1/events/${encodeURIComponent(ev.id)}/deliveries`, { signal }).then((d) => d.data),
+    ),
   );
   return events.data.map((/** @type {any} */ ev, /** @type {number} */ i) => ({ ...ev, deliveries: deliveries[i] }));
 }
 
 /** @param {any[]} events as eventsAbout returns them */
-export const anyDeliveryPending = (events) => events.some((ev) => ev.deliveries.some((/** @type {any} */ d) => d.status === 'pending'));
+export const anyDeliveryPending = (events) =>
+  events.some((ev) => ev.deliveries.some((/** @type {any} */ d) => d.status === 'pending'));
+
+/** What came back from an attempt: the status code, or why there was none. @param {any} a */
+const answerOf = (a) => a.response_status ?? a.error ?? 'no answer';
+
+/** @param {any} a an attempt */
+const attemptLine = (a) => `attempt ${a.attempt}: ${answerOf(a)} in ${formatDuration(a.duration_ms)}`;
+
+/** An attempt's answer in a table cell: the status code, or the failure in red. @param {{ attempt: any }} props */
+export const Answer = ({ attempt }) =>
+  attempt.response_status === null ? html`<span class="bad">${answerOf(attempt)}</span>` : attempt.response_status;
 
 /** One delivery in a line: where it went and how it ended. @param {{ delivery: any }} props */
 export function DeliveryLine({ delivery }) {
   const last = delivery.attempts[delivery.attempts.length - 1];
   return html`<li class="delivery-line">
     <${Badge} value=${delivery.status} /> to <span class="url">${delivery.url}</span>
-    ${last
-      ? html` <span class="muted">— attempt ${last.attempt}: ${last.response_status ?? last.error ?? 'no answer'} in ${formatDuration(last.duration_ms)}</span>`
-      : html` <span class="muted">— not attempted yet</span>`}
+    ${
+      last
+        ? html` <span class="muted">— ${attemptLine(last)}</span>`
+        : html` <span class="muted">— not attempted yet</span>`
+    }
   </li>`;
 }
 
@@ -129,22 +160,35 @@ export function EventSummary({ event }) {
   return html`<div class="event-summary">
     <a href=${href(`/events/${encodeURIComponent(event.id)}`)}><code>${event.type}</code></a>
     <span class="muted"> ${event.id}</span>
-    ${event.deliveries.length === 0
-      ? html`<p class="muted">No webhook endpoint was subscribed to it.</p>`
-      : html`<ul class="deliveries">${event.deliveries.map((/** @type {any} */ d) => html`<${DeliveryLine} delivery=${d} />`)}</ul>`}
+    ${
+      event.deliveries.length === 0
+        ? html`<p class="muted">No webhook endpoint was subscribed to it.</p>`
+        : html`<ul class="deliveries">
+            ${event.deliveries.map((/** @type {any} */ d) => html`<${DeliveryLine} delivery=${d} />`)}
+          </ul>`
+    }
   </div>`;
 }
 
 /** What the ledger billed, in words. @param {{ record: any }} props */
-export const BillingLine = ({ record }) => html`<span>Billed ${record.quantity} × ${record.kind.replaceAll('_', ' ')}</span>`;
+export const BillingLine = ({ record }) =>
+  html`<span>Billed ${record.quantity} × ${record.kind.replaceAll('_', ' ')}</span>`;
 
 /** A resource's billing as its own section (pages without a merged timeline). @param {{ records: any[] }} props */
 export function BillingSection({ records }) {
   return html`<section aria-labelledby="billing-h">
     <h2 id="billing-h">Billing</h2>
-    ${records.length === 0
-      ? html`<p class="muted">Nothing billed.</p>`
-      : html`<ul class="plain">${records.map((r) => html`<li><${BillingLine} record=${r} /> <span class="muted">at <${Time} at=${r.occurred_at} precise /></span></li>`)}</ul>`}
+    ${
+      records.length === 0
+        ? html`<p class="muted">Nothing billed.</p>`
+        : html`<ul class="plain">
+            ${records.map(
+              (r) => html`<li>
+                <${BillingLine} record=${r} /> <span class="muted">at <${Time} at=${r.occurred_at} precise /></span>
+              </li>`,
+            )}
+          </ul>`
+    }
   </section>`;
 }
 
@@ -152,7 +196,11 @@ export function BillingSection({ records }) {
 export function EventsSection({ events, subjectId }) {
   return html`<section aria-labelledby="events-h">
     <h2 id="events-h">Events</h2>
-    ${events.length === 0 ? html`<p class="muted">No events yet.</p>` : events.map((ev) => html`<${EventSummary} event=${ev} />`)}
+    ${
+      events.length === 0
+        ? html`<p class="muted">No events yet.</p>`
+        : events.map((ev) => html`<${EventSummary} event=${ev} />`)
+    }
     <p><a href=${href(`/events?subject_id=${encodeURIComponent(subjectId)}`)}>All events about ${subjectId}</a></p>
   </section>`;
 }
@@ -167,7 +215,8 @@ export function useNumbers() {
  * @param {{ id: string, value: string, onChange: (v: string) => void, numbers: any[] }} props
  */
 export function FromSelect({ id, value, onChange, numbers }) {
-  return html`<select id=${id} required value=${value} onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.value)}>
+  return html`<select id=${id} required value=${value}
+    onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.value)}>
     <option value="" disabled>Choose one of your numbers</option>
     ${numbers.map((n) => html`<option value=${n.number}>${n.number}</option>`)}
   </select>`;

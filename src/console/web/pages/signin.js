@@ -29,7 +29,10 @@ export function SignInPage() {
   };
   return html`<main id="main" class="sign-in">
     <h1 tabindex="-1">Handset console</h1>
-    <p>Sign in with one of your account's API keys. It is kept in this browser tab only, and forgotten when the tab closes.</p>
+    <p>
+      Sign in with one of your account's API keys. It is kept in this browser tab only, and forgotten when the tab
+      closes.
+    </p>
     ${notice ? html`<p class="notice" role="status">${notice}</p>` : null}
     <form onSubmit=${submit}>
       <label for="api-key">API key</label>

@@ -5,7 +5,7 @@
 import { html } from 'htm/preact';
 import { api, query } from '../api.js';
 import { seriesClass, UsageChart } from '../charts.js';
-import { ErrorBox, Loading, TableWrap, useLoad, usePageTitle } from '../components.js';
+import { ErrorBox, Head, Loading, TableWrap, useLoad, usePageTitle } from '../components.js';
 import { formatBucket } from '../time.js';
 import { setFilter } from './shared.js';
 
@@ -16,6 +16,9 @@ const PERIODS = /** @type {const} */ ({
   '30d': { label: 'Last 30 days', interval: 'day', count: 30 },
   '12m': { label: 'Last 12 months', interval: 'month', count: 12 },
 });
+
+/** A kind as words: sms_segment_outbound → sms segment outbound. @param {string} kind */
+const words = (kind) => kind.replaceAll('_', ' ');
 
 /** The UTC boundary `n` buckets after `start`. @param {Date} start @param {string} interval @param {number} n */
 function step(start, interval, n) {
@@ -46,7 +49,9 @@ export function UsagePage({ search }) {
   const byStart = new Map((d?.buckets ?? []).map((/** @type {any} */ b) => [b.start, b.data]));
   const buckets = Array.from({ length: period.count }, (_, i) => {
     const start = step(from, period.interval, i);
-    const values = Object.fromEntries((byStart.get(start.toISOString()) ?? []).map((/** @type {any} */ q) => [q.kind, q.quantity]));
+    const values = Object.fromEntries(
+      (byStart.get(start.toISOString()) ?? []).map((/** @type {any} */ q) => [q.kind, q.quantity]),
+    );
     return { start, values };
   });
   return html`<main id="main">
@@ -54,15 +59,17 @@ export function UsagePage({ search }) {
     <div class="filters">
       <div class="field">
         <label for="usage-period">Period</label>
-        <select id="usage-period" value=${chosen} onChange=${(/** @type {any} */ e) => setFilter(search, 'period', e.currentTarget.value)}>
+        <select id="usage-period" value=${chosen}
+          onChange=${(/** @type {any} */ e) => setFilter(search, 'period', e.currentTarget.value)}>
           ${Object.entries(PERIODS).map(([value, p]) => html`<option value=${value}>${p.label}</option>`)}
         </select>
       </div>
     </div>
     <${ErrorBox} error=${usage.error} />
     ${usage.loading ? html`<${Loading} />` : null}
-    ${d
-      ? html`${kinds.length === 0 ? html`<p class="muted">Nothing billed in this period.</p>` : null}
+    ${
+      d
+        ? html`${kinds.length === 0 ? html`<p class="muted">Nothing billed in this period.</p>` : null}
         <${UsageChart} buckets=${buckets} kinds=${kinds} interval=${period.interval} titleId="usage-title" />
         <${TableWrap} label="Totals">
           <table class="list totals">
@@ -71,27 +78,35 @@ export function UsagePage({ search }) {
             <tbody>
               ${d.data.map(
                 (/** @type {any} */ q, /** @type {number} */ i) => html`<tr data-kind=${q.kind}>
-                  <td><span class=${`swatch ${seriesClass(i)}`}></span>${q.kind.replaceAll('_', ' ')}</td><td>${q.quantity}</td>
+                  <td><span class=${`swatch ${seriesClass(i)}`}></span>${words(q.kind)}</td>
+                  <td>${q.quantity}</td>
                 </tr>`,
               )}
             </tbody>
           </table>
         <//>
-        ${kinds.length > 0
-          ? html`<details>
+        ${
+          kinds.length > 0
+            ? html`<details>
               <summary>Every ${period.interval}</summary>
               <${TableWrap} label=${`Usage per ${period.interval}`}>
                 <table class="list">
-                  <thead><tr><th scope="col">${period.interval}</th>${kinds.map((/** @type {string} */ k) => html`<th scope="col">${k.replaceAll('_', ' ')}</th>`)}</tr></thead>
+                  <${Head} cells=${[period.interval, ...kinds.map(words)]} />
                   <tbody>
                     ${buckets.map(
-                      (b) => html`<tr><th scope="row">${formatBucket(b.start, period.interval)}</th>${kinds.map((/** @type {string} */ k) => html`<td>${b.values[k] ?? 0}</td>`)}</tr>`,
+                      (b) =>
+                        html`<tr>
+                          <th scope="row">${formatBucket(b.start, period.interval)}</th>
+                          ${kinds.map((/** @type {string} */ k) => html`<td>${b.values[k] ?? 0}</td>`)}
+                        </tr>`,
                     )}
                   </tbody>
                 </table>
               <//>
             </details>`
-          : null}`
-      : null}
+            : null
+        }`
+        : null
+    }
   </main>`;
 }
