@@ -10,6 +10,7 @@ import type { CarrierAdapter } from './carrier/carrier.js';
 import { processCarrierEventTask, type HandlerRegistry } from './carrier/process.js';
 import { telnyxAdapter } from './carrier/telnyx/adapter.js';
 import { ConfigError, type Config } from './config.js';
+import { untilAvailable } from './db/errors.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
 import { tenantRoutes } from './accounts/routes.js';
@@ -91,7 +92,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   try {
     const migrationPool = createPool(opts.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
     try {
-      await migrate(migrationPool, log);
+      await untilAvailable('apply migrations', () => migrate(migrationPool, log), (f, m) => log.warn(f, m));
     } finally {
       await migrationPool.end();
     }
@@ -169,7 +170,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         maintenance: maintenanceTask({ pool: workerPool, log, carrierEventRetentionMs: config.carrierEventRetentionMs }),
         ...opts.tasks,
       };
-      runner = await startJobRunner({
+      runner = await untilAvailable('start the job runner', () => startJobRunner({
         pool: workerPool,
         log,
         metrics,
@@ -177,9 +178,13 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         concurrency: config.workerConcurrency,
         staleAfterMs: config.workerStaleAfterMs,
         crontab: MAINTENANCE_CRONTAB,
-      });
+      }), (f, m) => log.warn(f, m));
       // The first pass one interval from now, unless one is scheduled already (another worker's).
-      await withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at'));
+      await untilAvailable(
+        'schedule reconciliation',
+        () => withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at')),
+        (f, m) => log.warn(f, m),
+      );
       if (!config.telnyx.connectionId) log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
       log.info({ concurrency: config.workerConcurrency }, 'worker running');
     }

@@ -1,9 +1,15 @@
 // The chaos run: a storm of messages and calls, inbound and outbound, through a
 // simulator that misbehaves hard (duplicates, re-sends under new ids,
-// contradictions, early receipts), with the worker role in separate processes
-// that are SIGKILLed and restarted at random. Then it waits for quiescence,
-// runs the audit, and compares the customer events with what a well-behaved
-// carrier would have produced: the carrier can be a rumor, the row stays the fact.
+// contradictions, early receipts, webhooks lost for good or held back far past
+// every wait), with the worker role in separate processes that are SIGKILLed and
+// restarted at random, and every database connection cut at random moments for
+// random lengths. Then it waits for quiescence, runs the audit, and compares the
+// customer events with what a well-behaved carrier would have produced: the
+// carrier can be a rumor, the database can blink, the row stays the fact.
+//
+// What no receiver can recover is counted apart, not compared: an inbound SMS or
+// call whose every webhook attempt failed (the carrier gave up while the database
+// was cut) never reached Handset at all.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -25,6 +31,7 @@ import { withTx } from '../db/tx.js';
 import { startPlatform } from '../platform.js';
 import { startSimulator, type Behaviour } from '../sim/simulator.js';
 import type { Logger } from '../telemetry/log.js';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 // The built CLI (from src/ under tests, from dist/ when built: both resolve to dist/).
 const HANDSET_BIN = fileURLToPath(new URL('../../dist/cli/handset.js', import.meta.url));
@@ -39,6 +46,10 @@ export interface ChaosOptions {
   ingestProcesses: number;
   /** A worker is SIGKILLed every killEveryMs[0]..killEveryMs[1] ms (0 = never). */
   killEveryMs: [number, number];
+  /** Every database connection of every Handset process is cut every dbCutEveryMs[0]..[1] ms (0 = never)… */
+  dbCutEveryMs: [number, number];
+  /** …for dbCutMs[0]..[1] ms. */
+  dbCutMs: [number, number];
   /** How long the load is spread over. */
   loadMs: number;
   behaviour: Partial<Behaviour>;
@@ -57,14 +68,43 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, 'log' | 'out' | 'databaseUrl'> =
   workers: 3,
   ingestProcesses: 0,
   killEveryMs: [1500, 4000],
+  dbCutEveryMs: [8_000, 20_000],
+  dbCutMs: [1_000, 30_000],
   loadMs: 30_000,
-  behaviour: { duplicateRate: 0.5, resendNewIdRate: 0.3, contradictionRate: 0.3, earlyReceiptRate: 0.3 },
+  behaviour: {
+    duplicateRate: 0.5,
+    resendNewIdRate: 0.3,
+    contradictionRate: 0.3,
+    earlyReceiptRate: 0.3,
+    // Lost for good: only what the carrier's REST API can tell again (an inbound
+    // call or SMS whose first webhook is lost is lost to anyone).
+    dropRates: { 'call.answered': 0.05, 'call.hangup': 0.05, 'message.sent': 0.05, 'message.finalized': 0.05 },
+    holdRate: 0.05,
+    holdMinMs: 45_000,
+    holdMaxMs: 90_000,
+  },
   timeScale: 0.05,
   seed: 'chaos',
 };
 
 export interface ChaosResult {
-  carrier: { facts: number; webhooks: number; duplicates: number; resends: number; sends: number; dials: number };
+  carrier: {
+    facts: number;
+    webhooks: number;
+    duplicates: number;
+    resends: number;
+    dropped: number;
+    held: number;
+    sends: number;
+    dials: number;
+  };
+  /** Carrier events stored from lookups: facts whose webhook never came (or came too late to wait for). */
+  reconciledFacts: number;
+  /** Inbound SMS and calls whose every webhook attempt failed: never seen by Handset, not compared. */
+  lostAtCarrier: number;
+  dbCuts: { count: number; seconds: number; maxRecoveryMs: number };
+  /** Handset processes that exited without being killed by the run (must be 0). */
+  unexpectedExits: number;
   stored: number;
   processed: number;
   customerEvents: number;
@@ -97,6 +137,18 @@ const INBOUND_NUMBER = '+13125550171';
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const started = Date.now();
   const cleanups: (() => Promise<unknown>)[] = [];
+  // Every Handset child process that exits without the run having killed it.
+  const ourKills = new WeakSet<ChildProcess>();
+  const exits: string[] = [];
+  let stopping = false;
+  const watchExit = (child: ChildProcess) =>
+    child.on('exit', (code, signal) => {
+      if (!stopping && !ourKills.has(child)) exits.push(`pid ${child.pid}: exit ${code ?? signal}`);
+    });
+  const stopChild = (child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM') => {
+    ourKills.add(child);
+    child.kill(signal);
+  };
   const cleanup = async () => {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
   };
@@ -115,6 +167,18 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const pool = createPool(databaseUrl, { max: 6, applicationName: 'handset-chaos', log: opts.log });
     cleanups.push(() => pool.end());
     await migrate(pool, opts.log);
+    // Every Handset process reaches the database through a proxy the run can cut;
+    // the run's own reads (quiescence, audit) go straight to it.
+    const cutting = opts.dbCutEveryMs[1] > 0;
+    let proxy: TcpProxy | null = null;
+    let handsetDbUrl = databaseUrl;
+    if (cutting) {
+      const target = new URL(databaseUrl);
+      proxy = await startTcpProxy(target.hostname, Number(target.port));
+      cleanups.push(() => proxy!.close());
+      target.port = String(proxy.port);
+      handsetDbUrl = target.toString();
+    }
 
     const sim = await startSimulator({ webhookUrl: null, timeScale: opts.timeScale, seed: opts.seed, behaviour: opts.behaviour, log: opts.log });
     cleanups.push(() => sim.close());
@@ -126,10 +190,18 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
       HANDSET_WORKER_STALE_AFTER: '3s',
       HANDSET_DELIVERY_RETRY_SCHEDULE: '500ms,1s,2s,5s',
+      HANDSET_RECONCILE_INTERVAL: '1s',
+      HANDSET_RECONCILE_AFTER: '2s',
+      HANDSET_RECONCILE_MESSAGE_AFTER: '3s',
       LOG_LEVEL: 'warn',
     };
     const config = loadConfig(env, 'serve');
-    const front = await startPlatform({ config, databaseUrl, roles: opts.ingestProcesses > 0 ? ['api'] : ['ingest', 'api'], log: opts.log });
+    const front = await startPlatform({
+      config,
+      databaseUrl: handsetDbUrl,
+      roles: opts.ingestProcesses > 0 ? ['api'] : ['ingest', 'api'],
+      log: opts.log,
+    });
     cleanups.push(() => front.stop());
     if (opts.ingestProcesses > 0) {
       // Separate ingest processes; the carrier's webhooks alternate between them,
@@ -138,10 +210,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       for (let i = 0; i < opts.ingestProcesses; i++) {
         const port = await freePort();
         const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'ingest'], {
-          env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: databaseUrl, HANDSET_INGEST_PORT: String(port) },
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: handsetDbUrl, HANDSET_INGEST_PORT: String(port) },
           stdio: ['ignore', 'ignore', 'inherit'],
         });
-        cleanups.push(async () => child.kill('SIGTERM'));
+        watchExit(child);
+        cleanups.push(async () => stopChild(child));
         urls.push(`http://127.0.0.1:${port}/webhooks/telnyx`);
       }
       for (const u of urls) await waitForHttp(u.replace('/webhooks/telnyx', '/readyz'));
@@ -153,18 +226,28 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       sim.setWebhookUrl(`${front.ingestUrl}/webhooks/telnyx`);
     }
 
-    // The customer: an account, two numbers, an endpoint on a local receiver that answers 200.
+    // The customer: an account, two numbers, an endpoint on a local receiver that
+    // answers 200. Its client retries what the API could not answer (503 while the
+    // database is cut) with the same Idempotency-Key, as a careful client does.
     const receiver = await startCountingReceiver();
     cleanups.push(() => receiver.close());
     const apiKey = await withTx(pool, async (tx) => (await apiKeyCreate(tx, (await accountCreate(tx, 'Chaos')).id)).key);
     const api = async (p: string, body: unknown) => {
-      const res = await fetch(front.apiUrl + p, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      if (res.status !== 201) throw new Error(`POST ${p}: ${res.status} ${await res.text()}`);
-      return (await res.json()) as { id: string };
+      const key = randomBytes(12).toString('hex');
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const res = await fetch(front.apiUrl + p, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'idempotency-key': key },
+            body: JSON.stringify(body),
+          });
+          if (res.status === 201) return (await res.json()) as { id: string };
+          if (res.status !== 503 && res.status !== 409) throw new Error(`POST ${p}: ${res.status} ${await res.text()}`);
+        } catch (err) {
+          if (attempt > 200 || !/fetch failed|ECONN|socket/.test(String((err as Error).cause ?? err))) throw err;
+        }
+        await sleep(250);
+      }
     };
     await api('/v1/phone_numbers', { number: OUR_NUMBER });
     await api('/v1/phone_numbers', { number: INBOUND_NUMBER, inbound_ring: INBOUND_RING, ring_timeout_secs: 5 });
@@ -174,10 +257,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const workers = new Set<ChildProcess>();
     const startWorker = () => {
       const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'worker'], {
-        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: databaseUrl },
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: handsetDbUrl },
         stdio: ['ignore', 'ignore', 'inherit'],
       });
       workers.add(child);
+      watchExit(child);
       child.on('exit', () => workers.delete(child));
     };
     for (let i = 0; i < opts.workers; i++) startWorker();
@@ -189,6 +273,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         if (!killing) break;
         const victim = [...workers][Math.floor(Math.random() * workers.size)];
         if (!victim) continue;
+        ourKills.add(victim);
         victim.kill('SIGKILL');
         killed++;
         startWorker();
@@ -196,8 +281,30 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     })();
     cleanups.push(async () => {
       killing = false;
-      for (const w of workers) w.kill('SIGKILL');
+      for (const w of workers) stopChild(w, 'SIGKILL');
     });
+
+    // The database cuts: every connection of every Handset process dropped, and
+    // new ones refused, for a random while at random moments.
+    const cuts = { count: 0, ms: 0, maxRecoveryMs: 0 };
+    let cutter: Promise<void> = Promise.resolve();
+    let cuttingOn = cutting;
+    if (proxy) {
+      const p = proxy;
+      cutter = (async () => {
+        for (;;) {
+          await sleep(between(opts.dbCutEveryMs));
+          if (!cuttingOn) break;
+          const length = between(opts.dbCutMs);
+          p.cut();
+          cuts.count++;
+          await sleep(length);
+          p.restore();
+          cuts.ms += length;
+          void recoveredAfter(pool, new Date()).then((ms) => (cuts.maxRecoveryMs = Math.max(cuts.maxRecoveryMs, ms)));
+        }
+      })();
+    }
 
     // The storm.
     opts.out(`storm: ${opts.outboundMessages} SMS out, ${opts.inboundMessages} in, ${opts.outboundCalls} calls out, ${opts.inboundCalls} in; ${opts.workers} workers, one SIGKILLed every ${opts.killEveryMs.join('–')} ms`);
@@ -239,16 +346,25 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       await w();
     }));
 
-    opts.out(`storm sent after ${Math.round((Date.now() - started) / 1000)} s; waiting for quiescence…`);
+    opts.out(`storm sent after ${Math.round((Date.now() - started) / 1000)} s; cuts stop, waiting for quiescence…`);
+    cuttingOn = false;
+    await cutter; // a cut under way runs its length
+    proxy?.restore();
     await quiescence(pool, sim, opts.out);
     opts.out(`quiescent after ${Math.round((Date.now() - started) / 1000)} s`);
     killing = false;
     await killer;
-    for (const w of workers) w.kill('SIGTERM');
+    for (const w of workers) stopChild(w);
     await sleep(500);
 
-    const audit = await runAudit(pool, { graceSeconds: 0 });
-    const mismatches = await compare(pool, expected, inbound, (opts.behaviour.contradictionRate ?? 0) > 0);
+    const audit = await runAudit(pool, {
+      graceSeconds: 0,
+      reconcile: { intervalMs: config.reconcileIntervalMs, afterMs: config.reconcileAfterMs, messageAfterMs: config.reconcileMessageAfterMs },
+    });
+    const acknowledged = (from: string, type: string) =>
+      sim.webhooks.some((w) => w.eventType === type && w.status !== null && w.status < 300 && w.body.includes(`"${from}"`));
+    const reached = inbound.filter(({ from, kind }) => acknowledged(from, kind === 'sms' ? 'message.received' : 'call.initiated'));
+    const mismatches = await compare(pool, expected, reached, (opts.behaviour.contradictionRate ?? 0) > 0);
     const q = async (sql: string) => Number((await pool.query<{ n: number }>(sql)).rows[0]!.n);
     const counts = sim.counts;
     return {
@@ -257,9 +373,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         webhooks: counts.attempts,
         duplicates: counts.duplicates,
         resends: counts.resends,
-        sends: sim.requests.filter((r) => r.path === '/v2/messages' && r.status === 200).length,
-        dials: sim.requests.filter((r) => r.path === '/v2/calls' && r.status === 200 && !r.deduplicated).length,
+        dropped: counts.dropped,
+        held: counts.held,
+        sends: sim.requests.filter((r) => r.path === '/v2/messages' && r.status === 200 && !r.replayed).length,
+        dials: sim.requests.filter((r) => r.path === '/v2/calls' && r.status === 200 && !r.deduplicated && !r.replayed).length,
       },
+      reconciledFacts: await q(`SELECT count(*)::int AS n FROM carrier_events WHERE carrier_event_id LIKE 'reconcile:%'`),
+      lostAtCarrier: inbound.length - reached.length,
+      dbCuts: { count: cuts.count, seconds: Math.round(cuts.ms / 100) / 10, maxRecoveryMs: cuts.maxRecoveryMs },
+      unexpectedExits: exits.length,
       stored: await q('SELECT count(*)::int AS n FROM carrier_events'),
       processed: await q('SELECT count(*)::int AS n FROM carrier_events WHERE processed_at IS NOT NULL'),
       customerEvents: await q('SELECT count(*)::int AS n FROM outbound_events'),
@@ -275,9 +397,28 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       seconds: Math.round((Date.now() - started) / 1000),
     };
   } finally {
+    stopping = true;
     await cleanup();
   }
 }
+
+/**
+ * How long after `restoredAt` until no job that a cut caught (locked before the
+ * database came back) is still locked: the jobs whose outcome could not be
+ * recorded have been run again.
+ */
+async function recoveredAfter(pool: pg.Pool, restoredAt: Date): Promise<number> {
+  for (;;) {
+    const { rows } = await pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE locked_at IS NOT NULL AND locked_at < $1',
+      [restoredAt],
+    );
+    if (rows[0]!.n === 0) return Date.now() - restoredAt.getTime();
+    await sleep(250);
+  }
+}
+
+const between = ([min, max]: [number, number]) => min + Math.random() * (max - min);
 
 /**
  * Settled: the simulator has nothing pending, no job is due, every delivery is
@@ -374,6 +515,9 @@ export function chaosTable(r: ChaosResult): string {
     ['carrier webhooks sent', r.carrier.webhooks],
     ['  duplicates (same event id)', r.carrier.duplicates],
     ['  re-sent under a new event id', r.carrier.resends],
+    ['  lost for good / held back', `${r.carrier.dropped} / ${r.carrier.held}`],
+    ['facts learned by asking the carrier', r.reconciledFacts],
+    ['inbound the carrier gave up on (not compared)', r.lostAtCarrier],
     ['carrier events stored (distinct ids)', r.stored],
     ['carrier events processed', r.processed],
     ['messages sent to the carrier / dials', `${r.carrier.sends} / ${r.carrier.dials}`],
@@ -381,6 +525,9 @@ export function chaosTable(r: ChaosResult): string {
     ['deliveries (succeeded / total)', `${r.deliveries.succeeded} / ${r.deliveries.total}`],
     ['receiver requests (same id again)', `${r.deliveries.receivedRequests} (${r.deliveries.redelivered})`],
     ['worker processes SIGKILLed', r.workersKilled],
+    ['database cuts (seconds in all)', `${r.dbCuts.count} (${r.dbCuts.seconds})`],
+    ['  longest until caught jobs re-ran, ms', r.dbCuts.maxRecoveryMs],
+    ['processes that exited on their own', r.unexpectedExits],
     ['audit violations', r.audit.checks.reduce((n, c) => n + c.violations, 0)],
     ['differences from a well-behaved carrier', r.mismatches.length],
     ['seconds', r.seconds],

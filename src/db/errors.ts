@@ -42,3 +42,29 @@ export function isUnavailable(err: unknown): boolean {
   const text = `${typeof e?.code === 'string' ? e.code : ''} ${typeof e?.message === 'string' ? e.message : ''}`;
   return UNAVAILABLE_MESSAGES.test(text);
 }
+
+/**
+ * Runs `fn` until it stops failing because the database is unavailable (a process
+ * started while PostgreSQL restarts or fails over waits for it instead of dying);
+ * any other error is thrown at once. `signal` ends the wait.
+ */
+export async function untilAvailable<T>(
+  what: string,
+  fn: () => Promise<T>,
+  warn: (fields: object, msg: string) => void,
+  signal?: AbortSignal,
+): Promise<T> {
+  let lastWarned = 0;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isUnavailable(err) || signal?.aborted) throw err;
+      if (Date.now() - lastWarned > 5_000) {
+        warn({ err: (err as Error).message, attempt }, `database unavailable; waiting to ${what}`);
+        lastWarned = Date.now();
+      }
+      await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** attempt, 5_000)));
+    }
+  }
+}

@@ -1,8 +1,9 @@
-// The short chaos run (npm run chaos is the long one), in the topology of
-// issue 8: two ingest processes and two worker processes against one database,
-// workers SIGKILLed and restarted at random, a carrier that duplicates, re-sends
-// under new ids, contradicts itself and answers early. At the end: the audit is
-// clean and the customer events are exactly what a well-behaved carrier would
+// The short chaos run (npm run chaos is the long one): two ingest processes and
+// two worker processes against one database, workers SIGKILLed and restarted at
+// random, every database connection cut now and then, a carrier that duplicates,
+// re-sends under new ids, contradicts itself, answers early, loses webhooks for
+// good and holds others back. At the end: no process exited on its own, the audit
+// is clean and the customer events are exactly what a well-behaved carrier would
 // have produced.
 
 import { describe, expect, it } from 'vitest';
@@ -11,7 +12,7 @@ import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from '../../s
 import { createLogger } from '../../src/telemetry/log.js';
 
 describe('chaos', () => {
-  it('a storm through a misbehaving carrier with workers SIGKILLed at random leaves 0 violations and the well-behaved counts', async () => {
+  it('a storm through a misbehaving carrier, with workers SIGKILLed and the database cut at random, leaves no exit, 0 violations and the well-behaved counts', async () => {
     const lines: string[] = [];
     const result = await runChaos({
       ...CHAOS_DEFAULTS,
@@ -22,7 +23,10 @@ describe('chaos', () => {
       workers: 2,
       ingestProcesses: 2,
       killEveryMs: [1000, 2500],
-      loadMs: 6000,
+      dbCutEveryMs: [2000, 4000],
+      dbCutMs: [500, 3000],
+      behaviour: { ...CHAOS_DEFAULTS.behaviour, holdMinMs: 2000, holdMaxMs: 6000 },
+      loadMs: 8000,
       seed: `test-${Date.now()}`,
       databaseUrl: inject('adminUrl'),
       log: createLogger('silent'),
@@ -32,6 +36,8 @@ describe('chaos', () => {
     expect(result.audit.ok, report).toBe(true);
     expect(result.mismatches, report).toEqual([]);
     expect(result.workersKilled, report).toBeGreaterThan(0);
+    expect(result.unexpectedExits, report).toBe(0);
+    expect(result.dbCuts.count, report).toBeGreaterThan(0);
     expect(result.carrier.duplicates + result.carrier.resends, report).toBeGreaterThan(0);
     expect(result.deliveries.succeeded, report).toBe(result.deliveries.total);
     expect(result.customerEvents, report).toBe(result.deliveries.total);

@@ -13,7 +13,7 @@ import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { createAccount, request, type ApiClient } from '../support/api.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
-import { spawnHandset, type HandsetProcess } from '../support/process.js';
+import { serveRoles, type HandsetProcess } from '../support/process.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const OUR = '+13125550610';
@@ -42,24 +42,13 @@ function proxiedUrl(): string {
   return u.toString();
 }
 
-async function serve(roles: string): Promise<{ proc: HandsetProcess; apiUrl: string | null; ingestUrl: string | null }> {
-  const proc = spawnHandset(['serve', '--roles', roles], {
+const serve = (roles: string) =>
+  serveRoles(roles, {
     DATABASE_URL: proxiedUrl(),
-    HANDSET_HOST: '127.0.0.1',
-    HANDSET_API_PORT: '0',
-    HANDSET_INGEST_PORT: '0',
     HANDSET_WORKER_STALE_AFTER: `${STALE_AFTER_MS}ms`,
     HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
     ...sim.carrierEnv(),
-  });
-  procs.push(proc);
-  const api = roles.includes('api') ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"api listening"/))[1]! : null;
-  const ingest = roles.includes('ingest') ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"ingest listening"/))[1]! : null;
-  if (roles.includes('worker')) await proc.waitFor(/worker running/);
-  return { proc, apiUrl: api, ingestUrl: ingest };
-}
-
-const alive = (p: HandsetProcess) => p.child.exitCode === null && p.child.signalCode === null;
+  }).then((s) => (procs.push(s.proc), s));
 
 describe('a database blip during a job', () => {
   let all: Awaited<ReturnType<typeof serve>>;
@@ -96,7 +85,7 @@ describe('a database blip during a job', () => {
     const restoredAt = Date.now();
 
     // Nothing exited, and the API answers again.
-    expect(alive(all.proc), all.proc.output().slice(-3000)).toBe(true);
+    expect(all.alive(), all.proc.output().slice(-3000)).toBe(true);
     await eventually(async () => (await request(all.apiUrl!, 'GET', '/readyz', null)).status === 200, 20_000);
     // The job whose failure could not be written runs again within the recovery bound, not hours later.
     const m = await eventually(async () => {
@@ -105,7 +94,7 @@ describe('a database blip during a job', () => {
     }, 30_000);
     expect(m.status).toBe('delivered');
     expect(Date.now() - restoredAt).toBeLessThan(STALE_AFTER_MS * 2 + 15_000);
-    expect(alive(all.proc)).toBe(true);
+    expect(all.alive()).toBe(true);
   });
 });
 
