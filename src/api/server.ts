@@ -2,7 +2,8 @@
 // body and query (validated by Ajv, documented in the generated OpenAPI at
 // /openapi.json and browsable at /docs), Bearer API keys on every /v1 route, and
 // errors translated once into problem+json. Domain folders contribute their
-// routes as ApiRoutes; this file only assembles them.
+// routes as ApiRoutes; this file only assembles them (and mounts the web
+// console's files, src/console, which are not part of the API).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
@@ -13,6 +14,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDe
 import type pg from 'pg';
 import { authenticate, type Principal } from '../accounts/accounts.js';
 import type { Config } from '../config.js';
+import { registerConsoleRoutes } from '../console/routes.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -153,5 +155,6 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   );
 
   registerOperationalRoutes(app as unknown as FastifyInstance, { pool: deps.pool, metrics: deps.metrics });
+  registerConsoleRoutes(app as unknown as FastifyInstance);
   return app as unknown as FastifyInstance;
 }

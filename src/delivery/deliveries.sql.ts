@@ -184,3 +184,33 @@ export async function deliveryListForEvent(db: Db, eventId: string): Promise<(De
   );
   return rows;
 }
+
+export interface EndpointAttemptRow extends AttemptRow {
+  event_id: string;
+  event_type: string;
+  succeeded: boolean;
+}
+
+/**
+ * An endpoint's attempts, newest first, across all its deliveries: its health.
+ * Attempt ids are time-ordered, so `id < startingAfter` pages like every list.
+ */
+export async function attemptListForEndpoint(
+  db: Db,
+  endpointId: string,
+  limit: number,
+  startingAfter: string | null,
+): Promise<EndpointAttemptRow[]> {
+  const { rows } = await db.query<EndpointAttemptRow>({
+    name: 'attempt_list_for_endpoint',
+    text: `SELECT a.*, d.event_id, ev.type AS event_type,
+                  coalesce(a.response_status BETWEEN 200 AND 299, false) AS succeeded
+             FROM webhook_attempts a
+             JOIN webhook_deliveries d ON d.id = a.delivery_id
+             JOIN outbound_events ev ON ev.id = d.event_id
+            WHERE d.endpoint_id = $1 AND ($2::text IS NULL OR a.id < $2)
+            ORDER BY a.id DESC LIMIT $3`,
+    values: [endpointId, startingAfter, limit + 1],
+  });
+  return rows;
+}

@@ -1,5 +1,6 @@
 // Customer API for webhook endpoints (create, list, get, patch, delete,
-// rotate_secret) and for an event's deliveries (the delivery log, redeliver).
+// rotate_secret, their recent attempts) and for an event's deliveries (the
+// delivery log, redeliver).
 
 import { Type } from 'typebox';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
@@ -8,7 +9,7 @@ import { ApiError, notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
 import { EVENT_TYPES, eventGet } from '../outbox/outbox.js';
-import { deliveryListForEvent, deliveryRedeliver, type AttemptRow } from './deliveries.sql.js';
+import { attemptListForEndpoint, deliveryListForEvent, deliveryRedeliver, type AttemptRow } from './deliveries.sql.js';
 import {
   endpointCreate,
   endpointDelete,
@@ -69,6 +70,15 @@ const Attempt = Type.Object({
   response_status: Type.Union([Type.Integer(), Type.Null()]),
   response_excerpt: Type.Union([Type.String(), Type.Null()]),
   error: Type.Union([Type.String(), Type.Null()]),
+});
+
+const EndpointAttempt = Type.Object({
+  id: Type.String(),
+  delivery_id: Type.String(),
+  event_id: Type.String(),
+  event_type: Type.String(),
+  ...Attempt.properties,
+  succeeded: Type.Boolean({ description: 'a 2xx answer within the timeout' }),
 });
 
 const Delivery = Type.Object({
@@ -192,6 +202,43 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       );
       if (!e) throw notFound('webhook endpoint');
       return endpointResource(e, true);
+    },
+  );
+
+  app.get(
+    '/webhook_endpoints/:id/attempts',
+    {
+      schema: {
+        tags,
+        summary: "The endpoint's delivery attempts, newest first (its health: outcomes and latency)",
+        params: IdParams,
+        querystring: ListQuery,
+        response: { 200: listOf(EndpointAttempt) },
+      },
+    },
+    async (req) => {
+      const e = await endpointGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!e) throw notFound('webhook endpoint');
+      const rows = await attemptListForEndpoint(ctx.pool, e.id, req.query.limit, req.query.starting_after ?? null);
+      const p = page(rows, req.query.limit);
+      return {
+        data: p.data.map((a) => ({
+          id: a.id,
+          delivery_id: a.delivery_id,
+          event_id: a.event_id,
+          event_type: a.event_type,
+          attempt: a.attempt,
+          trigger: a.trigger,
+          url: a.url,
+          started_at: a.started_at.toISOString(),
+          duration_ms: a.duration_ms,
+          response_status: a.response_status,
+          response_excerpt: a.response_excerpt,
+          error: a.error,
+          succeeded: a.succeeded,
+        })),
+        has_more: p.has_more,
+      };
     },
   );
 

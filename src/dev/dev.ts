@@ -112,6 +112,8 @@ export function devBanner(s: DevState, logFile: string): string {
     '',
     `  API        ${s.apiUrl}          docs: ${s.apiUrl}/docs`,
     `  API key    ${s.apiKey}`,
+    // The key stays out of the console's URL (it would land in browser history): the console asks for it.
+    `  Console    ${s.apiUrl}/console  (sign in with the API key above)`,
     `  Number     ${s.number}  (inbound calls ring ${DEMO_RING.join(', ')})`,
     `  Carrier    ${s.simUrl}  (simulator control: ${s.simControlUrl}/state)`,
     `  Logs       ${logFile}`,

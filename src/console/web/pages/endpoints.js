@@ -1,0 +1,234 @@
+// Webhook endpoints: the list with a form to add one (its signing secret shown
+// once), and an endpoint's page: enable or disable it, rotate its secret (the new
+// one shown once), delete it, and its health — success rate and latency of its
+// recent attempts as a chart, consecutive failures, why it was disabled — with
+// every attempt in a paged table.
+
+import { html } from 'htm/preact';
+import { useState } from 'preact/hooks';
+import { api, idempotencyKey } from '../api.js';
+import { AttemptsChart } from '../charts.js';
+import { Badge, ErrorBox, Facts, Loading, SecretOnce, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
+import { href, navigate } from '../router.js';
+import { formatDuration } from '../time.js';
+import { Answer, ListView, useEnum, useList } from './shared.js';
+
+/** @param {{ e: any }} props */
+const EnabledBadge = ({ e }) => html`<${Badge} value=${e.enabled ? 'enabled' : 'disabled'} />`;
+
+/** @param {{ search: string }} props */
+export function EndpointList({ search }) {
+  usePageTitle('Webhook endpoints');
+  const list = useList('/v1/webhook_endpoints', search, []);
+  const [created, setCreated] = useState(/** @type {any} */ (null));
+  return html`<main id="main">
+    <h1 tabindex="-1">Webhook endpoints</h1>
+    <${AddEndpoint} key=${created?.id ?? 'new'} onCreated=${(/** @type {any} */ e) => {
+      setCreated(e);
+      list.reload();
+    }} />
+    ${
+      created
+        ? html`<${SecretOnce} title=${`Endpoint ${created.url} added. Its signing secret:`} secret=${created.secret}>
+          <p><a href=${href(`/webhooks/${encodeURIComponent(created.id)}`)}>Open the endpoint</a></p>
+        <//>`
+        : null
+    }
+    <${ListView} list=${list} search=${search} label="Endpoints" empty="No endpoints yet: add one to receive events."
+      head=${['URL', 'State', 'Events', 'Failures in a row', 'Created']}
+      row=${(/** @type {any} */ e) => html`<tr data-id=${e.id}>
+        <td>
+          <a href=${href(`/webhooks/${encodeURIComponent(e.id)}`)}>${e.url}</a>
+          ${e.description ? html`<div class="muted">${e.description}</div>` : null}
+        </td>
+        <td><${EnabledBadge} e=${e} /></td>
+        <td>${e.event_types.length ? e.event_types.join(', ') : 'all'}</td>
+        <td>${e.consecutive_failures}</td>
+        <td><${Time} at=${e.created_at} /></td>
+      </tr>`} />
+  </main>`;
+}
+
+/** @param {{ onCreated: (endpoint: any) => void }} props */
+function AddEndpoint({ onCreated }) {
+  const [url, setUrl] = useState('');
+  const [description, setDescription] = useState('');
+  const [types, setTypes] = useState(/** @type {string[]} */ ([]));
+  const [key] = useState(idempotencyKey);
+  const submit = useSubmit();
+  const all = useEnum('/v1/events', 'type');
+  /** @param {Event} e */
+  const add = (e) => {
+    e.preventDefault();
+    submit.run(async () => {
+      const body = {
+        url: url.trim(),
+        ...(description.trim() ? { description: description.trim() } : {}),
+        ...(types.length ? { event_types: types } : {}),
+      };
+      onCreated(await api('/v1/webhook_endpoints', { method: 'POST', body, idempotencyKey: key }));
+    });
+  };
+  /** @param {string} t @param {boolean} on */
+  const toggle = (t, on) => setTypes((now) => (on ? [...now, t] : now.filter((x) => x !== t)));
+  return html`<details class="compose">
+    <summary>Add an endpoint</summary>
+    <form onSubmit=${add}>
+      <div class="field wide"><label for="ep-url">URL</label>
+        <input id="ep-url" type="url" required placeholder="https://example.com/webhooks" value=${url}
+          onInput=${(/** @type {any} */ e) => setUrl(e.currentTarget.value)} /></div>
+      <div class="field wide"><label for="ep-description">Description (optional)</label>
+        <input id="ep-description" maxlength="500" value=${description}
+          onInput=${(/** @type {any} */ e) => setDescription(e.currentTarget.value)} /></div>
+      <fieldset class="wide">
+        <legend>Events to send (none chosen: every type)</legend>
+        <div class="checks">
+          ${all.map(
+            (t) => html`<label class="check"><input type="checkbox" checked=${types.includes(t)}
+              onChange=${(/** @type {any} */ e) => toggle(t, e.currentTarget.checked)} /> <code>${t}</code></label>`,
+          )}
+        </div>
+      </fieldset>
+      <button type="submit" disabled=${submit.busy}>${submit.busy ? 'Adding…' : 'Add endpoint'}</button>
+    </form>
+    <${ErrorBox} error=${submit.error} />
+  </details>`;
+}
+
+/** @param {number[]} values @param {number} p 0..1 */
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;
+}
+
+/** @param {{ endpoint: any, attempts: any[] }} props */
+function Health({ endpoint, attempts }) {
+  const ok = attempts.filter((a) => a.succeeded).length;
+  const latencies = attempts.map((a) => a.duration_ms);
+  const rate = attempts.length ? `${Math.round((100 * ok) / attempts.length)}%` : '—';
+  const reason = endpoint.disabled_reason?.replaceAll('_', ' ');
+  return html`<section aria-labelledby="health-h">
+    <h2 id="health-h">Health</h2>
+    <dl class="stats">
+      <div><dt>Success rate</dt><dd data-stat="success-rate">${rate}</dd>
+        <dd class="muted">of the last ${attempts.length} attempt${attempts.length === 1 ? '' : 's'}</dd></div>
+      <div><dt>Median latency</dt><dd>${attempts.length ? formatDuration(percentile(latencies, 0.5)) : '—'}</dd></div>
+      <div><dt>95th percentile</dt><dd>${attempts.length ? formatDuration(percentile(latencies, 0.95)) : '—'}</dd></div>
+      <div><dt>Failures in a row</dt><dd data-stat="consecutive-failures">${endpoint.consecutive_failures}</dd></div>
+    </dl>
+    ${
+      endpoint.enabled
+        ? null
+        : html`<p class="error" role="status">
+            Disabled${reason ? html` (<span data-stat="disabled-reason">${reason}</span>)` : ''}
+            ${endpoint.disabled_at ? html` since <${Time} at=${endpoint.disabled_at} />` : ''}: no events are sent
+            to it; those that happen meanwhile are kept as skipped deliveries.
+          </p>`
+    }
+    ${
+      attempts.length
+        ? html`<${AttemptsChart} attempts=${attempts} titleId="attempts-title" />`
+        : html`<p class="muted">No attempts yet.</p>`
+    }
+  </section>`;
+}
+
+/** @param {{ params: { id: string }, search: string }} props */
+export function EndpointPage({ params, search }) {
+  const id = params.id;
+  usePageTitle(`Endpoint ${id}`);
+  const path = `/v1/webhook_endpoints/${encodeURIComponent(id)}`;
+  const endpoint = useLoad(path, async (signal) => {
+    const [e, recent] = await Promise.all([api(path, { signal }), api(`${path}/attempts?limit=100`, { signal })]);
+    return { e, recent: recent.data };
+  });
+  const attempts = useList(`${path}/attempts`, search, []);
+  const [secret, setSecret] = useState(/** @type {string | null} */ (null));
+  const [confirming, setConfirming] = useState(/** @type {'rotate' | 'delete' | null} */ (null));
+  const action = useSubmit();
+  /** @param {() => Promise<void>} fn */
+  const act = (fn) => action.run(fn).then(() => setConfirming(null));
+  const setEnabled = (/** @type {boolean} */ enabled) =>
+    act(async () => {
+      await api(path, { method: 'PATCH', body: { enabled } });
+      endpoint.reload();
+    });
+  const rotate = () =>
+    act(async () => {
+      setSecret((await api(`${path}/rotate_secret`, { method: 'POST' })).secret);
+      endpoint.reload();
+    });
+  const remove = () =>
+    act(async () => {
+      await api(path, { method: 'DELETE' });
+      navigate(href('/webhooks'), { replace: true });
+    });
+  const d = endpoint.data;
+  return html`<main id="main">
+    <p class="crumbs"><a href=${href('/webhooks')}>Webhook endpoints</a></p>
+    <h1 tabindex="-1">Endpoint <code>${id}</code></h1>
+    <${ErrorBox} error=${endpoint.error} />
+    ${endpoint.loading ? html`<${Loading} />` : null}
+    ${
+      d
+        ? html`<p class="status-line">State <${EnabledBadge} e=${d.e} /></p>
+        <${Facts}
+          items=${[
+            ['URL', html`<span class="url">${d.e.url}</span>`],
+            ['Description', d.e.description],
+            ['Events', d.e.event_types.length ? d.e.event_types.join(', ') : 'every type'],
+            ['Created', html`<${Time} at=${d.e.created_at} />`],
+          ]}
+        />
+        <div class="actions" role="group" aria-label="Endpoint actions">
+          ${
+            d.e.enabled
+              ? html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(false)}>Disable</button>`
+              : html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(true)}>Enable</button>`
+          }
+          <button type="button" disabled=${action.busy} onClick=${() => setConfirming('rotate')}>Rotate secret…</button>
+          <button type="button" class="danger" disabled=${action.busy} onClick=${() => setConfirming('delete')}>
+            Delete…
+          </button>
+        </div>
+        ${
+          confirming === 'rotate'
+            ? html`<div class="confirm" role="group" aria-label="Confirm rotation">
+              <p>
+                A new signing secret replaces the current one; for 24 hours every request is signed with both, so
+                your receiver can switch over.
+              </p>
+              <button type="button" onClick=${rotate}>Rotate now</button>
+              <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
+            </div>`
+            : null
+        }
+        ${
+          confirming === 'delete'
+            ? html`<div class="confirm" role="group" aria-label="Confirm deletion">
+              <p>Deleting stops every delivery to this URL. It cannot be undone.</p>
+              <button type="button" class="danger" onClick=${remove}>Delete endpoint</button>
+              <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
+            </div>`
+            : null
+        }
+        ${secret ? html`<${SecretOnce} title="The new signing secret:" secret=${secret} />` : null}
+        <${ErrorBox} error=${action.error} />
+        <${Health} endpoint=${d.e} attempts=${d.recent} />
+        <section aria-labelledby="attempts-h">
+          <h2 id="attempts-h">Attempts</h2>
+          <${ListView} list=${attempts} search=${search} label="Attempts"
+            head=${['Started', 'Event', '#', 'Answer', 'Latency', 'Excerpt']}
+            row=${(/** @type {any} */ a) => html`<tr data-id=${a.id} class=${a.succeeded ? '' : 'row-failed'}>
+              <td><${Time} at=${a.started_at} precise /></td>
+              <td><a href=${href(`/events/${encodeURIComponent(a.event_id)}`)}><code>${a.event_type}</code></a></td>
+              <td>${a.attempt}${a.trigger === 'redeliver' ? ' (redeliver)' : ''}</td>
+              <td><${Answer} attempt=${a} /></td>
+              <td>${formatDuration(a.duration_ms)}</td>
+              <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
+            </tr>`} />
+        </section>`
+        : null
+    }
+  </main>`;
+}

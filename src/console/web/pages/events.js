@@ -1,0 +1,187 @@
+// Events: the account's outbound events (filter by type and by the resource they
+// are about) and an event's page: its body, every delivery attempt to every
+// endpoint (status, latency, excerpt of the answer), and Redeliver.
+
+import { html } from 'htm/preact';
+import { useState } from 'preact/hooks';
+import { api } from '../api.js';
+import {
+  Badge,
+  ErrorBox,
+  Facts,
+  Head,
+  Loading,
+  TableWrap,
+  Time,
+  useLoad,
+  usePageTitle,
+  useSubmit,
+} from '../components.js';
+import { href } from '../router.js';
+import { formatDuration } from '../time.js';
+import { Answer, FilterSelect, ListView, setFilter, useEnum, useList } from './shared.js';
+
+/** The console page of the resource an event is about. @param {string} id */
+function subjectHref(id) {
+  if (id.startsWith('msg_')) return href(`/messages/${encodeURIComponent(id)}`);
+  if (id.startsWith('call_')) return href(`/calls/${encodeURIComponent(id)}`);
+  if (id.startsWith('ep_')) return href(`/webhooks/${encodeURIComponent(id)}`);
+  return null;
+}
+
+/** @param {{ id: string }} props */
+function Subject({ id }) {
+  const to = subjectHref(id);
+  return to ? html`<a href=${to}><code>${id}</code></a>` : html`<code>${id}</code>`;
+}
+
+/** @param {{ search: string }} props */
+function SubjectFilter({ search }) {
+  const current = new URLSearchParams(search).get('subject_id') ?? '';
+  const [value, setValue] = useState(current);
+  /** @param {Event} e */
+  const submit = (e) => {
+    e.preventDefault();
+    setFilter(search, 'subject_id', value.trim());
+  };
+  return html`<form class="field inline-form" onSubmit=${submit}>
+    <label for="filter-subject">About (resource id)</label>
+    <span class="inline">
+      <input id="filter-subject" value=${value} placeholder="msg_… or call_…" spellcheck="false"
+        onInput=${(/** @type {any} */ e) => setValue(e.currentTarget.value)} />
+      <button type="submit">Apply</button>
+    </span>
+  </form>`;
+}
+
+/** @param {{ search: string }} props */
+export function EventList({ search }) {
+  usePageTitle('Events');
+  const list = useList('/v1/events', search, ['type', 'subject_id']);
+  const types = useEnum('/v1/events', 'type');
+  return html`<main id="main">
+    <h1 tabindex="-1">Events</h1>
+    <div class="filters" role="group" aria-label="Filters">
+      <${FilterSelect} id="filter-type" label="Type" name="type" search=${search} options=${types} all="Every type" />
+      <${SubjectFilter} search=${search} key=${search} />
+    </div>
+    <${ListView} list=${list} search=${search} label="Events" head=${['Event', 'Type', 'About', 'Time']}
+      row=${(/** @type {any} */ ev) => html`<tr data-id=${ev.id}>
+        <td><a href=${href(`/events/${encodeURIComponent(ev.id)}`)}><code>${ev.id}</code></a></td>
+        <td><code>${ev.type}</code></td>
+        <td>${ev.data?.id ? html`<${Subject} id=${String(ev.data.id)} />` : ''}</td>
+        <td><${Time} at=${ev.timestamp} /></td>
+      </tr>`} />
+  </main>`;
+}
+
+/** @param {{ delivery: any }} props */
+function DeliveryCard({ delivery }) {
+  return html`<article class="delivery" data-delivery=${delivery.id} aria-labelledby=${`dl-${delivery.id}`}>
+    <h3 id=${`dl-${delivery.id}`}>
+      <a href=${href(`/webhooks/${encodeURIComponent(delivery.endpoint_id)}`)}>${delivery.url}</a>
+      ${' '}<${Badge} value=${delivery.status} />
+    </h3>
+    ${
+      delivery.next_attempt_at
+        ? html`<p class="muted">Next attempt <${Time} at=${delivery.next_attempt_at} /></p>`
+        : null
+    }
+    ${
+      delivery.attempts.length === 0
+        ? html`<p class="muted">No attempt yet.</p>`
+        : html`<${TableWrap} label=${`Attempts to ${delivery.url}`}>
+          <table class="list attempts">
+            <${Head} cells=${['#', 'Trigger', 'Started', 'Answer', 'Latency', 'Excerpt']} />
+            <tbody>
+              ${delivery.attempts.map(
+                (/** @type {any} */ a) => html`<tr data-attempt=${a.attempt} data-trigger=${a.trigger}>
+                  <td>${a.attempt}</td>
+                  <td>${a.trigger}</td>
+                  <td><${Time} at=${a.started_at} precise /></td>
+                  <td><${Answer} attempt=${a} /></td>
+                  <td>${formatDuration(a.duration_ms)}</td>
+                  <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
+                </tr>`,
+              )}
+            </tbody>
+          </table>
+        <//>`
+    }
+  </article>`;
+}
+
+/** @param {{ params: { id: string } }} props */
+export function EventPage({ params }) {
+  const id = params.id;
+  usePageTitle(`Event ${id}`);
+  const path = `/v1/events/${encodeURIComponent(id)}`;
+  // after Redeliver, look again every second for a while, until the new attempts are in
+  const [watchUntil, setWatchUntil] = useState(0);
+  const page = useLoad(
+    path,
+    async (signal) => {
+      const [event, deliveries] = await Promise.all([api(path, { signal }), api(`${path}/deliveries`, { signal })]);
+      return { event, deliveries: deliveries.data };
+    },
+    {
+      poll: (d) =>
+        d.deliveries.some((/** @type {any} */ x) => x.status === 'pending') || Date.now() < watchUntil ? 1000 : null,
+    },
+  );
+  const redeliver = useSubmit();
+  const [queued, setQueued] = useState(/** @type {number | null} */ (null));
+  const redeliverNow = () =>
+    redeliver.run(async () => {
+      setQueued(null);
+      const res = await api(`${path}/redeliver`, { method: 'POST' });
+      setQueued(res.deliveries.length);
+      setWatchUntil(Date.now() + 30_000);
+      page.reload();
+    });
+  const d = page.data;
+  return html`<main id="main">
+    <p class="crumbs"><a href=${href('/events')}>Events</a></p>
+    <h1 tabindex="-1">Event <code>${id}</code></h1>
+    <${ErrorBox} error=${page.error} />
+    ${page.loading ? html`<${Loading} />` : null}
+    ${
+      d
+        ? html`<${Facts}
+          items=${[
+            ['Type', html`<code>${d.event.type}</code>`],
+            ['About', d.event.data?.id ? html`<${Subject} id=${String(d.event.data.id)} />` : null],
+            ['Time', html`<${Time} at=${d.event.timestamp} precise />`],
+          ]}
+        />
+        <section aria-labelledby="deliveries-h">
+          <h2 id="deliveries-h">Deliveries</h2>
+          <div class="actions">
+            <button type="button" onClick=${redeliverNow} disabled=${redeliver.busy}>
+              ${redeliver.busy ? 'Redelivering…' : 'Redeliver'}
+            </button>
+            <span class="muted">Sends the same event (same id, fresh signature) to its endpoints again.</span>
+          </div>
+          ${
+            queued !== null
+              ? html`<p class="notice" role="status">
+                  Redelivery queued to ${queued} endpoint${queued === 1 ? '' : 's'}.
+                </p>`
+              : null
+          }
+          <${ErrorBox} error=${redeliver.error} />
+          ${
+            d.deliveries.length === 0
+              ? html`<p class="muted">No webhook endpoint was subscribed to this event.</p>`
+              : null
+          }
+          ${d.deliveries.map((/** @type {any} */ x) => html`<${DeliveryCard} delivery=${x} />`)}
+        </section>
+        <section aria-labelledby="body-h">
+          <h2 id="body-h">Body</h2>
+          <pre class="json" tabindex="0" aria-label="Event body">${JSON.stringify(d.event, null, 2)}</pre>
+        </section>`
+        : null
+    }
+  </main>`;
+}

@@ -1,0 +1,218 @@
+// Messages: the list (filters by status and direction, cursor paging) with a form
+// to send one, and a message's page: its details and its timeline — every word
+// about it (the API, the dispatcher, each carrier receipt marked applied, refused
+// or informational), what the ledger billed and the events it produced with their
+// deliveries, in the order they happened.
+
+import { html } from 'htm/preact';
+import { useState } from 'preact/hooks';
+import { api, idempotencyKey } from '../api.js';
+import { Badge, ErrorBox, Facts, Loading, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
+import { href, navigate } from '../router.js';
+import {
+  anyDeliveryPending,
+  BillingLine,
+  eventsAbout,
+  EventSummary,
+  FromSelect,
+  ListView,
+  StatusAndDirection,
+  useList,
+  useNumbers,
+} from './shared.js';
+
+/** Statuses a message can still leave, and how often to look again while it is in one. */
+const CHANGING = /** @type {Record<string, number>} */ ({ scheduled: 10_000, queued: 1000, sent: 1000 });
+/** After the final status, the carrier's late duplicates and contradictions still come in for a while. */
+const SETTLING_MS = 60_000;
+
+/** How soon to look again at a message's page, or null when nothing there is still changing. @param {any} d */
+function nextLook(d) {
+  const completed = d.message.completed_at ? Date.parse(d.message.completed_at) : null;
+  if (CHANGING[d.message.status]) return CHANGING[d.message.status] ?? null;
+  if ((completed !== null && Date.now() - completed < SETTLING_MS) || anyDeliveryPending(d.events)) return 3000;
+  return null;
+}
+
+/** @param {{ search: string }} props */
+export function MessageList({ search }) {
+  usePageTitle('Messages');
+  const list = useList('/v1/messages', search, ['status', 'direction']);
+  return html`<main id="main">
+    <h1 tabindex="-1">Messages</h1>
+    <${ComposeMessage} />
+    <${StatusAndDirection} base="/v1/messages" search=${search} />
+    <${ListView} list=${list} search=${search} label="Messages"
+      head=${['Message', 'Created', 'Direction', 'From', 'To', 'Status', 'Body']}
+      row=${(/** @type {any} */ m) => html`<tr data-id=${m.id}>
+        <td><a href=${href(`/messages/${encodeURIComponent(m.id)}`)}><code>${m.id}</code></a></td>
+        <td><${Time} at=${m.created_at} /></td>
+        <td>${m.direction}</td>
+        <td>${m.from}</td>
+        <td>${m.to}</td>
+        <td><${Badge} value=${m.status} /></td>
+        <td class="excerpt">${m.body ?? (m.media_urls.length ? `${m.media_urls.length} media` : '')}</td>
+      </tr>`} />
+  </main>`;
+}
+
+function ComposeMessage() {
+  const numbers = useNumbers();
+  const [from, setFrom] = useState('');
+  const [to, setTo] = useState('');
+  const [body, setBody] = useState('');
+  const [key] = useState(idempotencyKey);
+  const submit = useSubmit();
+  const sender = from || numbers[0]?.number || '';
+  /** @param {Event} e */
+  const send = (e) => {
+    e.preventDefault();
+    submit.run(async () => {
+      const m = await api('/v1/messages', {
+        method: 'POST',
+        body: { from: sender, to: to.trim(), body },
+        idempotencyKey: key,
+      });
+      navigate(href(`/messages/${encodeURIComponent(m.id)}`));
+    });
+  };
+  return html`<details class="compose">
+    <summary>Send a message</summary>
+    <form onSubmit=${send}>
+      <div class="field"><label for="msg-from">From</label>
+        <${FromSelect} id="msg-from" value=${sender} onChange=${setFrom} numbers=${numbers} /></div>
+      <div class="field"><label for="msg-to">To</label>
+        <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to}
+          onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>
+      <div class="field wide"><label for="msg-body">Body</label>
+        <textarea id="msg-body" rows="2" required maxlength="1600" value=${body}
+          onInput=${(/** @type {any} */ e) => setBody(e.currentTarget.value)}></textarea></div>
+      <button type="submit" disabled=${submit.busy || !sender}>${submit.busy ? 'Sending…' : 'Send'}</button>
+    </form>
+    <${ErrorBox} error=${submit.error} />
+  </details>`;
+}
+
+/** @param {any} h a status history entry */
+function historyTitle(h) {
+  if (h.source === 'api') return h.status === 'canceled' ? 'Canceled' : `Created (${h.status})`;
+  if (h.source === 'dispatch')
+    return h.status === 'sent' ? 'Accepted by the carrier (sent)' : 'Refused by the carrier at send';
+  return `Carrier receipt: ${h.carrier_status ?? h.status}`;
+}
+
+const EFFECT_LABEL = /** @type {Record<string, string>} */ ({
+  applied: 'Applied',
+  refused: 'Refused',
+  informational: 'Informational',
+});
+
+/**
+ * The message's history, billing and events in one list by time; history keeps
+ * the API's order, and what a transition wrote (billing, an event) follows it.
+ * @param {any} d
+ */
+function timelineOf(d) {
+  const entries = [
+    ...d.history.map((/** @type {any} */ h, /** @type {number} */ i) => ({
+      kind: 'history',
+      at: h.occurred_at,
+      order: 0,
+      i,
+      h,
+    })),
+    ...d.usage.map((/** @type {any} */ r, /** @type {number} */ i) => ({
+      kind: 'billing',
+      at: r.occurred_at,
+      order: 1,
+      i,
+      r,
+    })),
+    ...d.events.map((/** @type {any} */ ev, /** @type {number} */ i) => ({
+      kind: 'event',
+      at: ev.timestamp,
+      order: 2,
+      i,
+      ev,
+    })),
+  ];
+  return entries.sort((a, b) => Date.parse(a.at) - Date.parse(b.at) || a.order - b.order || a.i - b.i);
+}
+
+/** @param {{ entry: any }} props */
+function TimelineEntry({ entry }) {
+  if (entry.kind === 'history') {
+    const h = entry.h;
+    return html`<li class="tl tl-history effect-${h.effect}" data-effect=${h.effect} data-source=${h.source}>
+      <${Time} at=${h.occurred_at} precise />
+      <div class="tl-body">
+        <strong>${historyTitle(h)}</strong> <${Badge} value=${h.effect} label=${EFFECT_LABEL[h.effect] ?? h.effect} />
+        ${h.source === 'carrier' && h.effect === 'applied' ? html` <span class="muted">→ ${h.status}</span>` : null}
+        ${h.effect === 'informational' ? html` <span class="muted">(the message stays ${h.status})</span>` : null}
+        ${h.error_code ? html`<div>Error code <code>${h.error_code}</code></div>` : null}
+        ${h.note ? html`<div class="note">${h.note}</div>` : null}
+      </div>
+    </li>`;
+  }
+  if (entry.kind === 'billing') {
+    return html`<li class="tl tl-billing" data-kind="billing">
+      <${Time} at=${entry.r.occurred_at} precise />
+      <div class="tl-body"><strong><${BillingLine} record=${entry.r} /></strong></div>
+    </li>`;
+  }
+  return html`<li class="tl tl-event" data-kind="event">
+    <${Time} at=${entry.ev.timestamp} precise />
+    <div class="tl-body"><strong>Event</strong> <${EventSummary} event=${entry.ev} /></div>
+  </li>`;
+}
+
+/** @param {{ params: { id: string } }} props */
+export function MessagePage({ params }) {
+  const id = params.id;
+  usePageTitle(`Message ${id}`);
+  const path = `/v1/messages/${encodeURIComponent(id)}`;
+  const page = useLoad(
+    path,
+    async (signal) => {
+      const [message, history, usage, events] = await Promise.all([
+        api(path, { signal }),
+        api(`${path}/status_history`, { signal }),
+        api(`${path}/usage_records`, { signal }),
+        eventsAbout(id, signal),
+      ]);
+      return { message, history: history.data, usage: usage.data, events };
+    },
+    { poll: nextLook },
+  );
+  const d = page.data;
+  return html`<main id="main">
+    <p class="crumbs"><a href=${href('/messages')}>Messages</a></p>
+    <h1 tabindex="-1">Message <code>${id}</code></h1>
+    <${ErrorBox} error=${page.error} />
+    ${page.loading ? html`<${Loading} />` : null}
+    ${
+      d
+        ? html`<p class="status-line">Status <${Badge} value=${d.message.status} /></p>
+        <${Facts}
+          items=${[
+            ['Direction', d.message.direction],
+            ['From', d.message.from],
+            ['To', d.message.to],
+            ['Body', d.message.body],
+            ['Segments', `${d.message.segments} (${d.message.encoding})`],
+            ['Error code', d.message.error_code],
+            ['Carrier id', d.message.carrier_message_id ? html`<code>${d.message.carrier_message_id}</code>` : null],
+            ['Created', html`<${Time} at=${d.message.created_at} />`],
+            ['Sent', html`<${Time} at=${d.message.sent_at} />`],
+            ['Completed', html`<${Time} at=${d.message.completed_at} />`],
+          ]}
+        />
+        <section aria-labelledby="timeline-h">
+          <h2 id="timeline-h">Timeline</h2>
+          <ol class="timeline">${timelineOf(d).map((entry) => html`<${TimelineEntry} entry=${entry} />`)}</ol>
+          <p><a href=${href(`/events?subject_id=${encodeURIComponent(id)}`)}>All events about this message</a></p>
+        </section>`
+        : null
+    }
+  </main>`;
+}

@@ -1,0 +1,223 @@
+// Parts shared by the pages of several resources: list filters kept in the
+// address, a resource's billing and the events it produced, and the account's
+// phone numbers for the compose forms.
+
+import { html } from 'htm/preact';
+import { api, enumOf, query } from '../api.js';
+import { Badge, ErrorBox, Head, Loading, Pager, TableWrap, Time, useLoad } from '../components.js';
+import { href, navigate } from '../router.js';
+import { formatDuration } from '../time.js';
+
+export const PAGE_SIZE = 20;
+
+/** The values the API accepts for a list filter. @param {string} path @param {string} name */
+export function useEnum(path, name) {
+  return useLoad(`enum ${path} ${name}`, () => enumOf(path, name)).data ?? [];
+}
+
+/**
+ * Changes one filter of the list at this address; paging starts again from the newest.
+ * @param {string} search @param {string} name @param {string} value
+ */
+export function setFilter(search, name, value) {
+  const q = new URLSearchParams(search);
+  if (value) q.set(name, value);
+  else q.delete(name);
+  q.delete('starting_after');
+  const rest = q.toString();
+  navigate(location.pathname + (rest ? `?${rest}` : ''), { replace: true });
+}
+
+/**
+ * A filter <select> bound to the address.
+ * @param {{ id: string, label: string, name: string, search: string, options: string[], all: string }} props
+ */
+export function FilterSelect({ id, label, name, search, options, all }) {
+  const value = new URLSearchParams(search).get(name) ?? '';
+  return html`<div class="field">
+    <label for=${id}>${label}</label>
+    <select id=${id} value=${value}
+      onChange=${(/** @type {any} */ e) => setFilter(search, name, e.currentTarget.value)}>
+      <option value="">${all}</option>
+      ${options.map((o) => html`<option value=${o}>${o.replaceAll('_', ' ')}</option>`)}
+    </select>
+  </div>`;
+}
+
+/**
+ * The status and direction filters of a list that has both (messages, calls), with the values the API accepts.
+ * @param {{ base: string, search: string }} props base: the list's API path
+ */
+export function StatusAndDirection({ base, search }) {
+  const statuses = useEnum(base, 'status');
+  const directions = useEnum(base, 'direction');
+  return html`<div class="filters" role="group" aria-label="Filters">
+    <${FilterSelect} id="filter-status" label="Status" name="status" search=${search} options=${statuses}
+      all="Any status" />
+    <${FilterSelect} id="filter-direction" label="Direction" name="direction" search=${search} options=${directions}
+      all="Both directions" />
+  </div>`;
+}
+
+/**
+ * The list path for this address: the page size, its filters and its cursor.
+ * @param {string} base @param {string} search @param {string[]} filters
+ */
+export function listPath(base, search, filters) {
+  const q = new URLSearchParams(search);
+  /** @type {Record<string, string | number | null>} */
+  const params = { limit: PAGE_SIZE, starting_after: q.get('starting_after') };
+  for (const f of filters) params[f] = q.get(f);
+  return `${base}${query(params)}`;
+}
+
+/**
+ * A cursor-paged list at this address: the page its filters and cursor select.
+ * @param {string} base e.g. '/v1/messages' @param {string} search @param {string[]} filters
+ */
+export function useList(base, search, filters) {
+  const path = listPath(base, search, filters);
+  return useLoad(path, (signal) => api(path, { signal }));
+}
+
+/**
+ * A list's page as a table, with its error, its empty state and its pager.
+ * @param {{ list: { data: any, error: Error | null, loading: boolean }, search: string, label: string, head: string[],
+ *   row: (item: any) => any, empty?: string }} props
+ *   empty: said when there is nothing at all (default: "No <label> yet.")
+ */
+export function ListView({ list, search, label, head, row, empty }) {
+  const rows = list.data?.data ?? [];
+  const filtered = [...new URLSearchParams(search).keys()].some((k) => k !== 'starting_after');
+  const noun = label.toLowerCase();
+  return html`<${ErrorBox} error=${list.error} />
+    ${list.loading ? html`<${Loading} />` : null}
+    ${
+      list.data && rows.length === 0
+        ? html`<p class="muted">${filtered ? `No ${noun} match these filters.` : (empty ?? `No ${noun} yet.`)}</p>`
+        : null
+    }
+    ${
+      rows.length > 0
+        ? html`<${TableWrap} label=${label}>
+          <table class="list">
+            <${Head} cells=${head} />
+            <tbody>${rows.map(row)}</tbody>
+          </table>
+        <//>`
+        : null
+    }
+    ${
+      list.data
+        ? html`<${Pager} search=${search} hasMore=${list.data.has_more} lastId=${rows[rows.length - 1]?.id} />`
+        : null
+    }`;
+}
+
+/**
+ * The events a resource produced, each with its deliveries.
+ * @param {string} subjectId @param {AbortSignal} signal
+ */
+export async function eventsAbout(subjectId, signal) {
+  const events = await api(`/v1/events${query({ subject_id: subjectId, limit: 100 })}`, { signal });
+  const deliveries = await Promise.all(
+    events.data.map((/** @type {any} */ ev) =>
+      api(`/v1/events/${encodeURIComponent(ev.id)}/deliveries`, { signal }).then((d) => d.data),
+    ),
+  );
+  return events.data.map((/** @type {any} */ ev, /** @type {number} */ i) => ({ ...ev, deliveries: deliveries[i] }));
+}
+
+/** @param {any[]} events as eventsAbout returns them */
+export const anyDeliveryPending = (events) =>
+  events.some((ev) => ev.deliveries.some((/** @type {any} */ d) => d.status === 'pending'));
+
+/** What came back from an attempt: the status code, or why there was none. @param {any} a */
+const answerOf = (a) => a.response_status ?? a.error ?? 'no answer';
+
+/** @param {any} a an attempt */
+const attemptLine = (a) => `attempt ${a.attempt}: ${answerOf(a)} in ${formatDuration(a.duration_ms)}`;
+
+/** An attempt's answer in a table cell: the status code, or the failure in red. @param {{ attempt: any }} props */
+export const Answer = ({ attempt }) =>
+  attempt.response_status === null ? html`<span class="bad">${answerOf(attempt)}</span>` : attempt.response_status;
+
+/** One delivery in a line: where it went and how it ended. @param {{ delivery: any }} props */
+export function DeliveryLine({ delivery }) {
+  const last = delivery.attempts[delivery.attempts.length - 1];
+  return html`<li class="delivery-line">
+    <${Badge} value=${delivery.status} /> to <span class="url">${delivery.url}</span>
+    ${
+      last
+        ? html` <span class="muted">— ${attemptLine(last)}</span>`
+        : html` <span class="muted">— not attempted yet</span>`
+    }
+  </li>`;
+}
+
+/** An event produced by a resource, linking to its page, with its deliveries. @param {{ event: any }} props */
+export function EventSummary({ event }) {
+  return html`<div class="event-summary">
+    <a href=${href(`/events/${encodeURIComponent(event.id)}`)}><code>${event.type}</code></a>
+    <span class="muted"> ${event.id}</span>
+    ${
+      event.deliveries.length === 0
+        ? html`<p class="muted">No webhook endpoint was subscribed to it.</p>`
+        : html`<ul class="deliveries">
+            ${event.deliveries.map((/** @type {any} */ d) => html`<${DeliveryLine} delivery=${d} />`)}
+          </ul>`
+    }
+  </div>`;
+}
+
+/** What the ledger billed, in words. @param {{ record: any }} props */
+export const BillingLine = ({ record }) =>
+  html`<span>Billed ${record.quantity} × ${record.kind.replaceAll('_', ' ')}</span>`;
+
+/** A resource's billing as its own section (pages without a merged timeline). @param {{ records: any[] }} props */
+export function BillingSection({ records }) {
+  return html`<section aria-labelledby="billing-h">
+    <h2 id="billing-h">Billing</h2>
+    ${
+      records.length === 0
+        ? html`<p class="muted">Nothing billed.</p>`
+        : html`<ul class="plain">
+            ${records.map(
+              (r) => html`<li>
+                <${BillingLine} record=${r} /> <span class="muted">at <${Time} at=${r.occurred_at} precise /></span>
+              </li>`,
+            )}
+          </ul>`
+    }
+  </section>`;
+}
+
+/** A resource's events as their own section. @param {{ events: any[], subjectId: string }} props */
+export function EventsSection({ events, subjectId }) {
+  return html`<section aria-labelledby="events-h">
+    <h2 id="events-h">Events</h2>
+    ${
+      events.length === 0
+        ? html`<p class="muted">No events yet.</p>`
+        : events.map((ev) => html`<${EventSummary} event=${ev} />`)
+    }
+    <p><a href=${href(`/events?subject_id=${encodeURIComponent(subjectId)}`)}>All events about ${subjectId}</a></p>
+  </section>`;
+}
+
+/** The account's phone numbers, for the "from" of a new message or call. */
+export function useNumbers() {
+  return useLoad('numbers', (signal) => api('/v1/phone_numbers?limit=100', { signal })).data?.data ?? [];
+}
+
+/**
+ * A <select> of the account's numbers.
+ * @param {{ id: string, value: string, onChange: (v: string) => void, numbers: any[] }} props
+ */
+export function FromSelect({ id, value, onChange, numbers }) {
+  return html`<select id=${id} required value=${value}
+    onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.value)}>
+    <option value="" disabled>Choose one of your numbers</option>
+    ${numbers.map((n) => html`<option value=${n.number}>${n.number}</option>`)}
+  </select>`;
+}
