@@ -59,8 +59,11 @@ export interface Candidate {
 
 /** Everything waiting past its bound, up to LOOKUPS_PER_PASS. */
 export async function reconcileCandidates(deps: ReconcileDeps, now: Date): Promise<Candidate[]> {
-  const legs = await legsAwaitingCarrier(deps.pool, now, deps.afterMs, deps.intervalMs, LOOKUPS_PER_PASS);
-  const callers = await callersAwaitingCarrier(deps.pool, now, deps.afterMs, deps.intervalMs, LOOKUPS_PER_PASS - legs.length);
+  // Asked again once it was last asked more than half an interval ago: a pass is
+  // paced, so what the previous pass asked late is still due now (once a pass).
+  const gap = deps.intervalMs / 2;
+  const legs = await legsAwaitingCarrier(deps.pool, now, deps.afterMs, gap, LOOKUPS_PER_PASS);
+  const callers = await callersAwaitingCarrier(deps.pool, now, deps.afterMs, gap, LOOKUPS_PER_PASS - legs.length);
   const messages = await messagesAwaitingReceipt(deps.pool, now, deps.messageAfterMs, LOOKUPS_PER_PASS - legs.length - callers.length);
   return [
     ...legs.map((l) => ({
@@ -211,16 +214,22 @@ function ringTimeoutOf(leg: LegRow, call: CallRow): Date {
   return new Date(start.getTime() + call.ring_plan.timeout * 1000);
 }
 
-/** The scheduled pass: runs, then schedules the next one `intervalMs` later. */
+/**
+ * The scheduled pass: runs, then schedules the next one `intervalMs` after this
+ * one began (at once if the pass itself took longer), so an alive call is asked
+ * about once an interval while the pace allows it.
+ */
 export function reconcileTask(deps: ReconcileDeps): TaskHandler<'reconcile'> {
   return async () => {
+    const started = deps.now?.() ?? new Date();
     try {
       await reconcilePass(deps);
     } catch (err) {
       // The next pass tries again; a failing pass must not also be retried as a job (two passes then).
       deps.log.warn({ err: (err as Error).message }, 'reconciliation pass failed');
     }
-    await withTx(deps.pool, (tx) => scheduleReconcile(tx, deps.intervalMs, deps.now?.() ?? new Date()));
+    const now = deps.now?.() ?? new Date();
+    await withTx(deps.pool, (tx) => scheduleReconcile(tx, Math.max(0, started.getTime() + deps.intervalMs - now.getTime()), now));
   };
 }
 
