@@ -92,7 +92,11 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   try {
     const migrationPool = createPool(opts.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
     try {
-      await untilAvailable('apply migrations', () => migrate(migrationPool, log), (f, m) => log.warn(f, m));
+      await untilAvailable(
+        'apply migrations',
+        () => migrate(migrationPool, log),
+        (f, m) => log.warn(f, m),
+      );
     } finally {
       await migrationPool.end();
     }
@@ -117,7 +121,16 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         config,
         log,
         metrics,
-        routes: [tenantRoutes, numberRoutes, messageRoutes, callRoutes, usageRoutes, deliveryRoutes, eventRoutes, ...(opts.routes ?? [])],
+        routes: [
+          tenantRoutes,
+          numberRoutes,
+          messageRoutes,
+          callRoutes,
+          usageRoutes,
+          deliveryRoutes,
+          eventRoutes,
+          ...(opts.routes ?? []),
+        ],
       });
       servers.push(app);
       apiUrl = await listen(app, config.host, config.apiPort);
@@ -167,22 +180,32 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         'call.connect': connectTask({ pool: workerPool, carrier, log, policies }),
         reconcile: reconcileTask(reconcile),
         'reconcile.lookup': lookupTask(reconcile),
-        maintenance: maintenanceTask({ pool: workerPool, log, carrierEventRetentionMs: config.carrierEventRetentionMs }),
+        maintenance: maintenanceTask({
+          pool: workerPool,
+          log,
+          carrierEventRetentionMs: config.carrierEventRetentionMs,
+        }),
         ...opts.tasks,
       };
-      runner = await untilAvailable('start the job runner', () => startJobRunner({
-        pool: workerPool,
-        log,
-        metrics,
-        tasks,
-        concurrency: config.workerConcurrency,
-        staleAfterMs: config.workerStaleAfterMs,
-        crontab: MAINTENANCE_CRONTAB,
-      }), (f, m) => log.warn(f, m));
+      runner = await untilAvailable(
+        'start the job runner',
+        () =>
+          startJobRunner({
+            pool: workerPool,
+            log,
+            metrics,
+            tasks,
+            concurrency: config.workerConcurrency,
+            staleAfterMs: config.workerStaleAfterMs,
+            crontab: MAINTENANCE_CRONTAB,
+          }),
+        (f, m) => log.warn(f, m),
+      );
       // The first pass one interval from now, unless one is scheduled already (another worker's).
       await untilAvailable(
         'schedule reconciliation',
-        () => withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at')),
+        () =>
+          withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at')),
         (f, m) => log.warn(f, m),
       );
       if (!config.telnyx.connectionId) log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');

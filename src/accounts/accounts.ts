@@ -81,7 +81,12 @@ export async function tenantGet(db: Db, accountId: string, id: string): Promise<
   return rows[0] ?? null;
 }
 
-export async function tenantList(db: Db, accountId: string, limit: number, startingAfter: string | null): Promise<Tenant[]> {
+export async function tenantList(
+  db: Db,
+  accountId: string,
+  limit: number,
+  startingAfter: string | null,
+): Promise<Tenant[]> {
   const { rows } = await db.query<Tenant>(
     `SELECT * FROM tenants WHERE account_id = $1 AND ($2::text IS NULL OR id < $2)
       ORDER BY id DESC LIMIT $3`,

@@ -8,7 +8,11 @@ import { notFound } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { tenantCreate, tenantGet, tenantList, type Tenant as TenantRow } from './accounts.js';
 
-const Tenant = Type.Object({ id: Type.String(), name: Type.String(), created_at: Type.String({ format: 'date-time' }) });
+const Tenant = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+});
 const tenantResource = (t: TenantRow) => ({ id: t.id, name: t.name, created_at: t.created_at.toISOString() });
 
 export const tenantRoutes: ApiRoutes = (app, ctx) => {
@@ -32,14 +36,34 @@ export const tenantRoutes: ApiRoutes = (app, ctx) => {
       return sendCreated(reply, created);
     },
   );
-  app.get('/tenants', { schema: { tags, summary: 'List tenants', querystring: ListQuery, response: { 200: listOf(Tenant) } } }, async (req) => {
-    const rows = await tenantList(ctx.pool, req.principal.accountId, req.query.limit, req.query.starting_after ?? null);
-    const p = page(rows, req.query.limit);
-    return { data: p.data.map(tenantResource), has_more: p.has_more };
-  });
-  app.get('/tenants/:id', { schema: { tags, summary: 'Get a tenant', params: Type.Object({ id: Type.String({ maxLength: 64 }) }), response: { 200: Tenant } } }, async (req) => {
-    const t = await tenantGet(ctx.pool, req.principal.accountId, req.params.id);
-    if (!t) throw notFound('tenant');
-    return tenantResource(t);
-  });
+  app.get(
+    '/tenants',
+    { schema: { tags, summary: 'List tenants', querystring: ListQuery, response: { 200: listOf(Tenant) } } },
+    async (req) => {
+      const rows = await tenantList(
+        ctx.pool,
+        req.principal.accountId,
+        req.query.limit,
+        req.query.starting_after ?? null,
+      );
+      const p = page(rows, req.query.limit);
+      return { data: p.data.map(tenantResource), has_more: p.has_more };
+    },
+  );
+  app.get(
+    '/tenants/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get a tenant',
+        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        response: { 200: Tenant },
+      },
+    },
+    async (req) => {
+      const t = await tenantGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!t) throw notFound('tenant');
+      return tenantResource(t);
+    },
+  );
 };

@@ -5,7 +5,9 @@ import { Type, type TProperties, type TSchema } from 'typebox';
 
 const listProperties = {
   limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
-  starting_after: Type.Optional(Type.String({ maxLength: 64, description: 'id of the last item of the previous page' })),
+  starting_after: Type.Optional(
+    Type.String({ maxLength: 64, description: 'id of the last item of the previous page' }),
+  ),
 };
 
 export const ListQuery = Type.Object(listProperties, { additionalProperties: false });
@@ -14,8 +16,7 @@ export const ListQuery = Type.Object(listProperties, { additionalProperties: fal
 export const listQuery = <P extends TProperties>(filters: P) =>
   Type.Object({ ...listProperties, ...filters }, { additionalProperties: false });
 
-export const listOf = <T extends TSchema>(item: T) =>
-  Type.Object({ data: Type.Array(item), has_more: Type.Boolean() });
+export const listOf = <T extends TSchema>(item: T) => Type.Object({ data: Type.Array(item), has_more: Type.Boolean() });
 
 /** Rows were fetched with LIMIT limit+1; the extra row only says there is more. */
 export function page<T>(rows: T[], limit: number): { data: T[]; has_more: boolean } {

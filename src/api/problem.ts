@@ -88,20 +88,35 @@ export function apiErrorHandler(log: Logger) {
       const detail = `${field ? `${field}: ` : ''}${first.message ?? 'is invalid'}`;
       return sendProblem(reply, problem(422, code, detail, field || undefined));
     }
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendProblem(reply, problem(413, 'body_too_large', err.message));
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return sendProblem(reply, problem(413, 'body_too_large', err.message));
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       return sendProblem(reply, problem(415, 'unsupported_media_type', 'send application/json'));
     }
     if (isUnavailable(err)) {
       log.warn({ err: err.message, method: req.method, url: req.routeOptions.url }, 'database unavailable');
       reply.header('retry-after', '1');
-      return sendProblem(reply, problem(503, 'service_unavailable', 'The database is briefly unavailable; retry shortly'));
+      return sendProblem(
+        reply,
+        problem(503, 'service_unavailable', 'The database is briefly unavailable; retry shortly'),
+      );
     }
-    if (isBadInput(err)) return sendProblem(reply, problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)'));
+    if (isBadInput(err))
+      return sendProblem(
+        reply,
+        problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)'),
+      );
     if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', err.message));
     if (err.statusCode === 414) return sendProblem(reply, problem(414, 'path_too_long', err.message));
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return sendProblem(reply, problem(err.statusCode === 404 ? 404 : 400, err.statusCode === 404 ? 'not_found' : 'invalid_request', err.message));
+      return sendProblem(
+        reply,
+        problem(
+          err.statusCode === 404 ? 404 : 400,
+          err.statusCode === 404 ? 'not_found' : 'invalid_request',
+          err.message,
+        ),
+      );
     }
     log.error({ err: err.message, stack: err.stack, method: req.method, url: req.routeOptions.url }, 'api error');
     return sendProblem(reply, problem(500, 'internal_error', 'Something went wrong on our side'));
@@ -111,6 +126,7 @@ export function apiErrorHandler(log: Logger) {
 function fieldName(e: AjvError, where: string): string {
   const path = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
   if (e.keyword === 'required') return [path, String(e.params['missingProperty'])].filter(Boolean).join('.');
-  if (e.keyword === 'additionalProperties') return [path, String(e.params['additionalProperty'])].filter(Boolean).join('.');
+  if (e.keyword === 'additionalProperties')
+    return [path, String(e.params['additionalProperty'])].filter(Boolean).join('.');
   return path || (where === 'body' ? '' : where);
 }

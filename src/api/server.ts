@@ -61,7 +61,9 @@ export const SLOW_CLIENT_LIMITS = {
 } as const;
 
 /** RFC 3339 date-times that JavaScript can also read: a leap second (23:59:60) is refused by the schema, not a 500. */
-function strictDateTime(ajv: { addFormat(name: string, format: { type: 'string'; validate: (s: string) => boolean }): unknown }): void {
+function strictDateTime(ajv: {
+  addFormat(name: string, format: { type: 'string'; validate: (s: string) => boolean }): unknown;
+}): void {
   const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
   ajv.addFormat('date-time', { type: 'string', validate: (s) => RFC3339.test(s) && !Number.isNaN(Date.parse(s)) });
 }
@@ -73,8 +75,11 @@ export function problemClientError(err: Error & { code?: string }, socket: impor
     return;
   }
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  const body = JSON.stringify(problem(status, status === 431 ? 'headers_too_large' : status === 408 ? 'request_timeout' : 'malformed_request'));
-  const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
+  const body = JSON.stringify(
+    problem(status, status === 431 ? 'headers_too_large' : status === 408 ? 'request_timeout' : 'malformed_request'),
+  );
+  const reason =
+    status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
@@ -136,7 +141,10 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
         const principal = key ? await authenticate(deps.pool, key) : null;
         if (!principal) {
           reply.header('www-authenticate', 'Bearer');
-          return sendProblem(reply, problem(401, 'unauthorized', key ? 'Invalid or revoked API key' : 'Missing Bearer API key'));
+          return sendProblem(
+            reply,
+            problem(401, 'unauthorized', key ? 'Invalid or revoked API key' : 'Missing Bearer API key'),
+          );
         }
         req.principal = principal;
       });
@@ -147,7 +155,10 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
         max: deps.config.apiRateLimit,
         timeWindow: 1000,
         keyGenerator: (req) => req.principal?.apiKeyId ?? req.ip,
-        errorResponseBuilder: (_req, ctx) => ({ statusCode: 429, message: `Rate limit of ${ctx.max} requests per second exceeded; retry in ${ctx.after}` }),
+        errorResponseBuilder: (_req, ctx) => ({
+          statusCode: 429,
+          message: `Rate limit of ${ctx.max} requests per second exceeded; retry in ${ctx.after}`,
+        }),
       });
       for (const routes of deps.routes) routes(v1 as unknown as ApiApp, deps);
     },

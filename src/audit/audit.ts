@@ -46,8 +46,10 @@ export const DEFAULT_SAMPLE_LIMIT = 10;
 export async function runAudit(db: pg.Pool | pg.PoolClient, opts: AuditOptions = {}): Promise<AuditReport> {
   const graceSeconds = opts.graceSeconds ?? DEFAULT_GRACE_SECONDS;
   const sampleLimit = opts.sampleLimit ?? DEFAULT_SAMPLE_LIMIT;
-  if (!(graceSeconds >= 0) || !Number.isFinite(graceSeconds)) throw new RangeError(`graceSeconds must be a non-negative number, got ${graceSeconds}`);
-  if (!Number.isInteger(sampleLimit) || sampleLimit < 0) throw new RangeError(`sampleLimit must be a non-negative integer, got ${sampleLimit}`);
+  if (!(graceSeconds >= 0) || !Number.isFinite(graceSeconds))
+    throw new RangeError(`graceSeconds must be a non-negative number, got ${graceSeconds}`);
+  if (!Number.isInteger(sampleLimit) || sampleLimit < 0)
+    throw new RangeError(`sampleLimit must be a non-negative integer, got ${sampleLimit}`);
   const r = opts.reconcile ?? DEFAULT_RECONCILE;
   const options: CheckOptions = {
     graceSeconds,
@@ -92,7 +94,12 @@ async function runChecks(client: pg.PoolClient, options: CheckOptions, sampleLim
   return results;
 }
 
-async function runCheck(client: pg.PoolClient, def: CheckDef, options: CheckOptions, sampleLimit: number): Promise<AuditCheck> {
+async function runCheck(
+  client: pg.PoolClient,
+  def: CheckDef,
+  options: CheckOptions,
+  sampleLimit: number,
+): Promise<AuditCheck> {
   let row: { checked: number; violations: number; sample: string[] };
   try {
     const { rows } = await client.query<typeof row>({

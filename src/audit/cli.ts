@@ -25,7 +25,12 @@ export interface AuditCommandIo {
   reconcile: AuditOptions['reconcile'];
 }
 
-export async function runAuditCommand(args: string[], databaseUrl: string, log: Logger, io: Partial<AuditCommandIo> = {}): Promise<number> {
+export async function runAuditCommand(
+  args: string[],
+  databaseUrl: string,
+  log: Logger,
+  io: Partial<AuditCommandIo> = {},
+): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
   const stderr = io.stderr ?? process.stderr;
 
@@ -64,6 +69,7 @@ export async function runAuditCommand(args: string[], databaseUrl: string, log: 
 /** "60" (seconds), or a duration: "90s", "5m". */
 function parseGrace(text: string): number {
   const seconds = /^\d+(\.\d+)?$/.test(text.trim()) ? Number(text) : (parseDuration(text) ?? NaN) / 1000;
-  if (!Number.isFinite(seconds)) throw new Error(`--grace must be a number of seconds (or a duration like 5m), got "${text}"`);
+  if (!Number.isFinite(seconds))
+    throw new Error(`--grace must be a number of seconds (or a duration like 5m), got "${text}"`);
   return seconds;
 }

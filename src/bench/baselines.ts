@@ -47,10 +47,22 @@ const OPS: Record<Statement, (pool: pg.Pool, writers: number) => Op> = {
   A: (pool, writers) => {
     const all = Array.from({ length: writers }, () => new CarrierEventWriter(pool));
     return (id, body, caller) =>
-      all[caller % writers]!.store({ carrier: 'telnyx', carrierEventId: id, eventType: 'message.finalized', subject: id, rawJson: body });
+      all[caller % writers]!.store({
+        carrier: 'telnyx',
+        carrierEventId: id,
+        eventType: 'message.finalized',
+        subject: id,
+        rawJson: body,
+      });
   },
   A1: (pool) => (id, body) =>
-    carrierEventStore(pool, { carrier: 'telnyx', carrierEventId: id, eventType: 'message.finalized', subject: id, rawJson: body }),
+    carrierEventStore(pool, {
+      carrier: 'telnyx',
+      carrierEventId: id,
+      eventType: 'message.finalized',
+      subject: id,
+      rawJson: body,
+    }),
   B: (pool) => (id, body) =>
     pool.query({
       name: 'bench_bare_insert',

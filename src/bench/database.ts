@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
+import type pg from 'pg';
 import { createDatabase, dropDatabase } from '../db/databases.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { migrate } from '../db/migrate.js';
@@ -96,7 +96,11 @@ export async function carrierEventCount(pool: pg.Pool): Promise<number> {
  * real traffic would leave them, until the table holds `target` rows. The payload
  * is the given real envelope, so rows have their production width.
  */
-export async function fillCarrierEvents(pool: pg.Pool, target: number, payload: string): Promise<{ added: number; seconds: number }> {
+export async function fillCarrierEvents(
+  pool: pg.Pool,
+  target: number,
+  payload: string,
+): Promise<{ added: number; seconds: number }> {
   const started = performance.now();
   const have = await carrierEventCount(pool);
   let added = 0;

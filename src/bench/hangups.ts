@@ -51,17 +51,29 @@ const ingest = `${platform.ingestUrl}/webhooks/telnyx`;
 try {
   const key = await withTx(pool, async (tx) => {
     const account = await accountCreate(tx, 'bench-calls');
-    await tx.query(`INSERT INTO phone_numbers (account_id, number) VALUES ($1, '+13125550199') ON CONFLICT DO NOTHING`, [account.id]);
+    await tx.query(
+      `INSERT INTO phone_numbers (account_id, number) VALUES ($1, '+13125550199') ON CONFLICT DO NOTHING`,
+      [account.id],
+    );
     return (await apiKeyCreate(tx, account.id)).key;
   });
   const post = (body: unknown) =>
-    fetch(`${platform.apiUrl}/v1/calls`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(`${platform.apiUrl}/v1/calls`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   await inParallel(N, C, async () => {
     const res = await post({ from: '+13125550199', to: [MANUAL, MANUAL], ring_timeout_secs: 20 });
     if (res.status !== 201) throw new Error(`POST /v1/calls: ${res.status}`);
   });
-  await until(async () => (await count(`SELECT count(*) FROM call_legs WHERE position = 0 AND call_control_id IS NOT NULL`)) === N);
-  const { rows: legs } = await pool.query(`SELECT id, call_id, call_control_id, carrier_leg_id FROM call_legs WHERE position = 0`);
+  await until(
+    async () =>
+      (await count(`SELECT count(*) FROM call_legs WHERE position = 0 AND call_control_id IS NOT NULL`)) === N,
+  );
+  const { rows: legs } = await pool.query(
+    `SELECT id, call_id, call_control_id, carrier_leg_id FROM call_legs WHERE position = 0`,
+  );
   const webhooks = legs.flatMap((l) => {
     const body = telnyxWebhook.callHangup({
       callControlId: l.call_control_id,
@@ -81,11 +93,20 @@ try {
     if (status !== 200) throw new Error(`ingest answered ${status}`);
   });
   const ingested = performance.now();
-  await until(async () => (await count(`SELECT count(*) FROM call_legs WHERE position = 1 AND call_control_id IS NOT NULL`)) === N);
-  await until(async () => (await count(`SELECT count(*) FROM carrier_events WHERE processed_at IS NULL AND event_type = 'call.hangup'`)) === 0);
+  await until(
+    async () =>
+      (await count(`SELECT count(*) FROM call_legs WHERE position = 1 AND call_control_id IS NOT NULL`)) === N,
+  );
+  await until(
+    async () =>
+      (await count(`SELECT count(*) FROM carrier_events WHERE processed_at IS NULL AND event_type = 'call.hangup'`)) ===
+      0,
+  );
   const done = performance.now();
 
-  const legsPerCall = await count(`SELECT count(*) FROM (SELECT call_id FROM call_legs GROUP BY call_id HAVING count(*) <> 2) x`);
+  const legsPerCall = await count(
+    `SELECT count(*) FROM (SELECT call_id FROM call_legs GROUP BY call_id HAVING count(*) <> 2) x`,
+  );
   const dials = sim.requests.filter((r) => r.path === '/v2/calls' && r.status === 200 && !r.deduplicated).length;
   const seconds = (done - started) / 1000;
   const report = {
@@ -125,9 +146,11 @@ async function until(check: () => Promise<boolean>, timeoutMs = 300_000) {
 
 async function inParallel(n: number, c: number, fn: (i: number) => Promise<void>) {
   let next = 0;
-  await Promise.all(Array.from({ length: c }, async () => {
-    while (next < n) await fn(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
 }
 
 function shuffle<T>(a: T[]) {

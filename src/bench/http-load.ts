@@ -238,7 +238,9 @@ export async function drive<T>(opts: DriveOptions<T>): Promise<LoadResult> {
     };
     let timer: NodeJS.Timeout | undefined;
     const pump = () => {
-      const due = opts.rate ? Math.min(total, Math.floor(((performance.now() - started) / 1000) * opts.rate) + 1) : total;
+      const due = opts.rate
+        ? Math.min(total, Math.floor(((performance.now() - started) / 1000) * opts.rate) + 1)
+        : total;
       while (sent < due && inFlight < opts.concurrency) send(opts.items[sent++]!);
       if (opts.rate && sent < total && !timer) {
         timer = setTimeout(() => {

@@ -19,7 +19,15 @@ export interface MachineInfo {
   database: 'embedded' | 'DATABASE_URL';
 }
 
-const PG_SETTINGS = ['fsync', 'synchronous_commit', 'wal_sync_method', 'shared_buffers', 'max_connections', 'commit_delay', 'jit'];
+const PG_SETTINGS = [
+  'fsync',
+  'synchronous_commit',
+  'wal_sync_method',
+  'shared_buffers',
+  'max_connections',
+  'commit_delay',
+  'jit',
+];
 
 export async function machineInfo(pool: pg.Pool, database: MachineInfo['database']): Promise<MachineInfo> {
   const { rows } = await pool.query<{ version: string }>('SELECT version()');

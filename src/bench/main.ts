@@ -32,7 +32,14 @@ import { parseOptions, type BenchOptions, type Phase } from './options.js';
 import { createCustomer, runDelivery, runPipeline, type Customer } from './pipeline.js';
 import { measureQueueFloor } from './queue.js';
 import { startReceiver, type Receiver } from './receiver.js';
-import { evaluateTargets, renderTable, type BenchReport, type GrowthPoint, type IngestPoint, type Measured } from './report.js';
+import {
+  evaluateTargets,
+  renderTable,
+  type BenchReport,
+  type GrowthPoint,
+  type IngestPoint,
+  type Measured,
+} from './report.js';
 import { spawnRole, type RoleProcess } from './roles.js';
 import { ReceiptFactory, type SignedWebhook } from './webhooks.js';
 
@@ -92,7 +99,10 @@ class Bench {
     const { duration, warmup } = this.opts;
     const webhooks = this.factory.unique(Math.ceil(expectedRate * 1.6 * (duration + warmup)) + 500);
     const { from, ...r } = await this.load(ps, c, webhooks);
-    if (r.exhausted) this.report.notes.push(`ingest c=${c} (${ps.length} process): the pre-signed requests ran out; the run ended early`);
+    if (r.exhausted)
+      this.report.notes.push(
+        `ingest c=${c} (${ps.length} process): the pre-signed requests ran out; the run ended early`,
+      );
     return { ...r, sent: webhooks.slice(from, from + r.used) };
   }
 
@@ -121,7 +131,9 @@ class Bench {
   async customersAndReceiver(n = 1): Promise<{ receiver: Receiver; customers: Customer[] }> {
     if (!this.receiver) this.receiver = await startReceiver(() => this.secret);
     while (this.customers.length < n) {
-      this.customers.push(await createCustomer(this.db.pool, `${this.receiver.url}/${this.customers.length}`, this.secret));
+      this.customers.push(
+        await createCustomer(this.db.pool, `${this.receiver.url}/${this.customers.length}`, this.secret),
+      );
     }
     return { receiver: this.receiver, customers: this.customers.slice(0, n) };
   }
@@ -145,10 +157,17 @@ class Bench {
       concurrency: this.opts.pipelineConcurrency,
       mode: rate
         ? { kind: 'paced', rate, messages: Math.max(20, Math.round(rate * duration)) }
-        : { kind: 'window', inFlight: this.opts.pipelineWindow, seconds: duration, maxMessages: this.opts.pipelineMessages },
+        : {
+            kind: 'window',
+            inFlight: this.opts.pipelineWindow,
+            seconds: duration,
+            maxMessages: this.opts.pipelineMessages,
+          },
     });
-    if (r.extraWebhooks > 0) this.report.notes.push(`pipeline: ${r.extraWebhooks} customer webhooks beyond one per message`);
-    if (r.deliveredInDb !== r.messages) this.report.notes.push(`pipeline: ${r.deliveredInDb} of ${r.messages} messages delivered in the database`);
+    if (r.extraWebhooks > 0)
+      this.report.notes.push(`pipeline: ${r.extraWebhooks} customer webhooks beyond one per message`);
+    if (r.deliveredInDb !== r.messages)
+      this.report.notes.push(`pipeline: ${r.deliveredInDb} of ${r.messages} messages delivered in the database`);
     return { ...r, cpu: watch.stop() };
   }
 }
@@ -179,7 +198,11 @@ async function ingestPhase(b: Bench): Promise<void> {
         // Duplicates: the events of this run are stored; replay them.
         const dupIngest = await b.replay([ingest], c, sent);
         log(`  c=${c} duplicates   ${fmt(dupIngest)}  stored ${dupIngest.stored}`);
-        const dupA = await b.statement('A', c, sent.map((w) => w.eventId));
+        const dupA = await b.statement(
+          'A',
+          c,
+          sent.map((w) => w.eventId),
+        );
         log(`  c=${c} dup. base A  ${fmt(dupA)}`);
         b.report.duplicates = { concurrency: c, ingest: dupIngest, A: dupA };
       }
@@ -209,7 +232,9 @@ async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: bool
     burnJobs: b.opts.deliveries,
   });
   b.report.queue = floor;
-  log(`  queue floor: wake-up p50 ${floor.pickup.p50.toFixed(2)} ms p99 ${floor.pickup.p99.toFixed(2)} ms, burn-down ${Math.round(floor.burnDown)} jobs/s`);
+  log(
+    `  queue floor: wake-up p50 ${floor.pickup.p50.toFixed(2)} ms p99 ${floor.pickup.p99.toFixed(2)} ms, burn-down ${Math.round(floor.burnDown)} jobs/s`,
+  );
 
   await purgeCarrierJobs(b.db.pool);
   const [ingest, worker] = [await b.start('ingest'), await b.start('worker')];
@@ -218,17 +243,26 @@ async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: bool
       // The sustained rate first: it sets the paced run's rate, which must stay well under
       // capacity to measure latency rather than queueing.
       const sustained = await b.pipeline(ingest, worker);
-      log(`  pipeline sustained: ${Math.round(sustained.receiptsPerSecond)} receipts/s, p50 ${sustained.latency.p50.toFixed(1)} ms p99 ${sustained.latency.p99.toFixed(1)} ms`);
+      log(
+        `  pipeline sustained: ${Math.round(sustained.receiptsPerSecond)} receipts/s, p50 ${sustained.latency.p50.toFixed(1)} ms p99 ${sustained.latency.p99.toFixed(1)} ms`,
+      );
       b.pacedRate = Math.max(5, Math.min(b.opts.pipelineRate, Math.floor(sustained.messagesPerSecond / 3)));
       if (b.pacedRate < b.opts.pipelineRate) {
-        b.report.notes.push(`pipeline paced at ${b.pacedRate} msg/s: a third of the sustained rate (${Math.round(sustained.messagesPerSecond)} msg/s), below the default ${b.opts.pipelineRate}`);
+        b.report.notes.push(
+          `pipeline paced at ${b.pacedRate} msg/s: a third of the sustained rate (${Math.round(sustained.messagesPerSecond)} msg/s), below the default ${b.opts.pipelineRate}`,
+        );
       }
       const paced = await b.pipeline(ingest, worker, b.pacedRate);
-      log(`  pipeline paced ${b.pacedRate} msg/s: p50 ${paced.latency.p50.toFixed(1)} ms p99 ${paced.latency.p99.toFixed(1)} ms`);
+      log(
+        `  pipeline paced ${b.pacedRate} msg/s: p50 ${paced.latency.p50.toFixed(1)} ms p99 ${paced.latency.p99.toFixed(1)} ms`,
+      );
       b.report.pipeline = { paced, sustained };
     }
     if (withDelivery) {
-      for (const [endpoints, events] of [[1, Math.ceil(b.opts.deliveries / 4)], [8, b.opts.deliveries]] as const) {
+      for (const [endpoints, events] of [
+        [1, Math.ceil(b.opts.deliveries / 4)],
+        [8, b.opts.deliveries],
+      ] as const) {
         const { receiver, customers } = await b.customersAndReceiver(endpoints);
         const watch = watchCpu({ worker: worker.pid }, b.postmaster);
         const d = await runDelivery({ pool: b.db.pool, receiver, customers, events });
@@ -245,9 +279,15 @@ async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: bool
 async function growthPhase(b: Bench): Promise<void> {
   await resetIngestTables(b.db.pool);
   for (const target of [b.opts.growthSmall, b.opts.growthLarge]) {
-    const fill = await fillCarrierEvents(b.db.pool, target, b.factory.body('00000000-0000-4000-8000-000000000000', '00000000-0000-4000-8000-000000000001'));
+    const fill = await fillCarrierEvents(
+      b.db.pool,
+      target,
+      b.factory.body('00000000-0000-4000-8000-000000000000', '00000000-0000-4000-8000-000000000001'),
+    );
     const sizes = await carrierEventSizes(b.db.pool);
-    log(`  ${target.toLocaleString('en-US')} stored (+${fill.added} in ${fill.seconds.toFixed(1)} s; table ${sizes.tableMiB} MiB, indexes ${sizes.indexesMiB} MiB)`);
+    log(
+      `  ${target.toLocaleString('en-US')} stored (+${fill.added} in ${fill.seconds.toFixed(1)} s; table ${sizes.tableMiB} MiB, indexes ${sizes.indexesMiB} MiB)`,
+    );
     // Each measurement's own rows are removed afterwards, so every one sees `target` rows.
     const marker = await b.db.pool.query<{ t: Date }>('SELECT now() AS t');
     const trim = async () => {
@@ -270,7 +310,7 @@ async function growthPhase(b: Bench): Promise<void> {
     log(`    A ${fmt(A)}\n    ingest ${fmt(run)}`);
 
     const [ing, worker] = [await b.start('ingest'), await b.start('worker')];
-    let pipeline;
+    let pipeline: Awaited<ReturnType<typeof b.pipeline>>;
     try {
       pipeline = await b.pipeline(ing, worker, b.pacedRate);
     } finally {
@@ -285,7 +325,13 @@ async function growthPhase(b: Bench): Promise<void> {
 }
 
 /** A baseline statement with the CPU split of its measured part (warm-up excluded). */
-async function measureStatement(b: Bench, s: Statement, c: number, replay?: string[], writers?: number): Promise<Measured> {
+async function measureStatement(
+  b: Bench,
+  s: Statement,
+  c: number,
+  replay?: string[],
+  writers?: number,
+): Promise<Measured> {
   let watch: CpuWatch | null = null;
   let cpu: CpuSplit | null = null;
   const r = await runStatement({
@@ -340,7 +386,9 @@ async function main(): Promise<void> {
   const opts = parseOptions(process.argv.slice(2), process.env);
   const started = Date.now();
   const silent = createLogger('warn');
-  log(`handset bench: starting PostgreSQL (${process.env['DATABASE_URL'] ? 'a fresh database on DATABASE_URL' : 'embedded'})`);
+  log(
+    `handset bench: starting PostgreSQL (${process.env['DATABASE_URL'] ? 'a fresh database on DATABASE_URL' : 'embedded'})`,
+  );
   const db = await openBenchDatabase(silent);
   const report: BenchReport = {
     startedAt: new Date(started).toISOString(),
@@ -377,7 +425,9 @@ async function main(): Promise<void> {
       await pipelinePhase(bench, has('pipeline'), has('delivery'));
     }
     if (has('growth')) {
-      log(`5. cost growth: ${opts.growthSmall.toLocaleString('en-US')} and ${opts.growthLarge.toLocaleString('en-US')} stored carrier events`);
+      log(
+        `5. cost growth: ${opts.growthSmall.toLocaleString('en-US')} and ${opts.growthLarge.toLocaleString('en-US')} stored carrier events`,
+      );
       await growthPhase(bench);
     }
     if (has('scale')) {

@@ -74,13 +74,15 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     const text = flag ?? env[name];
     if (text === undefined || text === '') return fallback;
     const v = Number(text);
-    if (!Number.isFinite(v) || v < min) throw new Error(`${name.replace('BENCH_', '--').toLowerCase()}: expected a number ≥ ${min}, got "${text}"`);
+    if (!Number.isFinite(v) || v < min)
+      throw new Error(`${name.replace('BENCH_', '--').toLowerCase()}: expected a number ≥ ${min}, got "${text}"`);
     return v;
   };
   const onlyText = values.only ?? env['BENCH_ONLY'];
   const phases = onlyText ? onlyText.split(',').map((p) => p.trim()) : [...PHASES];
   for (const p of phases) {
-    if (!(PHASES as readonly string[]).includes(p)) throw new Error(`--only: unknown phase "${p}" (phases: ${PHASES.join(', ')})`);
+    if (!(PHASES as readonly string[]).includes(p))
+      throw new Error(`--only: unknown phase "${p}" (phases: ${PHASES.join(', ')})`);
   }
   return {
     duration: num(values.duration, 'BENCH_DURATION', quick ? 2 : 10, 0.5),

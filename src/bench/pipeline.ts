@@ -31,10 +31,20 @@ export interface Customer {
 }
 
 /** An account with one webhook endpoint (all the bench's endpoints share the receiver's secret). */
-export async function createCustomer(pool: pg.Pool, receiverUrl: string, secret: string = newEndpointSecret()): Promise<Customer> {
+export async function createCustomer(
+  pool: pg.Pool,
+  receiverUrl: string,
+  secret: string = newEndpointSecret(),
+): Promise<Customer> {
   return withTx(pool, async (tx) => {
     const account = await accountCreate(tx, 'Bench customer');
-    const endpoint = await endpointCreate(tx, { accountId: account.id, url: receiverUrl, description: 'bench receiver', eventTypes: [], secret });
+    const endpoint = await endpointCreate(tx, {
+      accountId: account.id,
+      url: receiverUrl,
+      description: 'bench receiver',
+      eventTypes: [],
+      secret,
+    });
     return { accountId: account.id, endpointId: endpoint.id, secret };
   });
 }
@@ -97,14 +107,20 @@ export interface PipelineOptions {
    * window: for `seconds`, keep `inFlight` messages between their receipt and their
    * customer webhook (a new one starts as each webhook lands): the sustained rate.
    */
-  mode: { kind: 'paced'; rate: number; messages: number } | { kind: 'window'; inFlight: number; seconds: number; maxMessages: number };
+  mode:
+    | { kind: 'paced'; rate: number; messages: number }
+    | { kind: 'window'; inFlight: number; seconds: number; maxMessages: number };
 }
 
 type Item = { i: number; replay: boolean };
 
 export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult> {
   const mode = opts.mode;
-  const messages = await createSentMessages(opts.pool, opts.accountId, mode.kind === 'paced' ? mode.messages : mode.maxMessages);
+  const messages = await createSentMessages(
+    opts.pool,
+    opts.accountId,
+    mode.kind === 'paced' ? mode.messages : mode.maxMessages,
+  );
   const indexOf = new Map(messages.map((m, i) => [m.id, i]));
   const first: SignedWebhook[] = [];
   const replay: SignedWebhook[] = [];
@@ -118,7 +134,8 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     items.push({ i, replay: false });
     if (i >= REPLAY_DISTANCE) items.push({ i: i - REPLAY_DISTANCE, replay: true });
   }
-  for (let i = Math.max(0, messages.length - REPLAY_DISTANCE); i < messages.length; i++) items.push({ i, replay: true });
+  for (let i = Math.max(0, messages.length - REPLAY_DISTANCE); i < messages.length; i++)
+    items.push({ i, replay: true });
 
   const acked = new Float64Array(messages.length).fill(NaN);
   const arrived = new Uint8Array(messages.length);
@@ -260,7 +277,12 @@ export interface DeliveryResult {
 }
 
 /** Emits `events` outbound events at once, round-robin over the customers (one endpoint each). */
-export async function runDelivery(opts: { pool: pg.Pool; receiver: Receiver; customers: Customer[]; events: number }): Promise<DeliveryResult> {
+export async function runDelivery(opts: {
+  pool: pg.Pool;
+  receiver: Receiver;
+  customers: Customer[];
+  events: number;
+}): Promise<DeliveryResult> {
   opts.receiver.reset();
   const ids = await withTx(opts.pool, async (tx) => {
     const out: string[] = [];

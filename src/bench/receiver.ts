@@ -42,7 +42,9 @@ export async function startReceiver(secret: () => string): Promise<Receiver> {
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => {
           waiter = null;
-          reject(new Error(`only ${receiver.arrivals.length} of ${n} customer webhooks arrived within ${timeoutMs} ms`));
+          reject(
+            new Error(`only ${receiver.arrivals.length} of ${n} customer webhooks arrived within ${timeoutMs} ms`),
+          );
         }, timeoutMs);
         waiter = {
           n,

@@ -70,17 +70,30 @@ export interface BenchReport {
 
 type Cell = string | number | null | undefined;
 
-const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0));
-const rate = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : v >= 100 ? Math.round(v).toLocaleString('en-US') : v.toFixed(1));
+const ms = (v: number | undefined) =>
+  v === undefined || !Number.isFinite(v) ? '—' : v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0);
+const rate = (v: number | undefined) =>
+  v === undefined || !Number.isFinite(v) ? '—' : v >= 100 ? Math.round(v).toLocaleString('en-US') : v.toFixed(1);
 const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : '—');
 const cores = (v: number | null | undefined) => (v === null || v === undefined ? '?' : v.toFixed(2));
 
 function cpuCell(cpu: CpuSplit | undefined): string {
   if (!cpu) return '';
-  const handset = Object.values(cpu.roles).reduce<number | null>((sum, v) => (v === null || sum === null ? null : sum + v), 0);
+  const handset = Object.values(cpu.roles).reduce<number | null>(
+    (sum, v) => (v === null || sum === null ? null : sum + v),
+    0,
+  );
   // Whatever else kept the machine busy meanwhile (other processes on a shared machine).
-  const other = cpu.machine === null || cpu.postgres === null || handset === null ? null : Math.max(0, cpu.machine - handset - cpu.postgres - cpu.client);
-  return [Object.keys(cpu.roles).length ? cores(handset) : '-', cores(cpu.postgres), cores(cpu.client), cores(other)].join('/');
+  const other =
+    cpu.machine === null || cpu.postgres === null || handset === null
+      ? null
+      : Math.max(0, cpu.machine - handset - cpu.postgres - cpu.client);
+  return [
+    Object.keys(cpu.roles).length ? cores(handset) : '-',
+    cores(cpu.postgres),
+    cores(cpu.client),
+    cores(other),
+  ].join('/');
 }
 
 function latencyCells(l: LatencySummary | undefined): Cell[] {
@@ -91,7 +104,9 @@ export function renderTable(r: BenchReport): string {
   const m = r.machine;
   const s = m.postgresSettings;
   const lines: string[] = [];
-  lines.push(`Handset bench, ${r.startedAt.slice(0, 16).replace('T', ' ')} UTC: ${round(r.seconds, 0)} s in all, ${r.options.duration} s per measurement (${r.command})`);
+  lines.push(
+    `Handset bench, ${r.startedAt.slice(0, 16).replace('T', ' ')} UTC: ${round(r.seconds, 0)} s in all, ${r.options.duration} s per measurement (${r.command})`,
+  );
   lines.push(
     `machine: ${m.cpus} cores (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}, ${m.postgres} (${m.database}; ` +
       `fsync ${s['fsync']}, synchronous_commit ${s['synchronous_commit']}, shared_buffers ${s['shared_buffers']})`,
@@ -105,76 +120,219 @@ export function renderTable(r: BenchReport): string {
   if (r.ingest.length) {
     section('1. ingest, unique events (pre-signed message.finalized, keep-alive)');
     for (const p of r.ingest) {
-      add(`ingest HTTP`, p.concurrency, rate(p.ingest.rate), ...latencyCells(p.ingest.latency), [`A ${ratio(p.ingest.rate, p.A.rate)}`, p.A1 ? `A1 ${ratio(p.ingest.rate, p.A1.rate)}` : '', `B ${ratio(p.ingest.rate, p.B.rate)}`].filter(Boolean).join(', '), cpuCell(p.ingest.cpu));
-      add(`  baseline A: ingest's write over pg`, p.concurrency, rate(p.A.rate), ...latencyCells(p.A.latency), p.A1 ? `A1 ${ratio(p.A.rate, p.A1.rate)}` : '', cpuCell(p.A.cpu));
-      if (p.A1) add(`  A1: same SQL, 1 event per tx`, p.concurrency, rate(p.A1.rate), ...latencyCells(p.A1.latency), `B ${ratio(p.A1.rate, p.B.rate)}`, cpuCell(p.A1.cpu));
-      add(`  baseline B: bare INSERT per tx`, p.concurrency, rate(p.B.rate), ...latencyCells(p.B.latency), '', cpuCell(p.B.cpu));
-      if (p.N) add(`  INSERT + pg_notify per tx`, p.concurrency, rate(p.N.rate), ...latencyCells(p.N.latency), `B ${ratio(p.N.rate, p.B.rate)}`, cpuCell(p.N.cpu));
+      add(
+        `ingest HTTP`,
+        p.concurrency,
+        rate(p.ingest.rate),
+        ...latencyCells(p.ingest.latency),
+        [
+          `A ${ratio(p.ingest.rate, p.A.rate)}`,
+          p.A1 ? `A1 ${ratio(p.ingest.rate, p.A1.rate)}` : '',
+          `B ${ratio(p.ingest.rate, p.B.rate)}`,
+        ]
+          .filter(Boolean)
+          .join(', '),
+        cpuCell(p.ingest.cpu),
+      );
+      add(
+        `  baseline A: ingest's write over pg`,
+        p.concurrency,
+        rate(p.A.rate),
+        ...latencyCells(p.A.latency),
+        p.A1 ? `A1 ${ratio(p.A.rate, p.A1.rate)}` : '',
+        cpuCell(p.A.cpu),
+      );
+      if (p.A1)
+        add(
+          `  A1: same SQL, 1 event per tx`,
+          p.concurrency,
+          rate(p.A1.rate),
+          ...latencyCells(p.A1.latency),
+          `B ${ratio(p.A1.rate, p.B.rate)}`,
+          cpuCell(p.A1.cpu),
+        );
+      add(
+        `  baseline B: bare INSERT per tx`,
+        p.concurrency,
+        rate(p.B.rate),
+        ...latencyCells(p.B.latency),
+        '',
+        cpuCell(p.B.cpu),
+      );
+      if (p.N)
+        add(
+          `  INSERT + pg_notify per tx`,
+          p.concurrency,
+          rate(p.N.rate),
+          ...latencyCells(p.N.latency),
+          `B ${ratio(p.N.rate, p.B.rate)}`,
+          cpuCell(p.N.cpu),
+        );
     }
     if (r.halfPeak) {
-      add(`ingest at half its peak (open loop)`, '≤64', rate(r.halfPeak.ingest.rate), ...latencyCells(r.halfPeak.ingest.latency), `offered ${rate(r.halfPeak.offered)}`, cpuCell(r.halfPeak.ingest.cpu));
+      add(
+        `ingest at half its peak (open loop)`,
+        '≤64',
+        rate(r.halfPeak.ingest.rate),
+        ...latencyCells(r.halfPeak.ingest.latency),
+        `offered ${rate(r.halfPeak.offered)}`,
+        cpuCell(r.halfPeak.ingest.cpu),
+      );
     }
   }
   if (r.duplicates) {
     const d = r.duplicates;
     section('2. ingest, duplicates (the same signed events replayed)');
     const unique = r.ingest.find((p) => p.concurrency === d.concurrency);
-    add(`ingest HTTP, duplicates`, d.concurrency, rate(d.ingest.rate), ...latencyCells(d.ingest.latency), `A ${ratio(d.ingest.rate, d.A.rate)}${unique ? `, ×${ratio(d.ingest.rate, unique.ingest.rate)} unique` : ''}`, cpuCell(d.ingest.cpu));
-    add(`  baseline A: same SQL, same ids`, d.concurrency, rate(d.A.rate), ...latencyCells(d.A.latency), '', cpuCell(d.A.cpu));
+    add(
+      `ingest HTTP, duplicates`,
+      d.concurrency,
+      rate(d.ingest.rate),
+      ...latencyCells(d.ingest.latency),
+      `A ${ratio(d.ingest.rate, d.A.rate)}${unique ? `, ×${ratio(d.ingest.rate, unique.ingest.rate)} unique` : ''}`,
+      cpuCell(d.ingest.cpu),
+    );
+    add(
+      `  baseline A: same SQL, same ids`,
+      d.concurrency,
+      rate(d.A.rate),
+      ...latencyCells(d.A.latency),
+      '',
+      cpuCell(d.A.cpu),
+    );
   }
   if (r.pipeline || r.queue) {
-    section('3. pipeline: receipts (50% duplicates) → ingest → worker → verified customer webhook; latency from ingest 200');
+    section(
+      '3. pipeline: receipts (50% duplicates) → ingest → worker → verified customer webhook; latency from ingest 200',
+    );
     const q = r.queue;
     if (r.pipeline) {
       const { paced, sustained } = r.pipeline;
-      add(`sustained (${sustained.offered} msgs in flight)`, r.options.pipelineConcurrency, `${rate(sustained.receiptsPerSecond)} rcpt`, ...latencyCells(sustained.latency), q ? `floor ${ratio(sustained.messagesPerSecond, q.burnDown / 2)}` : '', cpuCell(sustained.cpu));
-      add(`paced, ${rate(paced.offered)} receipts/s`, r.options.pipelineConcurrency, `${rate(paced.receiptsPerSecond)} rcpt`, ...latencyCells(paced.latency), q ? `2 wake-ups ${ms(2 * q.pickup.p50)}` : '', cpuCell(paced.cpu));
+      add(
+        `sustained (${sustained.offered} msgs in flight)`,
+        r.options.pipelineConcurrency,
+        `${rate(sustained.receiptsPerSecond)} rcpt`,
+        ...latencyCells(sustained.latency),
+        q ? `floor ${ratio(sustained.messagesPerSecond, q.burnDown / 2)}` : '',
+        cpuCell(sustained.cpu),
+      );
+      add(
+        `paced, ${rate(paced.offered)} receipts/s`,
+        r.options.pipelineConcurrency,
+        `${rate(paced.receiptsPerSecond)} rcpt`,
+        ...latencyCells(paced.latency),
+        q ? `2 wake-ups ${ms(2 * q.pickup.p50)}` : '',
+        cpuCell(paced.cpu),
+      );
     }
     if (q) {
       add(`  queue floor: no-op job wake-up`, 1, rate(q.pickupRate), ...latencyCells(q.pickup), 'LISTEN/NOTIFY', '');
-      add(`  queue floor: no-op burn-down`, q.concurrency, `${rate(q.burnDown)} jobs`, '', '', '', `${rate(q.burnDown / 2)} msgs max`, '');
+      add(
+        `  queue floor: no-op burn-down`,
+        q.concurrency,
+        `${rate(q.burnDown)} jobs`,
+        '',
+        '',
+        '',
+        `${rate(q.burnDown / 2)} msgs max`,
+        '',
+      );
     }
   }
   if (r.delivery.length) {
     section('4. delivery: outbound events → local receiver answering 200 (latency: commit → arrival)');
     for (const d of r.delivery) {
-      add(`${d.events} events, ${d.endpoints} endpoint${d.endpoints > 1 ? 's' : ''}`, 10, `${rate(d.rate)} evt`, ...latencyCells(d.latency), r.queue ? `floor ${ratio(d.rate, r.queue.burnDown)}` : '', cpuCell(d.cpu));
+      add(
+        `${d.events} events, ${d.endpoints} endpoint${d.endpoints > 1 ? 's' : ''}`,
+        10,
+        `${rate(d.rate)} evt`,
+        ...latencyCells(d.latency),
+        r.queue ? `floor ${ratio(d.rate, r.queue.burnDown)}` : '',
+        cpuCell(d.cpu),
+      );
     }
   }
   if (r.growth.length) {
     section('5. cost growth: stored carrier events (c=16; pipeline paced)');
     for (const g of r.growth) {
       const label = g.stored >= 1e6 ? `${g.stored / 1e6}M` : `${g.stored / 1e3}k`;
-      add(`@${label} (table ${g.tableMiB} MiB, idx ${g.indexesMiB} MiB) ingest`, 16, rate(g.ingest.rate), ...latencyCells(g.ingest.latency), `A ${ratio(g.ingest.rate, g.A.rate)}`, cpuCell(g.ingest.cpu));
+      add(
+        `@${label} (table ${g.tableMiB} MiB, idx ${g.indexesMiB} MiB) ingest`,
+        16,
+        rate(g.ingest.rate),
+        ...latencyCells(g.ingest.latency),
+        `A ${ratio(g.ingest.rate, g.A.rate)}`,
+        cpuCell(g.ingest.cpu),
+      );
       add(`  baseline A`, 16, rate(g.A.rate), ...latencyCells(g.A.latency), '', cpuCell(g.A.cpu));
-      add(`  pipeline`, r.options.pipelineConcurrency, `${rate(g.pipeline.receiptsPerSecond)} rcpt`, ...latencyCells(g.pipeline.latency), '', cpuCell(g.pipeline.cpu));
+      add(
+        `  pipeline`,
+        r.options.pipelineConcurrency,
+        `${rate(g.pipeline.receiptsPerSecond)} rcpt`,
+        ...latencyCells(g.pipeline.latency),
+        '',
+        cpuCell(g.pipeline.cpu),
+      );
     }
     if (r.growth.length === 2) {
       const [a, b] = r.growth as [GrowthPoint, GrowthPoint];
-      add(`  large ÷ small`, '', ratio(b.ingest.rate, a.ingest.rate), ratio(b.ingest.latency.p50, a.ingest.latency.p50), ratio(b.ingest.latency.p99, a.ingest.latency.p99), '', `A ${ratio(b.A.rate, a.A.rate)}, pipeline p50 ${ratio(b.pipeline.latency.p50, a.pipeline.latency.p50)}`, '');
+      add(
+        `  large ÷ small`,
+        '',
+        ratio(b.ingest.rate, a.ingest.rate),
+        ratio(b.ingest.latency.p50, a.ingest.latency.p50),
+        ratio(b.ingest.latency.p99, a.ingest.latency.p99),
+        '',
+        `A ${ratio(b.A.rate, a.A.rate)}, pipeline p50 ${ratio(b.pipeline.latency.p50, a.pipeline.latency.p50)}`,
+        '',
+      );
     }
   }
   if (r.scale.length) {
     section('6. scale-out: ingest processes on one machine (64 connections spread over them)');
     const one = r.scale.find((p) => p.processes === 1);
     for (const p of r.scale) {
-      add(`${p.processes} ingest process${p.processes > 1 ? 'es' : ''}`, 64, rate(p.result.rate), ...latencyCells(p.result.latency), [one ? `×${ratio(p.result.rate, one.result.rate)}` : '', `A ${ratio(p.result.rate, p.A.rate)}`].filter(Boolean).join(', '), cpuCell(p.result.cpu));
-      add(`  baseline A: ${p.processes} writer${p.processes > 1 ? 's' : ''} over pg`, 64, rate(p.A.rate), ...latencyCells(p.A.latency), one ? `×${ratio(p.A.rate, one.A.rate)}` : '', cpuCell(p.A.cpu));
+      add(
+        `${p.processes} ingest process${p.processes > 1 ? 'es' : ''}`,
+        64,
+        rate(p.result.rate),
+        ...latencyCells(p.result.latency),
+        [one ? `×${ratio(p.result.rate, one.result.rate)}` : '', `A ${ratio(p.result.rate, p.A.rate)}`]
+          .filter(Boolean)
+          .join(', '),
+        cpuCell(p.result.cpu),
+      );
+      add(
+        `  baseline A: ${p.processes} writer${p.processes > 1 ? 's' : ''} over pg`,
+        64,
+        rate(p.A.rate),
+        ...latencyCells(p.A.latency),
+        one ? `×${ratio(p.A.rate, one.A.rate)}` : '',
+        cpuCell(p.A.cpu),
+      );
     }
   }
 
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.filter((row) => row.length > 1).map((row) => String(row[i] ?? '').length)));
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...rows.filter((row) => row.length > 1).map((row) => String(row[i] ?? '').length)),
+  );
   const fmt = (cells: Cell[]) =>
-    cells.map((c, i) => (i === 0 ? String(c ?? '').padEnd(widths[i]!) : String(c ?? '').padStart(widths[i]!))).join('  ').trimEnd();
+    cells
+      .map((c, i) => (i === 0 ? String(c ?? '').padEnd(widths[i]!) : String(c ?? '').padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   lines.push(fmt(header));
   lines.push(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const row of rows) lines.push(row.length === 1 ? String(row[0]) : fmt(row));
   lines.push('');
-  lines.push('cores: CPU cores busy during the measurement: Handset processes / PostgreSQL / load generator (and receiver) / anything else on the machine');
+  lines.push(
+    'cores: CPU cores busy during the measurement: Handset processes / PostgreSQL / load generator (and receiver) / anything else on the machine',
+  );
   if (r.targets.length) {
     lines.push('');
     lines.push('targets (issue 7):');
-    for (const t of r.targets) lines.push(`  ${t.met === null ? '?' : t.met ? 'met    ' : 'NOT met'}  ${t.target}: ${t.value}`);
+    for (const t of r.targets)
+      lines.push(`  ${t.met === null ? '?' : t.met ? 'met    ' : 'NOT met'}  ${t.target}: ${t.value}`);
   }
   for (const n of r.notes) lines.push(`note: ${n}`);
   return lines.join('\n');
@@ -191,11 +349,19 @@ export function evaluateTargets(r: BenchReport): Target[] {
   }
   if (r.halfPeak) {
     const p99 = r.halfPeak.ingest.latency.p99;
-    targets.push({ target: `ingest p99 ≤ 20 ms at half of its peak (${rate(r.halfPeak.offered)}/s)`, value: `${ms(p99)} ms`, met: p99 <= 20 });
+    targets.push({
+      target: `ingest p99 ≤ 20 ms at half of its peak (${rate(r.halfPeak.offered)}/s)`,
+      value: `${ms(p99)} ms`,
+      met: p99 <= 20,
+    });
   }
   if (r.pipeline) {
     const p50 = r.pipeline.paced.latency.p50;
-    targets.push({ target: 'pipeline p50 ≤ 50 ms, ingest 200 → customer webhook (paced)', value: `${ms(p50)} ms`, met: p50 <= 50 });
+    targets.push({
+      target: 'pipeline p50 ≤ 50 ms, ingest 200 → customer webhook (paced)',
+      value: `${ms(p50)} ms`,
+      met: p50 <= 50,
+    });
   }
   if (r.growth.length === 2) {
     const [a, b] = r.growth as [GrowthPoint, GrowthPoint];

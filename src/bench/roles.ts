@@ -29,8 +29,15 @@ export interface SpawnOptions {
   profileDir?: string | undefined;
 }
 
-export async function spawnRole(role: 'ingest' | 'worker', env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
-  const nodeArgs = ['--unhandled-rejections=strict', ...(opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : [])];
+export async function spawnRole(
+  role: 'ingest' | 'worker',
+  env: RoleEnv,
+  opts: SpawnOptions = {},
+): Promise<RoleProcess> {
+  const nodeArgs = [
+    '--unhandled-rejections=strict',
+    ...(opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : []),
+  ];
   const child = spawn(process.execPath, [...nodeArgs, HANDSET_BIN, 'serve', '--roles', role], {
     env: {
       PATH: process.env['PATH'],
@@ -74,7 +81,12 @@ export async function spawnRole(role: 'ingest' | 'worker', env: RoleEnv, opts: S
   };
 }
 
-function waitForOutput(child: ChildProcess, out: () => string, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+function waitForOutput(
+  child: ChildProcess,
+  out: () => string,
+  pattern: RegExp,
+  timeoutMs: number,
+): Promise<RegExpMatchArray> {
   return new Promise((resolve, reject) => {
     const check = () => {
       const m = out().match(pattern);

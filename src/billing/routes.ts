@@ -67,8 +67,12 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
     },
     async (req) => {
       const now = new Date();
-      const from = req.query.from ? new Date(req.query.from) : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-      const to = req.query.to ? new Date(req.query.to) : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+      const from = req.query.from
+        ? new Date(req.query.from)
+        : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+      const to = req.query.to
+        ? new Date(req.query.to)
+        : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
       if (to <= from) throw unprocessable('invalid_period', 'to must be after from', 'to');
       const { accountId } = req.principal;
       const tenantId = req.query.tenant_id ?? null;

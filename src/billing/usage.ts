@@ -10,7 +10,14 @@ export type UsageKind = 'sms_segment_outbound' | 'sms_segment_inbound' | 'mms_ou
 
 export async function bill(
   tx: Tx,
-  u: { accountId: string; tenantId: string | null; kind: UsageKind; quantity: number; sourceId: string; occurredAt: Date },
+  u: {
+    accountId: string;
+    tenantId: string | null;
+    kind: UsageKind;
+    quantity: number;
+    sourceId: string;
+    occurredAt: Date;
+  },
 ): Promise<void> {
   await tx.query({
     name: 'usage_bill',

@@ -110,18 +110,30 @@ export async function callInsert(
 
 /** Serializes every transition of one call: all call handlers take this lock first (no deadlocks). */
 export async function callLock(tx: Tx, id: string): Promise<CallRow | null> {
-  const { rows } = await tx.query<CallRow>({ name: 'call_lock', text: 'SELECT * FROM calls WHERE id = $1 FOR UPDATE', values: [id] });
+  const { rows } = await tx.query<CallRow>({
+    name: 'call_lock',
+    text: 'SELECT * FROM calls WHERE id = $1 FOR UPDATE',
+    values: [id],
+  });
   return rows[0] ?? null;
 }
 
 export async function callGet(db: Db, accountId: string, id: string): Promise<CallRow | null> {
-  const { rows } = await db.query<CallRow>({ name: 'call_get', text: 'SELECT * FROM calls WHERE id = $1 AND account_id = $2', values: [id, accountId] });
+  const { rows } = await db.query<CallRow>({
+    name: 'call_get',
+    text: 'SELECT * FROM calls WHERE id = $1 AND account_id = $2',
+    values: [id, accountId],
+  });
   return rows[0] ?? null;
 }
 
 /** For jobs, which act on a call whoever owns it. */
 export async function callById(db: Db, id: string): Promise<CallRow | null> {
-  const { rows } = await db.query<CallRow>({ name: 'call_by_id', text: 'SELECT * FROM calls WHERE id = $1', values: [id] });
+  const { rows } = await db.query<CallRow>({
+    name: 'call_by_id',
+    text: 'SELECT * FROM calls WHERE id = $1',
+    values: [id],
+  });
   return rows[0] ?? null;
 }
 
@@ -219,7 +231,11 @@ export async function legInsert(tx: Tx, callId: string, position: number, to: st
 }
 
 export async function legGet(db: Db, id: string): Promise<LegRow | null> {
-  const { rows } = await db.query<LegRow>({ name: 'leg_get', text: 'SELECT * FROM call_legs WHERE id = $1', values: [id] });
+  const { rows } = await db.query<LegRow>({
+    name: 'leg_get',
+    text: 'SELECT * FROM call_legs WHERE id = $1',
+    values: [id],
+  });
   return rows[0] ?? null;
 }
 
@@ -242,7 +258,13 @@ export async function legsOf(db: Db, callId: string): Promise<LegRow[]> {
 }
 
 /** Records the carrier's ids for a dialed leg; the first of the dial answer and call.initiated wins. */
-export async function legStamp(tx: Tx, id: string, callControlId: string, carrierLegId: string | null, at: Date): Promise<LegRow | null> {
+export async function legStamp(
+  tx: Tx,
+  id: string,
+  callControlId: string,
+  carrierLegId: string | null,
+  at: Date,
+): Promise<LegRow | null> {
   const { rows } = await tx.query<LegRow>({
     name: 'leg_stamp',
     text: `UPDATE call_legs SET call_control_id = $2, carrier_leg_id = $3, dialed_at = $4,
@@ -255,7 +277,13 @@ export async function legStamp(tx: Tx, id: string, callControlId: string, carrie
 }
 
 /** A leg that was claimed but whose dial never went out (the call was over, or the dial was refused). */
-export async function legAbandon(tx: Tx, id: string, status: 'canceled' | 'failed', cause: string, at: Date): Promise<LegRow | null> {
+export async function legAbandon(
+  tx: Tx,
+  id: string,
+  status: 'canceled' | 'failed',
+  cause: string,
+  at: Date,
+): Promise<LegRow | null> {
   const { rows } = await tx.query<LegRow>({
     name: 'leg_abandon',
     text: `UPDATE call_legs SET status = $2, hangup_cause = $3, ended_at = $4
@@ -297,7 +325,13 @@ export async function legEnd(tx: Tx, id: string, cause: string, at: Date, reconc
  * whose call.initiated is late): kept so that the call, when it comes, is created
  * missed. The first ending wins.
  */
-export async function legEndingRecord(tx: Tx, carrier: string, callControlId: string, at: Date, cause: string): Promise<boolean> {
+export async function legEndingRecord(
+  tx: Tx,
+  carrier: string,
+  callControlId: string,
+  at: Date,
+  cause: string,
+): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'leg_ending_record',
     text: `INSERT INTO carrier_leg_endings (carrier, call_control_id, ended_at, hangup_cause) VALUES ($1, $2, $3, $4)
@@ -307,7 +341,11 @@ export async function legEndingRecord(tx: Tx, carrier: string, callControlId: st
   return rowCount === 1;
 }
 
-export async function legEndingFind(db: Db, carrier: string, callControlId: string): Promise<{ ended_at: Date; hangup_cause: string } | null> {
+export async function legEndingFind(
+  db: Db,
+  carrier: string,
+  callControlId: string,
+): Promise<{ ended_at: Date; hangup_cause: string } | null> {
   const { rows } = await db.query<{ ended_at: Date; hangup_cause: string }>({
     name: 'leg_ending_find',
     text: 'SELECT ended_at, hangup_cause FROM carrier_leg_endings WHERE carrier = $1 AND call_control_id = $2',
@@ -338,7 +376,13 @@ export interface WaitingLeg extends LegRow {
  * one: its answer), and not asked within `intervalMs` (a leg the carrier says is
  * alive is asked again each interval). Least recently asked first.
  */
-export async function legsAwaitingCarrier(db: Db, now: Date, afterMs: number, intervalMs: number, limit: number): Promise<WaitingLeg[]> {
+export async function legsAwaitingCarrier(
+  db: Db,
+  now: Date,
+  afterMs: number,
+  intervalMs: number,
+  limit: number,
+): Promise<WaitingLeg[]> {
   const { rows } = await db.query<WaitingLeg>({
     name: 'legs_awaiting_carrier',
     text: `SELECT l.*, c.number AS from_number, (c.ring_plan->>'timeout')::int AS ring_timeout_secs
@@ -355,7 +399,13 @@ export async function legsAwaitingCarrier(db: Db, now: Date, afterMs: number, in
 }
 
 /** Inbound calls whose caller the carrier should be asked about (parked or bridged, past `afterMs`). */
-export async function callersAwaitingCarrier(db: Db, now: Date, afterMs: number, intervalMs: number, limit: number): Promise<CallRow[]> {
+export async function callersAwaitingCarrier(
+  db: Db,
+  now: Date,
+  afterMs: number,
+  intervalMs: number,
+  limit: number,
+): Promise<CallRow[]> {
   const { rows } = await db.query<CallRow>({
     name: 'callers_awaiting_carrier',
     text: `SELECT * FROM calls

@@ -26,7 +26,13 @@ declare global {
     interface Tasks {
       'call.dial': { legId: string; attempt?: number };
       /** `since`: when the command was first tried (ISO), the start of its retry policy's window. */
-      'call.command': { callControlId: string; action: 'hangup' | 'reject'; commandId: string; attempt?: number; since?: string };
+      'call.command': {
+        callControlId: string;
+        action: 'hangup' | 'reject';
+        commandId: string;
+        attempt?: number;
+        since?: string;
+      };
       /** Inbound: answer the waiting caller, then bridge them to the leg that answered. */
       'call.connect': { callId: string; attempt?: number; since?: string };
     }
@@ -72,7 +78,13 @@ export async function createOutboundCall(
   carrier: string,
 ): Promise<CallRow | Refusal> {
   const number = await numberOwned(tx, c.accountId, c.from);
-  if (!number) return { refused: true, code: 'from_not_owned', detail: `${c.from} is not one of this account's phone numbers`, param: 'from' };
+  if (!number)
+    return {
+      refused: true,
+      code: 'from_not_owned',
+      detail: `${c.from} is not one of this account's phone numbers`,
+      param: 'from',
+    };
   const call = await callInsert(tx, {
     accountId: c.accountId,
     tenantId: number.tenant_id,
@@ -99,7 +111,12 @@ export async function startLeg(tx: Tx, call: CallRow, position: number): Promise
  * so of two workers handling the same hangup only one claims the next turn.
  * Past the last target the call ends missed.
  */
-export async function ringOn(tx: Tx, call: CallRow, position: number, at: Date): Promise<'dialing_next' | 'missed' | 'nothing'> {
+export async function ringOn(
+  tx: Tx,
+  call: CallRow,
+  position: number,
+  at: Date,
+): Promise<'dialing_next' | 'missed' | 'nothing'> {
   const next = position + 1;
   if (next < call.ring_plan.targets.length) {
     const claimed = await callClaimNext(tx, call.id, next);
@@ -118,7 +135,11 @@ export async function ringOn(tx: Tx, call: CallRow, position: number, at: Date):
  * the minutes billed if it was answered, one call.completed or call.missed, and
  * hang-ups for whatever is still up (except what hung up itself).
  */
-export async function afterCallEnded(tx: Tx, call: CallRow, except: { legId?: string; callerHungUp?: boolean }): Promise<void> {
+export async function afterCallEnded(
+  tx: Tx,
+  call: CallRow,
+  except: { legId?: string; callerHungUp?: boolean },
+): Promise<void> {
   const legs = await legsOf(tx, call.id);
   if (call.status === 'completed') {
     await bill(tx, {

@@ -38,11 +38,15 @@ export interface CallCommandDeps {
 // The carrier's answer to a bridge of a leg that is not answered yet: it will be, shortly.
 const NOT_ANSWERED_YET = '90034';
 
-export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1): Promise<'dialed' | 'canceled' | 'refused' | 'retrying' | 'nothing'> {
+export async function dialLeg(
+  deps: CallCommandDeps,
+  legId: string,
+  attempt = 1,
+): Promise<'dialed' | 'canceled' | 'refused' | 'retrying' | 'nothing'> {
   const leg = await legGet(deps.pool, legId);
-  if (!leg || leg.status !== 'dialing' || leg.ended_at) return 'nothing';
+  if (leg?.status !== 'dialing' || leg.ended_at) return 'nothing';
   const call = await callById(deps.pool, leg.call_id);
-  if (!call || call.status !== 'ringing') {
+  if (call?.status !== 'ringing') {
     await withTx(deps.pool, async (tx) => {
       await callLock(tx, leg.call_id);
       await legAbandon(tx, leg.id, 'canceled', 'call_ended_before_dial', new Date());
@@ -73,9 +77,14 @@ export async function dialLeg(deps: CallCommandDeps, legId: string, attempt = 1)
     return 'dialed';
   }
   const now = deps.now?.() ?? new Date();
-  const next = result.kind === 'retry' ? decideRetry(deps.policies.dial, { attempt, since: leg.created_at, now, retryAfterMs: result.retryAfterMs }) : null;
+  const next =
+    result.kind === 'retry'
+      ? decideRetry(deps.policies.dial, { attempt, since: leg.created_at, now, retryAfterMs: result.retryAfterMs })
+      : null;
   if (next?.retry) {
-    await withTx(deps.pool, (tx) => enqueue(tx, 'call.dial', { legId, attempt: attempt + 1 }, { runAt: next.runAt, jobKey: `call.dial:${legId}` }));
+    await withTx(deps.pool, (tx) =>
+      enqueue(tx, 'call.dial', { legId, attempt: attempt + 1 }, { runAt: next.runAt, jobKey: `call.dial:${legId}` }),
+    );
     return 'retrying';
   }
   const cause = result.kind === 'rejected' ? `dial_refused:${result.code}` : 'carrier_unavailable';
@@ -121,7 +130,10 @@ async function retryCommand<K extends 'call.command' | 'call.connect'>(
   const since = payload.since ?? now.toISOString();
   const next = decideRetry(deps.policies.command, { attempt, since: new Date(since), now, retryAfterMs });
   if (!next.retry) {
-    deps.log.error({ task, payload, detail }, 'the carrier did not take a call command within its retry window; giving up');
+    deps.log.error(
+      { task, payload, detail },
+      'the carrier did not take a call command within its retry window; giving up',
+    );
     return false;
   }
   const again = { ...payload, attempt: attempt + 1, since } as GraphileWorker.Tasks[K];
@@ -140,7 +152,7 @@ export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> 
     const { callId } = payload;
     const jobKey = `call.connect:${callId}`;
     const call = await callById(deps.pool, callId);
-    if (!call || call.status !== 'in_progress' || !call.caller_call_control_id || !call.answered_leg_id) return;
+    if (call?.status !== 'in_progress' || !call.caller_call_control_id || !call.answered_leg_id) return;
     const leg = await legGet(deps.pool, call.answered_leg_id);
     const caller = call.caller_call_control_id;
     if (!leg?.call_control_id) {
@@ -158,16 +170,31 @@ export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> 
     }
     // A refused answer usually means an earlier run of this job answered already
     // (outside the carrier's 60 s command_id window): go on and bridge.
-    if (!answered.ok) deps.log.warn({ callId, code: answered.code }, 'the carrier refused to answer the caller; bridging anyway');
-    const bridged = await deps.carrier.callAction(caller, { action: 'bridge', otherCallControlId: leg.call_control_id }, `bridge:${callId}`);
+    if (!answered.ok)
+      deps.log.warn({ callId, code: answered.code }, 'the carrier refused to answer the caller; bridging anyway');
+    const bridged = await deps.carrier.callAction(
+      caller,
+      { action: 'bridge', otherCallControlId: leg.call_control_id },
+      `bridge:${callId}`,
+    );
     if (bridged.ok) return;
     if (bridged.kind === 'retry' || bridged.code === NOT_ANSWERED_YET) {
-      await retryCommand(deps, 'call.connect', payload, bridged.kind === 'retry' ? bridged.retryAfterMs : null, bridged.detail, jobKey);
+      await retryCommand(
+        deps,
+        'call.connect',
+        payload,
+        bridged.kind === 'retry' ? bridged.retryAfterMs : null,
+        bridged.detail,
+        jobKey,
+      );
       return;
     }
     // Both parties are up but will never hear each other: hang up both, and their
     // hangups end the call at the carrier's times.
-    deps.log.error({ callId, code: bridged.code, detail: bridged.detail }, 'the carrier refused to bridge the caller; hanging up both legs');
+    deps.log.error(
+      { callId, code: bridged.code, detail: bridged.detail },
+      'the carrier refused to bridge the caller; hanging up both legs',
+    );
     await withTx(deps.pool, async (tx) => {
       await hangUp(tx, caller);
       await hangUp(tx, leg.call_control_id!);

@@ -72,7 +72,11 @@ function notYet(ctx: HandlerContext, what: string): HandlerResult {
   return { outcome: 'ignored', reason: `${what}; gave up waiting` };
 }
 
-async function inboundCall(tx: Tx, ev: Extract<CarrierEvent, { kind: 'call.initiated' }>, ctx: HandlerContext): Promise<HandlerResult> {
+async function inboundCall(
+  tx: Tx,
+  ev: Extract<CarrierEvent, { kind: 'call.initiated' }>,
+  ctx: HandlerContext,
+): Promise<HandlerResult> {
   const number = await numberByE164(tx, ev.to);
   const gone = await legEndingFind(tx, ctx.carrier, ev.callControlId);
   if (!number) {
@@ -96,12 +100,26 @@ async function inboundCall(tx: Tx, ev: Extract<CarrierEvent, { kind: 'call.initi
     ...(gone ? { endedAt: gone.ended_at } : {}),
   });
   if (!call) return { outcome: 'ignored', reason: 'this carrier leg is already a call' };
-  await emit(tx, { accountId: call.account_id, tenantId: call.tenant_id, type: 'call.initiated', subjectId: call.id, data: callResource(call, []), occurredAt: ev.occurredAt });
+  await emit(tx, {
+    accountId: call.account_id,
+    tenantId: call.tenant_id,
+    type: 'call.initiated',
+    subjectId: call.id,
+    data: callResource(call, []),
+    occurredAt: ev.occurredAt,
+  });
   if (!ringing) {
     // No ring plan: the caller is turned away. Or the caller had hung up before we
     // heard of the call: nobody is dialed for them.
     if (!gone) await rejectCaller(tx, ev.callControlId);
-    await emit(tx, { accountId: call.account_id, tenantId: call.tenant_id, type: 'call.missed', subjectId: call.id, data: callResource(call, []), occurredAt: call.ended_at! });
+    await emit(tx, {
+      accountId: call.account_id,
+      tenantId: call.tenant_id,
+      type: 'call.missed',
+      subjectId: call.id,
+      data: callResource(call, []),
+      occurredAt: call.ended_at!,
+    });
     return { outcome: 'applied' };
   }
   // The caller stays parked (hearing ringback) until a target answers; call.connect then answers and bridges.
@@ -115,24 +133,42 @@ async function inboundCall(tx: Tx, ev: Extract<CarrierEvent, { kind: 'call.initi
  * after the command_id window. It must not move our leg; if it is up, hang it up.
  */
 function isStray(leg: LegRow, callControlId: string): boolean {
-  return (leg.call_control_id !== null && leg.call_control_id !== callControlId) || leg.status === 'failed' || leg.status === 'canceled';
+  return (
+    (leg.call_control_id !== null && leg.call_control_id !== callControlId) ||
+    leg.status === 'failed' ||
+    leg.status === 'canceled'
+  );
 }
 
-async function legAnswered(tx: Tx, call: CallRow, leg: LegRow, ev: Extract<CarrierEvent, { kind: 'call.answered' }>): Promise<HandlerResult> {
+async function legAnswered(
+  tx: Tx,
+  call: CallRow,
+  leg: LegRow,
+  ev: Extract<CarrierEvent, { kind: 'call.answered' }>,
+): Promise<HandlerResult> {
   if (isStray(leg, ev.callControlId)) {
     await hangUp(tx, ev.callControlId);
     return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
   }
   await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
-  if (!(await legAnswer(tx, leg.id, ev.occurredAt, ev.source === 'reconciliation'))) return { outcome: 'ignored', reason: `leg already ${leg.status}` };
+  if (!(await legAnswer(tx, leg.id, ev.occurredAt, ev.source === 'reconciliation')))
+    return { outcome: 'ignored', reason: `leg already ${leg.status}` };
   const won = await callAnswer(tx, call.id, leg.id, ev.occurredAt);
   if (!won) {
     // The call was answered by another leg, or ended: this answer loses and the leg is hung up.
     await hangUp(tx, ev.callControlId);
     return { outcome: 'ignored', reason: `call already ${call.status}; leg hung up` };
   }
-  await emit(tx, { accountId: won.account_id, tenantId: won.tenant_id, type: 'call.answered', subjectId: won.id, data: callResource(won, await legsOf(tx, won.id)), occurredAt: ev.occurredAt });
-  if (won.direction === 'inbound') await enqueue(tx, 'call.connect', { callId: won.id }, { jobKey: `call.connect:${won.id}` });
+  await emit(tx, {
+    accountId: won.account_id,
+    tenantId: won.tenant_id,
+    type: 'call.answered',
+    subjectId: won.id,
+    data: callResource(won, await legsOf(tx, won.id)),
+    occurredAt: ev.occurredAt,
+  });
+  if (won.direction === 'inbound')
+    await enqueue(tx, 'call.connect', { callId: won.id }, { jobKey: `call.connect:${won.id}` });
   return { outcome: 'applied' };
 }
 
@@ -174,7 +210,9 @@ async function legHungUp(
   }
   if (ended.answered_at) return { outcome: 'ignored', reason: 'a leg that lost the answer' };
   const step = await ringOn(tx, call, leg.position, at);
-  return step === 'nothing' ? { outcome: 'ignored', reason: `call ${call.status}; nothing to ring` } : { outcome: 'applied' };
+  return step === 'nothing'
+    ? { outcome: 'ignored', reason: `call ${call.status}; nothing to ring` }
+    : { outcome: 'applied' };
 }
 
 export const callHandlers: HandlerRegistry = {
@@ -204,7 +242,10 @@ export const callHandlers: HandlerRegistry = {
       // Not a call of ours yet: an inbound caller who gave up before their
       // call.initiated was processed. The call, when it comes, honours this.
       const kept = await legEndingRecord(tx, ctx.carrier, ev.callControlId, at, ev.hangupCause);
-      return { outcome: 'ignored', reason: kept ? 'no call has this carrier leg yet; its ending is kept' : 'ending already kept' };
+      return {
+        outcome: 'ignored',
+        reason: kept ? 'no call has this carrier leg yet; its ending is kept' : 'ending already kept',
+      };
     }
     if ('leg' in found) return legHungUp(tx, found.call, found.leg, ev, ctx);
     // The caller hung up: ringing → missed, connected → completed; hang up the rest.

@@ -9,7 +9,8 @@ import { E164 } from '../numbers/numbers.js';
 import { callResource, createOutboundCall, MAX_TARGETS } from './calls.js';
 import { callGet, callList, legsOf } from './calls.sql.js';
 
-const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) => Type.Union([t, Type.Null()]);
+const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) =>
+  Type.Union([t, Type.Null()]);
 const Time = Type.String({ format: 'date-time' });
 
 const Leg = Type.Object({
@@ -54,7 +55,9 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
           {
             from: E164,
             to: Type.Array(E164, { minItems: 1, maxItems: MAX_TARGETS, 'x-code': 'invalid_ring_targets' }),
-            ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20, 'x-code': 'invalid_ring_timeout' })),
+            ring_timeout_secs: Type.Optional(
+              Type.Integer({ minimum: 5, maximum: 120, default: 20, 'x-code': 'invalid_ring_timeout' }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -64,7 +67,11 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
     async (req, reply) => {
       const { accountId } = req.principal;
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        const call = await createOutboundCall(tx, { accountId, from: req.body.from, to: req.body.to, ringTimeoutSecs: req.body.ring_timeout_secs ?? 20 }, 'telnyx');
+        const call = await createOutboundCall(
+          tx,
+          { accountId, from: req.body.from, to: req.body.to, ringTimeoutSecs: req.body.ring_timeout_secs ?? 20 },
+          'telnyx',
+        );
         if ('refused' in call) throw unprocessable(call.code, call.detail, call.param);
         return { status: 201, body: callResource(call, await legsOf(tx, call.id)) };
       });
@@ -87,15 +94,35 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
     },
     async (req) => {
       const q = req.query;
-      const rows = await callList(ctx.pool, req.principal.accountId, { status: q.status, direction: q.direction }, q.limit, q.starting_after ?? null);
+      const rows = await callList(
+        ctx.pool,
+        req.principal.accountId,
+        { status: q.status, direction: q.direction },
+        q.limit,
+        q.starting_after ?? null,
+      );
       const p = page(rows, q.limit);
-      return { data: await Promise.all(p.data.map(async (c) => callResource(c, await legsOf(ctx.pool, c.id)))), has_more: p.has_more };
+      return {
+        data: await Promise.all(p.data.map(async (c) => callResource(c, await legsOf(ctx.pool, c.id)))),
+        has_more: p.has_more,
+      };
     },
   );
 
-  app.get('/calls/:id', { schema: { tags, summary: 'Get a call with its legs', params: Type.Object({ id: Type.String({ maxLength: 64 }) }), response: { 200: Call } } }, async (req) => {
-    const call = await callGet(ctx.pool, req.principal.accountId, req.params.id);
-    if (!call) throw notFound('call');
-    return callResource(call, await legsOf(ctx.pool, call.id));
-  });
+  app.get(
+    '/calls/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get a call with its legs',
+        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        response: { 200: Call },
+      },
+    },
+    async (req) => {
+      const call = await callGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!call) throw notFound('call');
+      return callResource(call, await legsOf(ctx.pool, call.id));
+    },
+  );
 };

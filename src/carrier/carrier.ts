@@ -205,7 +205,10 @@ export interface MessageLookup {
 }
 
 /** A lookup's answer: the resource, or "the carrier no longer knows it" (it keeps call data only briefly). */
-export type LookupResult<T> = ({ ok: true } & T) | { ok: false; kind: 'unknown'; detail: string } | { ok: false; kind: 'retry'; detail: string };
+export type LookupResult<T> =
+  | ({ ok: true } & T)
+  | { ok: false; kind: 'unknown'; detail: string }
+  | { ok: false; kind: 'retry'; detail: string };
 
 /** The carrier's REST API, as the workers use it. */
 export interface CarrierClient {
@@ -216,7 +219,11 @@ export interface CarrierClient {
    * "The call has already ended" counts as success (for a hangup the wanted state
    * holds), reported as `alreadyEnded` for the callers to whom it means more.
    */
-  callAction(callControlId: string, a: CallAction, commandId: string): Promise<CommandResult<{ alreadyEnded: boolean }>>;
+  callAction(
+    callControlId: string,
+    a: CallAction,
+    commandId: string,
+  ): Promise<CommandResult<{ alreadyEnded: boolean }>>;
   lookupLeg(callControlId: string): Promise<LookupResult<LegLookup>>;
   lookupMessage(carrierMessageId: string): Promise<LookupResult<MessageLookup>>;
 }

@@ -17,13 +17,13 @@ import { enqueue } from '../jobs/enqueue.js';
 import { decideRetry, waitedOut, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
+import { MalformedCarrierEvent, type CarrierAdapter, type CarrierEvent, type CarrierEventKind } from './carrier.js';
 import {
-  MalformedCarrierEvent,
-  type CarrierAdapter,
-  type CarrierEvent,
-  type CarrierEventKind,
-} from './carrier.js';
-import { carrierEventLock, carrierEventMarkProcessed, carrierEventPendingAbout, carrierEventRecordError } from './events.sql.js';
+  carrierEventLock,
+  carrierEventMarkProcessed,
+  carrierEventPendingAbout,
+  carrierEventRecordError,
+} from './events.sql.js';
 
 declare global {
   namespace GraphileWorker {
@@ -90,7 +90,11 @@ export interface ProcessDeps {
 export type ProcessOutcome = HandlerResult['outcome'] | 'already_processed' | 'missing';
 
 /** Applies one stored carrier event. Exported for tests and tools; the job calls it. */
-export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string, attempt = 1): Promise<ProcessOutcome | 'waiting'> {
+export async function processCarrierEvent(
+  deps: ProcessDeps,
+  eventRowId: string,
+  attempt = 1,
+): Promise<ProcessOutcome | 'waiting'> {
   const clock = deps.now ?? (() => new Date());
   try {
     return await withTx(deps.pool, async (tx) => {
@@ -116,7 +120,8 @@ export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string,
         now,
         attempt,
         waitedOut: waitedOut(deps.notReady, row.created_at, now),
-        pendingAbout: (kind, subject) => carrierEventPendingAbout(tx, row.carrier, subject, adapter.eventTypes(kind), eventRowId),
+        pendingAbout: (kind, subject) =>
+          carrierEventPendingAbout(tx, row.carrier, subject, adapter.eventTypes(kind), eventRowId),
       };
       const result: HandlerResult = handler
         ? await handler(tx, event, ctx)
@@ -134,10 +139,15 @@ export async function processCarrierEvent(deps: ProcessDeps, eventRowId: string,
       const next = decideRetry({ ...deps.notReady, giveUpAfterMs: null }, { attempt, since: now, now });
       await withTx(deps.pool, async (tx) => {
         await carrierEventRecordError(tx, eventRowId, `waiting: ${err.message}`);
-        await enqueue(tx, 'carrier_event.process', { eventId: eventRowId, attempt: attempt + 1 }, {
-          runAt: next.retry ? next.runAt : now,
-          jobKey: `carrier_event.process:${eventRowId}`,
-        });
+        await enqueue(
+          tx,
+          'carrier_event.process',
+          { eventId: eventRowId, attempt: attempt + 1 },
+          {
+            runAt: next.retry ? next.runAt : now,
+            jobKey: `carrier_event.process:${eventRowId}`,
+          },
+        );
         await err.also?.(tx);
       });
       return 'waiting';

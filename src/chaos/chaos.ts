@@ -19,7 +19,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import type pg from 'pg';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { formatAuditReport, runAudit, type AuditReport } from '../audit/audit.js';
 import { loadConfig } from '../config.js';
@@ -126,7 +126,11 @@ const SMS_PLAN = [
   { to: '+15555550105', status: 'sent', events: ['message.sent'] },
 ];
 const CALL_PLAN = [
-  { to: ['+15555550110', '+15555550111', '+15555550113'], status: 'completed', events: ['call.answered', 'call.completed'] },
+  {
+    to: ['+15555550110', '+15555550111', '+15555550113'],
+    status: 'completed',
+    events: ['call.answered', 'call.completed'],
+  },
   { to: ['+15555550113'], status: 'completed', events: ['call.answered', 'call.completed'] },
   { to: ['+15555550110', '+15555550112'], status: 'missed', events: ['call.missed'] },
 ];
@@ -157,7 +161,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     let adminUrl = opts.databaseUrl;
     if (!adminUrl) {
       const dir = await mkdtemp(path.join(tmpdir(), 'handset-chaos-'));
-      const embedded = await startEmbeddedPostgres({ stateDir: dir, log: opts.log, durable: false, maxConnections: 300 });
+      const embedded = await startEmbeddedPostgres({
+        stateDir: dir,
+        log: opts.log,
+        durable: false,
+        maxConnections: 300,
+      });
       cleanups.push(() => rm(dir, { recursive: true, force: true }), embedded.stop);
       adminUrl = embedded.url;
     }
@@ -180,7 +189,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       handsetDbUrl = target.toString();
     }
 
-    const sim = await startSimulator({ webhookUrl: null, timeScale: opts.timeScale, seed: opts.seed, behaviour: opts.behaviour, log: opts.log });
+    const sim = await startSimulator({
+      webhookUrl: null,
+      timeScale: opts.timeScale,
+      seed: opts.seed,
+      behaviour: opts.behaviour,
+      log: opts.log,
+    });
     cleanups.push(() => sim.close());
     const env = {
       HANDSET_HOST: '127.0.0.1',
@@ -209,10 +224,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       const urls: string[] = [];
       for (let i = 0; i < opts.ingestProcesses; i++) {
         const port = await freePort();
-        const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'ingest'], {
-          env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: handsetDbUrl, HANDSET_INGEST_PORT: String(port) },
-          stdio: ['ignore', 'ignore', 'inherit'],
-        });
+        const child = spawn(
+          process.execPath,
+          ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'ingest'],
+          {
+            env: {
+              PATH: process.env.PATH,
+              HOME: process.env.HOME,
+              ...env,
+              DATABASE_URL: handsetDbUrl,
+              HANDSET_INGEST_PORT: String(port),
+            },
+            stdio: ['ignore', 'ignore', 'inherit'],
+          },
+        );
         watchExit(child);
         cleanups.push(async () => stopChild(child));
         urls.push(`http://127.0.0.1:${port}/webhooks/telnyx`);
@@ -231,7 +256,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     // database is cut) with the same Idempotency-Key, as a careful client does.
     const receiver = await startCountingReceiver();
     cleanups.push(() => receiver.close());
-    const apiKey = await withTx(pool, async (tx) => (await apiKeyCreate(tx, (await accountCreate(tx, 'Chaos')).id)).key);
+    const apiKey = await withTx(
+      pool,
+      async (tx) => (await apiKeyCreate(tx, (await accountCreate(tx, 'Chaos')).id)).key,
+    );
     const api = async (p: string, body: unknown) => {
       const key = randomBytes(12).toString('hex');
       for (let attempt = 0; ; attempt++) {
@@ -256,10 +284,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     // The workers, in processes of their own, killed and restarted at random.
     const workers = new Set<ChildProcess>();
     const startWorker = () => {
-      const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'worker'], {
-        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: handsetDbUrl },
-        stdio: ['ignore', 'ignore', 'inherit'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['--unhandled-rejections=strict', HANDSET_BIN, 'serve', '--roles', 'worker'],
+        {
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATABASE_URL: handsetDbUrl },
+          stdio: ['ignore', 'ignore', 'inherit'],
+        },
+      );
       workers.add(child);
       watchExit(child);
       child.on('exit', () => workers.delete(child));
@@ -307,7 +339,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     }
 
     // The storm.
-    opts.out(`storm: ${opts.outboundMessages} SMS out, ${opts.inboundMessages} in, ${opts.outboundCalls} calls out, ${opts.inboundCalls} in; ${opts.workers} workers, one SIGKILLed every ${opts.killEveryMs.join('–')} ms`);
+    opts.out(
+      `storm: ${opts.outboundMessages} SMS out, ${opts.inboundMessages} in, ${opts.outboundCalls} calls out, ${opts.inboundCalls} in; ${opts.workers} workers, one SIGKILLed every ${opts.killEveryMs.join('–')} ms`,
+    );
     const expected = new Map<string, { status: string; events: string[] }>();
     const inbound: { from: string; kind: 'sms' | 'call' }[] = [];
     const work: (() => Promise<void>)[] = [];
@@ -341,10 +375,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     }
     shuffle(work);
     const gap = opts.loadMs / Math.max(1, work.length);
-    await Promise.all(work.map(async (w, i) => {
-      await sleep(i * gap);
-      await w();
-    }));
+    await Promise.all(
+      work.map(async (w, i) => {
+        await sleep(i * gap);
+        await w();
+      }),
+    );
 
     opts.out(`storm sent after ${Math.round((Date.now() - started) / 1000)} s; cuts stop, waiting for quiescence…`);
     cuttingOn = false;
@@ -359,11 +395,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
 
     const audit = await runAudit(pool, {
       graceSeconds: 0,
-      reconcile: { intervalMs: config.reconcileIntervalMs, afterMs: config.reconcileAfterMs, messageAfterMs: config.reconcileMessageAfterMs },
+      reconcile: {
+        intervalMs: config.reconcileIntervalMs,
+        afterMs: config.reconcileAfterMs,
+        messageAfterMs: config.reconcileMessageAfterMs,
+      },
     });
     const acknowledged = (from: string, type: string) =>
-      sim.webhooks.some((w) => w.eventType === type && w.status !== null && w.status < 300 && w.body.includes(`"${from}"`));
-    const reached = inbound.filter(({ from, kind }) => acknowledged(from, kind === 'sms' ? 'message.received' : 'call.initiated'));
+      sim.webhooks.some(
+        (w) => w.eventType === type && w.status !== null && w.status < 300 && w.body.includes(`"${from}"`),
+      );
+    const reached = inbound.filter(({ from, kind }) =>
+      acknowledged(from, kind === 'sms' ? 'message.received' : 'call.initiated'),
+    );
     const mismatches = await compare(pool, expected, reached, (opts.behaviour.contradictionRate ?? 0) > 0);
     const q = async (sql: string) => Number((await pool.query<{ n: number }>(sql)).rows[0]!.n);
     const counts = sim.counts;
@@ -376,9 +420,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         dropped: counts.dropped,
         held: counts.held,
         sends: sim.requests.filter((r) => r.path === '/v2/messages' && r.status === 200 && !r.replayed).length,
-        dials: sim.requests.filter((r) => r.path === '/v2/calls' && r.status === 200 && !r.deduplicated && !r.replayed).length,
+        dials: sim.requests.filter((r) => r.path === '/v2/calls' && r.status === 200 && !r.deduplicated && !r.replayed)
+          .length,
       },
-      reconciledFacts: await q(`SELECT count(*)::int AS n FROM carrier_events WHERE carrier_event_id LIKE 'reconcile:%'`),
+      reconciledFacts: await q(
+        `SELECT count(*)::int AS n FROM carrier_events WHERE carrier_event_id LIKE 'reconcile:%'`,
+      ),
       lostAtCarrier: inbound.length - reached.length,
       dbCuts: { count: cuts.count, seconds: Math.round(cuts.ms / 100) / 10, maxRecoveryMs: cuts.maxRecoveryMs },
       unexpectedExits: exits.length,
@@ -434,7 +481,13 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
   while (calm < 2) {
     if (Date.now() > deadline) throw new Error('no quiescence within 10 minutes');
     await sim.idle();
-    const { rows } = await pool.query<{ jobs: number; deliveries: number; events: number; calls: number; messages: number }>(`
+    const { rows } = await pool.query<{
+      jobs: number;
+      deliveries: number;
+      events: number;
+      calls: number;
+      messages: number;
+    }>(`
       SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS jobs,
              (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries,
              (SELECT count(*) FROM carrier_events ce WHERE processed_at IS NULL
@@ -443,7 +496,10 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
              (SELECT count(*) FROM calls WHERE status IN ('ringing', 'in_progress')) AS calls,
              (SELECT count(*) FROM messages WHERE status IN ('queued', 'scheduled')) AS messages`);
     const busy = rows[0]!;
-    const summary = Object.entries(busy).filter(([, v]) => Number(v) > 0).map(([k, v]) => `${k} ${v}`).join(', ');
+    const summary = Object.entries(busy)
+      .filter(([, v]) => Number(v) > 0)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ');
     if (summary && summary !== last) out(`  still busy: ${summary}`);
     last = summary;
     calm = summary === '' ? calm + 1 : 0;

@@ -41,6 +41,11 @@ const result = await runChaos({
 
 process.stdout.write(`\n${chaosTable(result)}\n\n${formatAuditReport(result.audit)}\n`);
 if (result.mismatches.length > 0) {
-  process.stdout.write(`\ndifferences from a well-behaved carrier:\n${result.mismatches.slice(0, 20).map((m) => `  ${m}`).join('\n')}\n`);
+  process.stdout.write(
+    `\ndifferences from a well-behaved carrier:\n${result.mismatches
+      .slice(0, 20)
+      .map((m) => `  ${m}`)
+      .join('\n')}\n`,
+  );
 }
 process.exit(result.audit.ok && result.mismatches.length === 0 && result.unexpectedExits === 0 ? 0 : 1);

@@ -46,9 +46,15 @@ const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
   migrate: { mode: 'serve', run: migrateCommand },
   accounts: { mode: 'serve', run: accountsCommand },
   sim: { mode: 'dev', run: (args, _config, log) => runSimCommand(args, log) },
-  listen: { mode: 'dev', run: (args, config) => runListen(args, config.stateDir, { out: (l) => process.stdout.write(`${l}\n`) }) },
+  listen: {
+    mode: 'dev',
+    run: (args, config) => runListen(args, config.stateDir, { out: (l) => process.stdout.write(`${l}\n`) }),
+  },
   audit: { mode: 'dev', run: auditCommand },
-  trigger: { mode: 'dev', run: (args, config) => runTrigger(args, config.stateDir, (l) => process.stdout.write(`${l}\n`)) },
+  trigger: {
+    mode: 'dev',
+    run: (args, config) => runTrigger(args, config.stateDir, (l) => process.stdout.write(`${l}\n`)),
+  },
   reconcile: { mode: 'serve', run: reconcileCommand },
 };
 
@@ -96,7 +102,8 @@ function parseRoles(text: string | undefined): Role[] {
 async function serve(args: string[], config: Config, log: Logger) {
   const { values } = parseArgs({ args, options: { roles: { type: 'string' } } });
   const roles = parseRoles(values.roles);
-  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
+  if (!config.databaseUrl)
+    throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
   let starting: Promise<Platform> | undefined;
   onShutdown(log, async () => (await starting)?.stop());
   starting = startPlatform({ config, databaseUrl: config.databaseUrl, roles, log });
@@ -153,7 +160,13 @@ async function accountsCommand(args: string[], config: Config, log: Logger) {
  * dev`, else starts the embedded one under the state directory for the audit.
  */
 async function auditCommand(args: string[], config: Config, log: Logger) {
-  const io = { reconcile: { intervalMs: config.reconcileIntervalMs, afterMs: config.reconcileAfterMs, messageAfterMs: config.reconcileMessageAfterMs } };
+  const io = {
+    reconcile: {
+      intervalMs: config.reconcileIntervalMs,
+      afterMs: config.reconcileAfterMs,
+      messageAfterMs: config.reconcileMessageAfterMs,
+    },
+  };
   if (config.databaseUrl) return runAuditCommand(args, config.databaseUrl, log, io);
   const dev = await readDevState(config.stateDir);
   if (dev && isAlive(dev.pid)) return runAuditCommand(args, dev.databaseUrl, log, io);
@@ -178,7 +191,10 @@ async function reconcileCommand(args: string[], config: Config, log: Logger) {
   if (!dev || !isAlive(dev.pid)) {
     throw new ConfigError('DATABASE_URL', 'is required by handset reconcile (or run it next to a running handset dev)');
   }
-  const devConfig: Config = { ...config, telnyx: { ...config.telnyx, apiUrl: dev.carrier.TELNYX_API_URL, apiKey: dev.carrier.TELNYX_API_KEY } };
+  const devConfig: Config = {
+    ...config,
+    telnyx: { ...config.telnyx, apiUrl: dev.carrier.TELNYX_API_URL, apiKey: dev.carrier.TELNYX_API_KEY },
+  };
   return runReconcileCommand(args, devConfig, dev.databaseUrl, log, out);
 }
 

@@ -28,7 +28,10 @@ const identifier = (name: string) => {
 
 /** Creates the database and returns its URL. */
 export async function createDatabase(serverUrl: string, name: string, template?: string): Promise<string> {
-  await onServer(serverUrl, `CREATE DATABASE ${identifier(name)}${template ? ` TEMPLATE ${identifier(template)}` : ''}`);
+  await onServer(
+    serverUrl,
+    `CREATE DATABASE ${identifier(name)}${template ? ` TEMPLATE ${identifier(template)}` : ''}`,
+  );
   return withDatabase(serverUrl, name);
 }
 

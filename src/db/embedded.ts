@@ -51,9 +51,12 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   const port = initialised && (await isPortFree(existing.port)) ? existing.port : await freePort();
 
   const flags = [
-    '-c', 'listen_addresses=127.0.0.1',
-    '-c', 'unix_socket_directories=',
-    '-c', `max_connections=${opts.maxConnections ?? 200}`,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+    '-c',
+    `max_connections=${opts.maxConnections ?? 200}`,
   ];
   if (opts.durable === false) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
@@ -122,7 +125,10 @@ async function claimStateDir(stateDir: string, dataDir: string): Promise<void> {
     throw new Error(`another handset (pid ${owner}) is using ${stateDir}`);
   }
   await writeFile(pidFile, String(process.pid));
-  const postmaster = Number.parseInt((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0] ?? '', 10);
+  const postmaster = Number.parseInt(
+    (await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0] ?? '',
+    10,
+  );
   if (postmaster && isAlive(postmaster)) {
     process.kill(postmaster, 'SIGINT'); // fast shutdown
     for (let i = 0; i < 100 && isAlive(postmaster); i++) await new Promise((r) => setTimeout(r, 100));

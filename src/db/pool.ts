@@ -28,6 +28,8 @@ export function createPool(connectionString: string, opts: PoolOptions): pg.Pool
   // An idle client losing its connection must not crash the process; the pool
   // drops it and the next checkout opens a new one.
   pool.on('error', (err) => opts.log?.warn({ err: err.message }, 'idle database client error'));
-  pool.on('connect', (client) => client.on('error', (err) => opts.log?.warn({ err: err.message }, 'database client error')));
+  pool.on('connect', (client) =>
+    client.on('error', (err) => opts.log?.warn({ err: err.message }, 'database client error')),
+  );
   return pool;
 }

@@ -55,7 +55,8 @@ export interface DeliveryDeps {
 }
 
 export const endpointLane = (endpointId: string) => `endpoint:${endpointId}`;
-const jobKeyOf = (trigger: AttemptTrigger, deliveryId: string) => `${trigger === 'redeliver' ? 'redeliver' : 'delivery'}:${deliveryId}`;
+const jobKeyOf = (trigger: AttemptTrigger, deliveryId: string) =>
+  `${trigger === 'redeliver' ? 'redeliver' : 'delivery'}:${deliveryId}`;
 
 export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'> {
   const inFlight = new Map<string, number>();
@@ -82,7 +83,10 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     const busy = inFlight.get(endpoint.id) ?? 0;
     if (!job.inSerialQueue && (endpoint.consecutive_failures > 0 || busy >= deps.parallelPerEndpoint)) {
       await withTx(deps.pool, (tx) =>
-        enqueue(tx, 'delivery.attempt', payload, { queueName: endpointLane(endpoint.id), jobKey: jobKeyOf(trigger, deliveryId) }),
+        enqueue(tx, 'delivery.attempt', payload, {
+          queueName: endpointLane(endpoint.id),
+          jobKey: jobKeyOf(trigger, deliveryId),
+        }),
       );
       return;
     }
@@ -92,12 +96,19 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     let result: AttemptResult;
     try {
       const secrets = [endpoint.secret];
-      if (endpoint.previous_secret && endpoint.previous_secret_expires_at && endpoint.previous_secret_expires_at > startedAt) {
+      if (
+        endpoint.previous_secret &&
+        endpoint.previous_secret_expires_at &&
+        endpoint.previous_secret_expires_at > startedAt
+      ) {
         secrets.push(endpoint.previous_secret);
       }
       const body = eventBody(event);
       const headers = webhookHeaders(secrets, event.id, Math.floor(startedAt.getTime() / 1000), body);
-      result = await sendWebhook(endpoint.url, headers, body, { timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivate });
+      result = await sendWebhook(endpoint.url, headers, body, {
+        timeoutMs: deps.timeoutMs,
+        allowPrivate: deps.allowPrivate,
+      });
     } finally {
       const left = (inFlight.get(endpoint.id) ?? 1) - 1;
       if (left > 0) inFlight.set(endpoint.id, left);
@@ -110,7 +121,9 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
       // Lock order: the endpoint row first, then delivery rows. Two attempts to one
       // endpoint finishing together must not take them in opposite orders.
       const counted = !succeeded && !redelivery;
-      const failures = counted ? await endpointRecordFailure(tx, endpoint.id) : (await endpointLock(tx, endpoint.id), null);
+      let failures: number | null = null;
+      if (counted) failures = await endpointRecordFailure(tx, endpoint.id);
+      else await endpointLock(tx, endpoint.id);
       const attempt = await attemptRecord(tx, {
         delivery_id: deliveryId,
         trigger,

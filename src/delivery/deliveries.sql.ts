@@ -57,7 +57,12 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
   // row_to_json leaves timestamps as strings
   const date = (v: unknown) => (v === null ? null : new Date(v as string));
   return {
-    delivery: { ...row.d, next_attempt_at: date(row.d.next_attempt_at), created_at: date(row.d.created_at)!, updated_at: date(row.d.updated_at)! },
+    delivery: {
+      ...row.d,
+      next_attempt_at: date(row.d.next_attempt_at),
+      created_at: date(row.d.created_at)!,
+      updated_at: date(row.d.updated_at)!,
+    },
     endpoint: {
       ...row.e,
       previous_secret_expires_at: date(row.e.previous_secret_expires_at),
@@ -74,7 +79,10 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
  * Counts the attempt on its delivery and logs it; returns its number among all
  * attempts and among the scheduled ones (what the retry schedule counts).
  */
-export async function attemptRecord(tx: Tx, a: Omit<AttemptRow, 'id' | 'attempt'>): Promise<{ attempt: number; scheduled: number }> {
+export async function attemptRecord(
+  tx: Tx,
+  a: Omit<AttemptRow, 'id' | 'attempt'>,
+): Promise<{ attempt: number; scheduled: number }> {
   const { rows } = await tx.query<{ attempt: number; scheduled: number }>({
     name: 'attempt_record',
     text: `WITH d AS (
@@ -91,7 +99,16 @@ export async function attemptRecord(tx: Tx, a: Omit<AttemptRow, 'id' | 'attempt'
                   (SELECT count(*) FROM webhook_attempts WHERE delivery_id = $1 AND trigger = 'scheduled')::int
                     + CASE WHEN $2 = 'scheduled' THEN 1 ELSE 0 END AS scheduled
              FROM ins`,
-    values: [a.delivery_id, a.trigger, a.url, a.started_at, a.duration_ms, a.response_status, a.response_excerpt, a.error],
+    values: [
+      a.delivery_id,
+      a.trigger,
+      a.url,
+      a.started_at,
+      a.duration_ms,
+      a.response_status,
+      a.response_excerpt,
+      a.error,
+    ],
   });
   return rows[0]!;
 }
@@ -173,7 +190,10 @@ export async function deliveryMarkRedelivered(tx: Tx, id: string): Promise<boole
   return rowCount === 1;
 }
 
-export async function deliveryListForEvent(db: Db, eventId: string): Promise<(DeliveryRow & { url: string; attempt_log: AttemptRow[] })[]> {
+export async function deliveryListForEvent(
+  db: Db,
+  eventId: string,
+): Promise<(DeliveryRow & { url: string; attempt_log: AttemptRow[] })[]> {
   const { rows } = await db.query(
     `SELECT d.*, e.url,
             coalesce((SELECT json_agg(a.* ORDER BY a.attempt) FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempt_log

@@ -45,7 +45,12 @@ export async function endpointGet(db: Db, accountId: string, id: string): Promis
   return rows[0] ?? null;
 }
 
-export async function endpointList(db: Db, accountId: string, limit: number, startingAfter: string | null): Promise<EndpointRow[]> {
+export async function endpointList(
+  db: Db,
+  accountId: string,
+  limit: number,
+  startingAfter: string | null,
+): Promise<EndpointRow[]> {
   const { rows } = await db.query<EndpointRow>(
     `SELECT * FROM webhook_endpoints
       WHERE account_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR id < $2)
@@ -63,7 +68,12 @@ export async function endpointUpdate(
   tx: Tx,
   accountId: string,
   id: string,
-  patch: { url?: string | undefined; description?: string | null | undefined; eventTypes?: string[] | undefined; enabled?: boolean | undefined },
+  patch: {
+    url?: string | undefined;
+    description?: string | null | undefined;
+    eventTypes?: string[] | undefined;
+    enabled?: boolean | undefined;
+  },
 ): Promise<EndpointRow | null> {
   const { rows } = await tx.query<EndpointRow>(
     `UPDATE webhook_endpoints SET
@@ -77,7 +87,15 @@ export async function endpointUpdate(
         updated_at = now()
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
       RETURNING *`,
-    [id, accountId, patch.url ?? null, patch.description !== undefined, patch.description ?? null, patch.eventTypes ?? null, patch.enabled ?? null],
+    [
+      id,
+      accountId,
+      patch.url ?? null,
+      patch.description !== undefined,
+      patch.description ?? null,
+      patch.eventTypes ?? null,
+      patch.enabled ?? null,
+    ],
   );
   return rows[0] ?? null;
 }
@@ -111,7 +129,11 @@ export async function endpointRotateSecret(
 
 /** Takes the endpoint's row lock without changing it (delivery outcomes lock the endpoint first). */
 export async function endpointLock(tx: Tx, id: string): Promise<void> {
-  await tx.query({ name: 'endpoint_lock', text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE', values: [id] });
+  await tx.query({
+    name: 'endpoint_lock',
+    text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE',
+    values: [id],
+  });
 }
 
 /** A success resets the count; only writes when there is something to reset. */

@@ -107,7 +107,11 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
         tags,
         summary: 'Subscribe a URL to events',
         body: Type.Object(
-          { url: Type.String({ maxLength: 2048 }), event_types: Type.Optional(EventTypeList), description: Type.Optional(Type.String({ maxLength: 500 })) },
+          {
+            url: Type.String({ maxLength: 2048 }),
+            event_types: Type.Optional(EventTypeList),
+            description: Type.Optional(Type.String({ maxLength: 500 })),
+          },
           { additionalProperties: false },
         ),
         response: { 201: Endpoint },
@@ -130,17 +134,30 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     },
   );
 
-  app.get('/webhook_endpoints', { schema: { tags, summary: 'List endpoints', querystring: ListQuery, response: { 200: listOf(Endpoint) } } }, async (req) => {
-    const rows = await endpointList(ctx.pool, req.principal.accountId, req.query.limit, req.query.starting_after ?? null);
-    const p = page(rows, req.query.limit);
-    return { data: p.data.map((e) => endpointResource(e)), has_more: p.has_more };
-  });
+  app.get(
+    '/webhook_endpoints',
+    { schema: { tags, summary: 'List endpoints', querystring: ListQuery, response: { 200: listOf(Endpoint) } } },
+    async (req) => {
+      const rows = await endpointList(
+        ctx.pool,
+        req.principal.accountId,
+        req.query.limit,
+        req.query.starting_after ?? null,
+      );
+      const p = page(rows, req.query.limit);
+      return { data: p.data.map((e) => endpointResource(e)), has_more: p.has_more };
+    },
+  );
 
-  app.get('/webhook_endpoints/:id', { schema: { tags, summary: 'Get an endpoint', params: IdParams, response: { 200: Endpoint } } }, async (req) => {
-    const e = await endpointGet(ctx.pool, req.principal.accountId, req.params.id);
-    if (!e) throw notFound('webhook endpoint');
-    return endpointResource(e);
-  });
+  app.get(
+    '/webhook_endpoints/:id',
+    { schema: { tags, summary: 'Get an endpoint', params: IdParams, response: { 200: Endpoint } } },
+    async (req) => {
+      const e = await endpointGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!e) throw notFound('webhook endpoint');
+      return endpointResource(e);
+    },
+  );
 
   app.patch(
     '/webhook_endpoints/:id',
@@ -178,7 +195,14 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
 
   app.delete(
     '/webhook_endpoints/:id',
-    { schema: { tags, summary: 'Delete an endpoint', params: IdParams, response: { 200: Type.Object({ id: Type.String(), deleted: Type.Boolean() }) } } },
+    {
+      schema: {
+        tags,
+        summary: 'Delete an endpoint',
+        params: IdParams,
+        response: { 200: Type.Object({ id: Type.String(), deleted: Type.Boolean() }) },
+      },
+    },
     async (req) => {
       const deleted = await withTx(ctx.pool, (tx) => endpointDelete(tx, req.principal.accountId, req.params.id));
       if (!deleted) throw notFound('webhook endpoint');
@@ -198,7 +222,13 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     },
     async (req) => {
       const e = await withTx(ctx.pool, (tx) =>
-        endpointRotateSecret(tx, req.principal.accountId, req.params.id, newEndpointSecret(), new Date(Date.now() + SECRET_OVERLAP_MS)),
+        endpointRotateSecret(
+          tx,
+          req.principal.accountId,
+          req.params.id,
+          newEndpointSecret(),
+          new Date(Date.now() + SECRET_OVERLAP_MS),
+        ),
       );
       if (!e) throw notFound('webhook endpoint');
       return endpointResource(e, true);
@@ -246,7 +276,14 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
 
   app.get(
     '/events/:id/deliveries',
-    { schema: { tags: eventTags, summary: "An event's deliveries and every attempt", params: IdParams, response: { 200: listOf(Delivery) } } },
+    {
+      schema: {
+        tags: eventTags,
+        summary: "An event's deliveries and every attempt",
+        params: IdParams,
+        response: { 200: listOf(Delivery) },
+      },
+    },
     async (req) => {
       const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
       if (!ev) throw notFound('event');
@@ -280,7 +317,8 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags: eventTags,
-        summary: 'Send the event once more (same id, fresh signatures) to its enabled endpoints; each is an attempt of its own',
+        summary:
+          'Send the event once more (same id, fresh signatures) to its enabled endpoints; each is an attempt of its own',
         params: IdParams,
         response: { 202: Type.Object({ event_id: Type.String(), deliveries: Type.Array(Type.String()) }) },
       },
@@ -290,7 +328,11 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       if (!ev) throw notFound('event');
       const ids = await withTx(ctx.pool, (tx) => deliveryRedeliver(tx, ev.id));
       if (ids.length === 0) {
-        throw new ApiError(409, 'nothing_to_redeliver', 'This event has no delivery to an endpoint that still exists and is enabled');
+        throw new ApiError(
+          409,
+          'nothing_to_redeliver',
+          'This event has no delivery to an endpoint that still exists and is enabled',
+        );
       }
       return reply.code(202).send({ event_id: ev.id, deliveries: ids });
     },

@@ -94,7 +94,8 @@ export async function checkEndpointUrl(text: string, allowPrivate: boolean): Pro
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowPrivate)) {
     return { ok: false, code: 'invalid_url', detail: 'url must use https' };
   }
-  if (url.username || url.password) return { ok: false, code: 'invalid_url', detail: 'url must not contain credentials' };
+  if (url.username || url.password)
+    return { ok: false, code: 'invalid_url', detail: 'url must not contain credentials' };
   if (allowPrivate) return { ok: true, url };
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: string[];

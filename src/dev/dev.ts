@@ -32,7 +32,8 @@ export async function startDev(config: Config, log: Logger, opts: { reset?: bool
   if (opts.reset) await rm(config.stateDir, { recursive: true, force: true });
   const stops: (() => Promise<void>)[] = [];
   const stop = async () => {
-    for (const s of stops.reverse()) await s().catch((err: Error) => log.error({ err: err.message }, 'dev shutdown step failed'));
+    for (const s of stops.reverse())
+      await s().catch((err: Error) => log.error({ err: err.message }, 'dev shutdown step failed'));
   };
   try {
     let databaseUrl = config.databaseUrl;
@@ -95,7 +96,13 @@ async function ensureDemo(databaseUrl: string, stateDir: string, log: Logger) {
     return await withTx(pool, async (tx) => {
       const account = await accountCreate(tx, 'Demo');
       const { key } = await apiKeyCreate(tx, account.id);
-      await numberCreate(tx, { accountId: account.id, tenantId: null, number: DEMO_NUMBER, inboundRing: DEMO_RING, ringTimeoutSecs: 5 });
+      await numberCreate(tx, {
+        accountId: account.id,
+        tenantId: null,
+        number: DEMO_NUMBER,
+        inboundRing: DEMO_RING,
+        ringTimeoutSecs: 5,
+      });
       return { accountId: account.id, apiKey: key, number: DEMO_NUMBER };
     });
   } finally {

@@ -30,7 +30,12 @@ export interface ListenIo {
 }
 
 /** Verifies a Standard Webhooks request; returns the reason it fails, or null. */
-export function verifyWebhook(secret: string, headers: http.IncomingHttpHeaders, body: string, nowSeconds: number): string | null {
+export function verifyWebhook(
+  secret: string,
+  headers: http.IncomingHttpHeaders,
+  body: string,
+  nowSeconds: number,
+): string | null {
   const id = headers['webhook-id'];
   const ts = headers['webhook-timestamp'];
   const sig = headers['webhook-signature'];
@@ -114,11 +119,19 @@ export async function runListen(args: string[], stateDir: string, io: ListenIo):
   const saved = JSON.parse(await readFile(file, 'utf8').catch(() => 'null')) as Saved | null;
   let endpointId: string | null = null;
   if (saved && saved.apiUrl === apiUrl) {
-    const patched = await api('PATCH', `/v1/webhook_endpoints/${saved.endpointId}`, { url: localUrl, enabled: true, event_types: eventTypes });
+    const patched = await api('PATCH', `/v1/webhook_endpoints/${saved.endpointId}`, {
+      url: localUrl,
+      enabled: true,
+      event_types: eventTypes,
+    });
     if (patched.status === 200) ({ endpointId, secret } = saved);
   }
   if (!endpointId) {
-    const created = await api('POST', '/v1/webhook_endpoints', { url: localUrl, event_types: eventTypes, description: 'handset listen' });
+    const created = await api('POST', '/v1/webhook_endpoints', {
+      url: localUrl,
+      event_types: eventTypes,
+      description: 'handset listen',
+    });
     if (created.status !== 201 || !created.json) {
       server.close();
       throw new Error(`could not subscribe ${localUrl}: ${JSON.stringify(created.json)}`);
@@ -150,7 +163,10 @@ export async function runListen(args: string[], stateDir: string, io: ListenIo):
 function describe(data: Record<string, unknown>): string {
   const parts = [String(data['id'] ?? '')];
   if (data['status']) parts.push(String(data['status']));
-  if (data['from'] && data['to']) parts.push(`${String(data['from'])} → ${Array.isArray(data['to']) ? (data['to'] as string[]).join(',') : String(data['to'])}`);
+  if (data['from'] && data['to'])
+    parts.push(
+      `${String(data['from'])} → ${Array.isArray(data['to']) ? (data['to'] as string[]).join(',') : String(data['to'])}`,
+    );
   if (data['duration_seconds']) parts.push(`${String(data['duration_seconds'])} s`);
   return parts.join('  ');
 }

@@ -35,7 +35,10 @@ export async function writeDevState(stateDir: string, state: DevState): Promise<
 }
 
 /** The API to talk to: flags and environment win, else the running dev platform. */
-export async function resolveApi(stateDir: string, flags: { apiUrl?: string | undefined; apiKey?: string | undefined }) {
+export async function resolveApi(
+  stateDir: string,
+  flags: { apiUrl?: string | undefined; apiKey?: string | undefined },
+) {
   const dev = await readDevState(stateDir);
   const apiUrl = flags.apiUrl ?? process.env.HANDSET_API_URL ?? dev?.apiUrl;
   const apiKey = flags.apiKey ?? process.env.HANDSET_API_KEY ?? dev?.apiKey;

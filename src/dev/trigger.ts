@@ -11,8 +11,10 @@ import { resolveApi } from './state.js';
 type Out = (line: string) => void;
 
 interface Ctx {
-  api: (method: string, path: string, body?: unknown) => Promise<{ status: number; json: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  sim: (method: string, path: string, body?: unknown) => Promise<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  // biome-ignore lint/suspicious/noExplicitAny: scenarios read the API's JSON loosely, as a script would
+  api: (method: string, path: string, body?: unknown) => Promise<{ status: number; json: any }>;
+  // biome-ignore lint/suspicious/noExplicitAny: the simulator's control API, read loosely
+  sim: (method: string, path: string, body?: unknown) => Promise<any>;
   number: string;
   out: Out;
 }
@@ -46,7 +48,9 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
       const previous = (await c.sim('GET', '/state')).behaviour;
       await c.sim('PUT', '/behaviour', { duplicateRate: 1, resendNewIdRate: 1, contradictionRate: 1 });
       try {
-        c.out('The simulator now sends every webhook twice, re-sends each fact under a new event id, and says "delivery_failed" after "delivered".');
+        c.out(
+          'The simulator now sends every webhook twice, re-sends each fact under a new event id, and says "delivery_failed" after "delivered".',
+        );
         const id = await sendAndFollow(c, '+15555550100', 'delivered');
         await c.sim('GET', '/idle');
         const after = (await c.sim('GET', '/state')).counts;
@@ -54,9 +58,14 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
           `The carrier told ${after.events - before.events} facts in ${after.attempts - before.attempts} webhooks ` +
             `(${after.duplicates - before.duplicates} duplicates, ${after.resends - before.resends} re-sent under new ids).`,
         );
-        const history = (await c.api('GET', `/v1/messages/${id}/status_history`)).json.data as { effect: string; carrier_status: string | null }[];
+        const history = (await c.api('GET', `/v1/messages/${id}/status_history`)).json.data as {
+          effect: string;
+          carrier_status: string | null;
+        }[];
         const refused = history.filter((h) => h.effect === 'refused').map((h) => h.carrier_status);
-        c.out(`Handset applied one terminal status and refused ${refused.length} later word(s): ${refused.join(', ') || 'none'}.`);
+        c.out(
+          `Handset applied one terminal status and refused ${refused.length} later word(s): ${refused.join(', ') || 'none'}.`,
+        );
         c.out(`Your endpoint got: ${(await eventTypes(c, id)).join(', ')} — one event per transition.`);
       } finally {
         await c.sim('PUT', '/behaviour', previous);
@@ -73,33 +82,52 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
         const got = (await c.api('GET', `/v1/calls/${res.json.id}`)).json;
         return ['completed', 'missed'].includes(got.status) && got;
       }, 60_000);
-      for (const leg of call.legs) c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}`);
-      c.out(`Call ${call.status} after ${call.duration_seconds} s; events: ${(await eventTypes(c, call.id)).join(', ')}`);
+      for (const leg of call.legs)
+        c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}`);
+      c.out(
+        `Call ${call.status} after ${call.duration_seconds} s; events: ${(await eventTypes(c, call.id)).join(', ')}`,
+      );
     },
   },
   'lost-hangup': {
-    about: 'a call whose hangup webhook the carrier loses for good: Handset asks the carrier and ends it from its record',
+    about:
+      'a call whose hangup webhook the carrier loses for good: Handset asks the carrier and ends it from its record',
     run: async (c) => {
       const to = `+1555555${String(Math.floor(Math.random() * 9000) + 1000)}`;
-      await c.sim('PUT', `/personas/${encodeURIComponent(to)}`, { call: { answerAfterMs: 1000, talkMs: 3000 }, lose: ['call.hangup'] });
+      await c.sim('PUT', `/personas/${encodeURIComponent(to)}`, {
+        call: { answerAfterMs: 1000, talkMs: 3000 },
+        lose: ['call.hangup'],
+      });
       const res = await c.api('POST', '/v1/calls', { from: c.number, to: [to], ring_timeout_secs: 10 });
       if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
-      c.out(`Placed ${res.json.id} to ${to}: it answers, talks 3 s and hangs up — and the carrier never tells us it hung up.`);
+      c.out(
+        `Placed ${res.json.id} to ${to}: it answers, talks 3 s and hangs up — and the carrier never tells us it hung up.`,
+      );
       const call = await waitFor(async () => {
         const got = (await c.api('GET', `/v1/calls/${res.json.id}`)).json;
         return ['completed', 'missed'].includes(got.status) && got;
       }, 180_000);
       for (const leg of call.legs) {
-        const learned = leg.reconciled.length ? ` — ${leg.reconciled.join(', ')} learned from the carrier's record` : '';
-        c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}${learned}`);
+        const learned = leg.reconciled.length
+          ? ` — ${leg.reconciled.join(', ')} learned from the carrier's record`
+          : '';
+        c.out(
+          `  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}${learned}`,
+        );
       }
-      c.out(`Call ${call.status} after ${call.duration_seconds} s (the carrier's times); events: ${(await eventTypes(c, call.id)).join(', ')}`);
+      c.out(
+        `Call ${call.status} after ${call.duration_seconds} s (the carrier's times); events: ${(await eventTypes(c, call.id)).join(', ')}`,
+      );
       const lost = ((await c.sim('GET', '/dropped')) as { data?: { eventType: string; body: string }[] }).data ?? [];
-      const hangups = lost.filter((d) => d.eventType === 'call.hangup' && d.body.includes(call.legs[0]?.to ?? '\u0000'));
+      const hangups = lost.filter(
+        (d) => d.eventType === 'call.hangup' && d.body.includes(call.legs[0]?.to ?? '\u0000'),
+      );
       for (const d of hangups) await c.sim('POST', '/deliver', { body: d.body });
       if (hangups.length) {
         await new Promise((r) => setTimeout(r, 1500));
-        c.out(`The lost hangup arrived at last; Handset changed nothing: events ${(await eventTypes(c, call.id)).join(', ')}.`);
+        c.out(
+          `The lost hangup arrived at last; Handset changed nothing: events ${(await eventTypes(c, call.id)).join(', ')}.`,
+        );
       }
     },
   },
@@ -114,21 +142,28 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
         const found = list.json.data.find((x: { from: string }) => x.from === from);
         return found && ['completed', 'missed'].includes(found.status) && found;
       }, 60_000);
-      for (const leg of call.legs) c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}`);
+      for (const leg of call.legs)
+        c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}`);
       c.out(`Call ${call.status}; events: ${(await eventTypes(c, call.id)).join(', ')}`);
     },
   },
 };
 
 async function sendAndFollow(c: Ctx, to: string, expect: string): Promise<string> {
-  const res = await c.api('POST', '/v1/messages', { from: c.number, to, body: `Hello from handset trigger at ${new Date().toISOString()}` });
+  const res = await c.api('POST', '/v1/messages', {
+    from: c.number,
+    to,
+    body: `Hello from handset trigger at ${new Date().toISOString()}`,
+  });
   if (res.status !== 201) throw new Error(`POST /v1/messages: ${JSON.stringify(res.json)}`);
   c.out(`Sent ${res.json.id} to ${to} (status ${res.json.status}).`);
   const m = await waitFor(async () => {
     const got = (await c.api('GET', `/v1/messages/${res.json.id}`)).json;
     return ['delivered', 'failed'].includes(got.status) && got;
   });
-  c.out(`It is ${m.status}${m.error_code ? ` (error ${m.error_code})` : ''}${m.status === expect ? '' : ` — expected ${expect}`}.`);
+  c.out(
+    `It is ${m.status}${m.error_code ? ` (error ${m.error_code})` : ''}${m.status === expect ? '' : ` — expected ${expect}`}.`,
+  );
   return m.id as string;
 }
 
@@ -156,7 +191,12 @@ export async function runTrigger(args: string[], stateDir: string, out: Out): Pr
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { 'api-url': { type: 'string' }, 'api-key': { type: 'string' }, 'sim-url': { type: 'string' }, number: { type: 'string' } },
+    options: {
+      'api-url': { type: 'string' },
+      'api-key': { type: 'string' },
+      'sim-url': { type: 'string' },
+      number: { type: 'string' },
+    },
   });
   const scenario = positionals[0] ? SCENARIOS[positionals[0]] : undefined;
   if (!scenario) {
@@ -167,7 +207,8 @@ export async function runTrigger(args: string[], stateDir: string, out: Out): Pr
   const { apiUrl, apiKey, dev } = await resolveApi(stateDir, { apiUrl: values['api-url'], apiKey: values['api-key'] });
   const simUrl = values['sim-url'] ?? dev?.simControlUrl;
   const number = values.number ?? dev?.number;
-  if (!simUrl || !number) throw new Error('no simulator to drive: run `npm start` first, or pass --sim-url and --number');
+  if (!simUrl || !number)
+    throw new Error('no simulator to drive: run `npm start` first, or pass --sim-url and --number');
   const call = async (base: string, headers: Record<string, string>, method: string, path: string, body?: unknown) => {
     const res = await fetch(base + path, {
       method,

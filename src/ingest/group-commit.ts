@@ -92,7 +92,7 @@ export class CarrierEventWriter {
         this.pool,
         batch.map((w) => w.event),
       );
-      batch.forEach((w, i) => w.resolve(results[i]!));
+      for (const [i, w] of batch.entries()) w.resolve(results[i]!);
     } catch (err) {
       if (batch.length > 1 && isBadInput(err)) {
         // Find the webhook the database refused; the others are stored as usual.

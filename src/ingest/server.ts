@@ -74,12 +74,15 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
       if (failure) return answer(reply, started, 'bad_signature', 401, { error: failure });
 
       let text: string;
-      let envelope;
+      let envelope: ReturnType<typeof adapter.envelope>;
       try {
         text = storableJson(utf8.decode(raw));
         envelope = adapter.envelope(JSON.parse(text));
       } catch {
-        return answer(reply, started, 'bad_request', 400, { error: 'malformed_body', detail: 'body is not UTF-8 JSON' });
+        return answer(reply, started, 'bad_request', 400, {
+          error: 'malformed_body',
+          detail: 'body is not UTF-8 JSON',
+        });
       }
       if (!envelope) {
         return answer(reply, started, 'bad_request', 400, {
@@ -102,7 +105,10 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
           : answer(reply, started, 'duplicate', 200, { status: 'duplicate' });
       } catch (err) {
         if (isBadInput(err)) {
-          return answer(reply, started, 'bad_request', 400, { error: 'unstorable_body', detail: 'the database refused the body' });
+          return answer(reply, started, 'bad_request', 400, {
+            error: 'unstorable_body',
+            detail: 'the database refused the body',
+          });
         }
         log.error({ err: (err as Error).message, carrier: adapter.name }, 'could not store carrier event');
         return answer(reply, started, 'db_error', 503, { error: 'unavailable', detail: 'try again' });
@@ -128,7 +134,8 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
 
 // An escape (`\u`, not itself escaped by a backslash) of NUL, of a high surrogate
 // with or without the low one after it, or of a lone low surrogate.
-const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|[dD][c-fC-F][0-9a-fA-F]{2})/g;
+const UNSTORABLE_ESCAPE =
+  /(?<!\\)((?:\\\\)*)\\u(?:0000|([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|[dD][c-fC-F][0-9a-fA-F]{2})/g;
 
 /**
  * jsonb cannot hold U+0000 or a lone UTF-16 surrogate (an SMS cut in the middle of
@@ -139,7 +146,9 @@ const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|([dD][89abAB][0-9a-fA-F]
  */
 export function storableJson(text: string): string {
   if (!text.includes('\\u')) return text;
-  return text.replace(UNSTORABLE_ESCAPE, (escape, backslashes: string, high: string | undefined, low: string | undefined) =>
-    high && low ? escape : `${backslashes}\\ufffd`,
+  return text.replace(
+    UNSTORABLE_ESCAPE,
+    (match, backslashes: string, high: string | undefined, low: string | undefined) =>
+      high && low ? match : `${backslashes}\\ufffd`,
   );
 }

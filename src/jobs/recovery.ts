@@ -25,7 +25,11 @@ export async function forgetHeartbeat(db: pg.Pool, poolId: string): Promise<void
  * pools whose heartbeat is stale, and lock holders with no heartbeat at all (a
  * process killed before its first beat). Returns the pool ids it unlocked.
  */
-export async function sweepStaleWorkers(db: pg.Pool, staleAfterMs: number, ownPoolId: string | null = null): Promise<string[]> {
+export async function sweepStaleWorkers(
+  db: pg.Pool,
+  staleAfterMs: number,
+  ownPoolId: string | null = null,
+): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>({
     name: 'worker_sweep_find',
     text: `WITH bound AS (SELECT now() - make_interval(secs => $1::double precision / 1000) AS t)

@@ -61,7 +61,8 @@ export function decideRetry(
   policy: RetryPolicy,
   o: { attempt: number; since: Date; now: Date; retryAfterMs?: number | null },
 ): RetryDecision {
-  if (policy.giveUpAfterMs !== null && o.now.getTime() - o.since.getTime() >= policy.giveUpAfterMs) return { retry: false };
+  if (policy.giveUpAfterMs !== null && o.now.getTime() - o.since.getTime() >= policy.giveUpAfterMs)
+    return { retry: false };
   const base = retryDelayMs(policy, o.attempt);
   const delay = o.retryAfterMs != null ? Math.min(Math.max(o.retryAfterMs, base), policy.maxDelayMs) : base;
   return { retry: true, runAt: new Date(o.now.getTime() + delay) };

@@ -98,15 +98,12 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
     beating.unref();
   });
 
-  const sweeping = setInterval(
-    () => {
-      if (healthySince === null || Date.now() - healthySince < opts.staleAfterMs) return;
-      sweepStaleWorkers(pool, opts.staleAfterMs, poolId)
-        .then((ids) => ids.length > 0 && log.warn({ pools: ids }, 'unlocked jobs of silent workers'))
-        .catch((err: Error) => log.warn({ err: err.message }, 'worker sweep failed'));
-    },
-    recoveryTimings(opts.staleAfterMs).sweepEveryMs,
-  );
+  const sweeping = setInterval(() => {
+    if (healthySince === null || Date.now() - healthySince < opts.staleAfterMs) return;
+    sweepStaleWorkers(pool, opts.staleAfterMs, poolId)
+      .then((ids) => ids.length > 0 && log.warn({ pools: ids }, 'unlocked jobs of silent workers'))
+      .catch((err: Error) => log.warn({ err: err.message }, 'worker sweep failed'));
+  }, recoveryTimings(opts.staleAfterMs).sweepEveryMs);
   sweeping.unref();
 
   const taskList: Record<string, Task> = {};

@@ -22,7 +22,13 @@ import type { TaskHandler } from '../jobs/runner.js';
 import { emit } from '../outbox/outbox.js';
 import type { Logger } from '../telemetry/log.js';
 import { dispatchJobKey, messageResource } from './messages.js';
-import { historyRecord, messageById, messageClaimScheduled, messageMarkRejected, messageMarkSent } from './messages.sql.js';
+import {
+  historyRecord,
+  messageById,
+  messageClaimScheduled,
+  messageMarkRejected,
+  messageMarkSent,
+} from './messages.sql.js';
 
 export interface DispatchDeps {
   pool: pg.Pool;
@@ -49,7 +55,9 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
       // Early (clock skew between us and the database, or a job re-run): wait for
       // send_at, at least a second, so a skewed clock cannot make the job spin.
       const runAt = new Date(Math.max(m.send_at.getTime(), start.getTime() + 1000));
-      await withTx(deps.pool, (tx) => enqueue(tx, 'message.dispatch', { messageId }, { runAt, jobKey: dispatchJobKey(messageId) }));
+      await withTx(deps.pool, (tx) =>
+        enqueue(tx, 'message.dispatch', { messageId }, { runAt, jobKey: dispatchJobKey(messageId) }),
+      );
       return 'not_due';
     }
     // Claim it first: once queued, a cancel is refused, so we never send a canceled message.
@@ -79,28 +87,66 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
         occurredAt: at,
       });
       await historyRecord(tx, { messageId, source: 'dispatch', status: 'sent', effect: 'applied', occurredAt: at });
-      await emit(tx, { accountId: sent.account_id, tenantId: sent.tenant_id, type: 'message.sent', subjectId: sent.id, data: messageResource(sent), occurredAt: at });
+      await emit(tx, {
+        accountId: sent.account_id,
+        tenantId: sent.tenant_id,
+        type: 'message.sent',
+        subjectId: sent.id,
+        data: messageResource(sent),
+        occurredAt: at,
+      });
       return 'sent';
     });
   }
 
   // Retried with the same key from when the message was due, for as long as the carrier replays answers.
   const at = now();
-  const next = result.kind === 'retry' ? decideRetry(deps.policy, { attempt, since: m.send_at ?? m.created_at, now: at, retryAfterMs: result.retryAfterMs }) : null;
+  const next =
+    result.kind === 'retry'
+      ? decideRetry(deps.policy, {
+          attempt,
+          since: m.send_at ?? m.created_at,
+          now: at,
+          retryAfterMs: result.retryAfterMs,
+        })
+      : null;
   if (next === null || !next.retry) {
     const code = result.kind === 'rejected' ? result.code : OUTCOME_UNKNOWN;
     return withTx(deps.pool, async (tx) => {
       const failed = await messageMarkRejected(tx, messageId, code, at);
       if (!failed) return 'nothing_to_send';
-      await historyRecord(tx, { messageId, source: 'dispatch', status: 'failed', errorCode: code, effect: 'applied', note: result.detail, occurredAt: at });
-      await emit(tx, { accountId: failed.account_id, tenantId: failed.tenant_id, type: 'message.failed', subjectId: failed.id, data: messageResource(failed), occurredAt: at });
+      await historyRecord(tx, {
+        messageId,
+        source: 'dispatch',
+        status: 'failed',
+        errorCode: code,
+        effect: 'applied',
+        note: result.detail,
+        occurredAt: at,
+      });
+      await emit(tx, {
+        accountId: failed.account_id,
+        tenantId: failed.tenant_id,
+        type: 'message.failed',
+        subjectId: failed.id,
+        data: messageResource(failed),
+        occurredAt: at,
+      });
       return next === null ? 'rejected' : 'gave_up';
     });
   }
 
-  deps.log.warn({ messageId, attempt, status: result.status, runAt: next.runAt, detail: result.detail }, 'carrier outcome unknown; retrying with the same key');
+  deps.log.warn(
+    { messageId, attempt, status: result.status, runAt: next.runAt, detail: result.detail },
+    'carrier outcome unknown; retrying with the same key',
+  );
   await withTx(deps.pool, (tx) =>
-    enqueue(tx, 'message.dispatch', { messageId, attempt: attempt + 1 }, { runAt: next.runAt, jobKey: dispatchJobKey(messageId) }),
+    enqueue(
+      tx,
+      'message.dispatch',
+      { messageId, attempt: attempt + 1 },
+      { runAt: next.runAt, jobKey: dispatchJobKey(messageId) },
+    ),
   );
   return 'retrying';
 }

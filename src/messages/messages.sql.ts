@@ -74,7 +74,19 @@ export async function messageInsertInbound(
            VALUES ($1, $2, 'inbound', $3, $4, $5, $6, 'received', $7, $8, $9, $10, $11, $11)
            ON CONFLICT (carrier, carrier_message_id) DO NOTHING
            RETURNING *`,
-    values: [m.accountId, m.tenantId, m.from, m.to, m.body, m.mediaUrls, m.encoding, m.segments, m.carrier, m.carrierMessageId, m.receivedAt],
+    values: [
+      m.accountId,
+      m.tenantId,
+      m.from,
+      m.to,
+      m.body,
+      m.mediaUrls,
+      m.encoding,
+      m.segments,
+      m.carrier,
+      m.carrierMessageId,
+      m.receivedAt,
+    ],
   });
   return rows[0] ?? null;
 }
@@ -90,11 +102,19 @@ export async function messageGet(db: Db, accountId: string, id: string): Promise
 
 /** For jobs, which act on a message whoever owns it. */
 export async function messageById(db: Db, id: string): Promise<MessageRow | null> {
-  const { rows } = await db.query<MessageRow>({ name: 'message_by_id', text: 'SELECT * FROM messages WHERE id = $1', values: [id] });
+  const { rows } = await db.query<MessageRow>({
+    name: 'message_by_id',
+    text: 'SELECT * FROM messages WHERE id = $1',
+    values: [id],
+  });
   return rows[0] ?? null;
 }
 
-export async function messageByCarrierId(db: Db, carrier: string, carrierMessageId: string): Promise<MessageRow | null> {
+export async function messageByCarrierId(
+  db: Db,
+  carrier: string,
+  carrierMessageId: string,
+): Promise<MessageRow | null> {
   const { rows } = await db.query<MessageRow>({
     name: 'message_by_carrier_id',
     text: 'SELECT * FROM messages WHERE carrier = $1 AND carrier_message_id = $2',
@@ -131,7 +151,12 @@ export async function messageClaimScheduled(tx: Tx, id: string, now: Date): Prom
 }
 
 /** queued → sent with the carrier's id: the transition that bills the segments. */
-export async function messageMarkSent(tx: Tx, id: string, carrierMessageId: string, at: Date): Promise<MessageRow | null> {
+export async function messageMarkSent(
+  tx: Tx,
+  id: string,
+  carrierMessageId: string,
+  at: Date,
+): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
     text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3
@@ -190,7 +215,12 @@ export async function messageFinalize(
  * message the carrier never finalizes costs a handful of lookups, not one per
  * interval). Oldest first; Telnyx keeps messages for 10 days.
  */
-export async function messagesAwaitingReceipt(db: Db, now: Date, afterMs: number, limit: number): Promise<MessageRow[]> {
+export async function messagesAwaitingReceipt(
+  db: Db,
+  now: Date,
+  afterMs: number,
+  limit: number,
+): Promise<MessageRow[]> {
   const { rows } = await db.query<MessageRow>({
     name: 'messages_awaiting_receipt',
     text: `SELECT * FROM messages
@@ -229,7 +259,17 @@ export async function historyRecord(tx: Tx, h: HistoryEntry): Promise<void> {
     name: 'message_history_record',
     text: `INSERT INTO message_status_history (message_id, source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    values: [h.messageId, h.source, h.carrierEventId ?? null, h.status, h.carrierStatus ?? null, h.errorCode ?? null, h.effect, h.note ?? null, h.occurredAt],
+    values: [
+      h.messageId,
+      h.source,
+      h.carrierEventId ?? null,
+      h.status,
+      h.carrierStatus ?? null,
+      h.errorCode ?? null,
+      h.effect,
+      h.note ?? null,
+      h.occurredAt,
+    ],
   });
 }
 

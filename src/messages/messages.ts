@@ -42,7 +42,12 @@ export function messageResource(m: MessageRow) {
 }
 
 export type Refusal = { refused: true; code: string; detail: string; param?: string };
-const refuse = (code: string, detail: string, param?: string): Refusal => ({ refused: true, code, detail, ...(param ? { param } : {}) });
+const refuse = (code: string, detail: string, param?: string): Refusal => ({
+  refused: true,
+  code,
+  detail,
+  ...(param ? { param } : {}),
+});
 
 export interface NewMessage {
   accountId: string;
@@ -60,7 +65,8 @@ export interface NewMessage {
 export async function createMessage(tx: Tx, m: NewMessage, now: Date, carrier: string): Promise<MessageRow | Refusal> {
   if (!m.body && m.mediaUrls.length === 0) return refuse('empty_message', 'Give a body, media_urls, or both', 'body');
   if (m.sendAt) {
-    if (m.sendAt.getTime() <= now.getTime()) return refuse('invalid_send_at', 'send_at must be in the future', 'send_at');
+    if (m.sendAt.getTime() <= now.getTime())
+      return refuse('invalid_send_at', 'send_at must be in the future', 'send_at');
     if (m.sendAt.getTime() > now.getTime() + MAX_SCHEDULE_DAYS * 86_400_000) {
       return refuse('invalid_send_at', `send_at must be at most ${MAX_SCHEDULE_DAYS} days ahead`, 'send_at');
     }
@@ -80,11 +86,22 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date, carrier: s
     sendAt: m.sendAt,
     carrier,
   });
-  await historyRecord(tx, { messageId: message.id, source: 'api', status: message.status, effect: 'applied', occurredAt: now });
-  await enqueue(tx, 'message.dispatch', { messageId: message.id }, {
-    jobKey: dispatchJobKey(message.id),
-    ...(m.sendAt ? { runAt: m.sendAt } : {}),
+  await historyRecord(tx, {
+    messageId: message.id,
+    source: 'api',
+    status: message.status,
+    effect: 'applied',
+    occurredAt: now,
   });
+  await enqueue(
+    tx,
+    'message.dispatch',
+    { messageId: message.id },
+    {
+      jobKey: dispatchJobKey(message.id),
+      ...(m.sendAt ? { runAt: m.sendAt } : {}),
+    },
+  );
   return message;
 }
 
@@ -95,7 +112,14 @@ export async function cancelMessage(tx: Tx, accountId: string, id: string, now: 
   const m = await messageCancel(tx, accountId, id, now);
   if (!m) return null;
   await historyRecord(tx, { messageId: m.id, source: 'api', status: 'canceled', effect: 'applied', occurredAt: now });
-  await emit(tx, { accountId: m.account_id, tenantId: m.tenant_id, type: 'message.canceled', subjectId: m.id, data: messageResource(m), occurredAt: now });
+  await emit(tx, {
+    accountId: m.account_id,
+    tenantId: m.tenant_id,
+    type: 'message.canceled',
+    subjectId: m.id,
+    data: messageResource(m),
+    occurredAt: now,
+  });
   // The dispatch job would find nothing to send; remove it rather than let it run.
   await tx.query('SELECT graphile_worker.remove_job($1)', [dispatchJobKey(m.id)]);
   return m;

@@ -13,7 +13,13 @@ import { NotReadyError } from '../carrier/process.js';
 import { numberByE164 } from '../numbers/numbers.js';
 import { emit } from '../outbox/outbox.js';
 import { messageResource } from './messages.js';
-import { historyRecord, messageByCarrierId, messageById, messageFinalize, messageInsertInbound } from './messages.sql.js';
+import {
+  historyRecord,
+  messageByCarrierId,
+  messageById,
+  messageFinalize,
+  messageInsertInbound,
+} from './messages.sql.js';
 import { segmentsOf } from './segments.js';
 
 export const messageHandlers: HandlerRegistry = {
@@ -38,12 +44,23 @@ export const messageHandlers: HandlerRegistry = {
       return { outcome: 'ignored', reason: `${ev.carrierStatus} changes nothing` };
     }
 
-    const done = await messageFinalize(tx, m.id, ev.status, ev.status === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null, ev.occurredAt);
+    const done = await messageFinalize(
+      tx,
+      m.id,
+      ev.status,
+      ev.status === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null,
+      ev.occurredAt,
+    );
     if (!done) {
       // Read again: the row we looked up first may predate the transition that won
       // (the guarded UPDATE waited for its lock and then saw it).
       const now = (await messageById(tx, m.id))!;
-      await historyRecord(tx, { ...history, status: ev.status, effect: 'refused', note: `message already ${now.status}` });
+      await historyRecord(tx, {
+        ...history,
+        status: ev.status,
+        effect: 'refused',
+        note: `message already ${now.status}`,
+      });
       return { outcome: 'ignored', reason: `message already ${now.status}` };
     }
     await historyRecord(tx, { ...history, status: done.status, effect: 'applied' });
@@ -84,8 +101,22 @@ export const messageHandlers: HandlerRegistry = {
       sourceId: m.id,
       occurredAt: ev.occurredAt,
     });
-    await historyRecord(tx, { messageId: m.id, source: 'carrier', carrierEventId: ctx.eventRowId, status: 'received', effect: 'applied', occurredAt: ev.occurredAt });
-    await emit(tx, { accountId: m.account_id, tenantId: m.tenant_id, type: 'message.received', subjectId: m.id, data: messageResource(m), occurredAt: ev.occurredAt });
+    await historyRecord(tx, {
+      messageId: m.id,
+      source: 'carrier',
+      carrierEventId: ctx.eventRowId,
+      status: 'received',
+      effect: 'applied',
+      occurredAt: ev.occurredAt,
+    });
+    await emit(tx, {
+      accountId: m.account_id,
+      tenantId: m.tenant_id,
+      type: 'message.received',
+      subjectId: m.id,
+      data: messageResource(m),
+      occurredAt: ev.occurredAt,
+    });
     return { outcome: 'applied' };
   },
 };

@@ -21,7 +21,9 @@ const Message = Type.Object({
   to: Type.String(),
   body: Nullable(Type.String()),
   media_urls: Type.Array(Type.String()),
-  status: Type.String({ description: 'scheduled, queued, sent, delivered, failed, canceled (outbound); received (inbound)' }),
+  status: Type.String({
+    description: 'scheduled, queued, sent, delivered, failed, canceled (outbound); received (inbound)',
+  }),
   encoding: Type.String({ description: 'GSM-7, UCS-2 or MMS' }),
   segments: Type.Integer(),
   error_code: Nullable(Type.String()),
@@ -49,9 +51,13 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             to: E164,
             body: Type.Optional(Type.String({ maxLength: MAX_BODY_CHARACTERS })),
             media_urls: Type.Optional(
-              Type.Array(Type.String({ pattern: '^https://', maxLength: 2048, 'x-code': 'invalid_media_url' }), { maxItems: 10 }),
+              Type.Array(Type.String({ pattern: '^https://', maxLength: 2048, 'x-code': 'invalid_media_url' }), {
+                maxItems: 10,
+              }),
             ),
-            send_at: Type.Optional(Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' })),
+            send_at: Type.Optional(
+              Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -88,7 +94,9 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
         tags,
         summary: 'List messages, newest first',
         querystring: listQuery({
-          status: Type.Optional(Type.Enum(['scheduled', 'queued', 'sent', 'delivered', 'failed', 'canceled', 'received'])),
+          status: Type.Optional(
+            Type.Enum(['scheduled', 'queued', 'sent', 'delivered', 'failed', 'canceled', 'received']),
+          ),
           direction: Type.Optional(Type.Enum(['outbound', 'inbound'])),
         }),
         response: { 200: listOf(Message) },
@@ -96,24 +104,35 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
     },
     async (req) => {
       const q = req.query;
-      const rows = await messageList(ctx.pool, req.principal.accountId, { status: q.status, direction: q.direction }, q.limit, q.starting_after ?? null);
+      const rows = await messageList(
+        ctx.pool,
+        req.principal.accountId,
+        { status: q.status, direction: q.direction },
+        q.limit,
+        q.starting_after ?? null,
+      );
       const p = page(rows, q.limit);
       return { data: p.data.map(messageResource), has_more: p.has_more };
     },
   );
 
-  app.get('/messages/:id', { schema: { tags, summary: 'Get a message', params: IdParams, response: { 200: Message } } }, async (req) => {
-    const m = await messageGet(ctx.pool, req.principal.accountId, req.params.id);
-    if (!m) throw notFound('message');
-    return messageResource(m);
-  });
+  app.get(
+    '/messages/:id',
+    { schema: { tags, summary: 'Get a message', params: IdParams, response: { 200: Message } } },
+    async (req) => {
+      const m = await messageGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!m) throw notFound('message');
+      return messageResource(m);
+    },
+  );
 
   app.get(
     '/messages/:id/status_history',
     {
       schema: {
         tags,
-        summary: 'Every word about this message: API, dispatcher and each carrier receipt, and whether it changed the message',
+        summary:
+          'Every word about this message: API, dispatcher and each carrier receipt, and whether it changed the message',
         params: IdParams,
         response: {
           200: listOf(
@@ -140,7 +159,14 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
 
   app.post(
     '/messages/:id/cancel',
-    { schema: { tags, summary: 'Cancel a scheduled message (409 once it is no longer scheduled)', params: IdParams, response: { 200: Message } } },
+    {
+      schema: {
+        tags,
+        summary: 'Cancel a scheduled message (409 once it is no longer scheduled)',
+        params: IdParams,
+        response: { 200: Message },
+      },
+    },
     async (req) => {
       const { accountId } = req.principal;
       const m = await withTx(ctx.pool, async (tx) => {
@@ -148,7 +174,10 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
         if (canceled) return canceled;
         const existing = await messageGet(tx, accountId, req.params.id);
         if (!existing) throw notFound('message');
-        throw conflict('message_not_cancelable', `Only a scheduled message can be canceled; this one is ${existing.status}`);
+        throw conflict(
+          'message_not_cancelable',
+          `Only a scheduled message can be canceled; this one is ${existing.status}`,
+        );
       });
       return messageResource(m);
     },

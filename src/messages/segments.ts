@@ -51,7 +51,11 @@ export interface Split {
 export function splitSms(text: string): Split {
   const gsm7 = [...text].map((ch) => ({ ch, size: septets.get(ch) }));
   if (gsm7.every((c): c is Sized => c.size !== undefined)) return split(text, 'GSM-7', gsm7);
-  return split(text, 'UCS-2', [...text].map((ch) => ({ ch, size: ch.length })));
+  return split(
+    text,
+    'UCS-2',
+    [...text].map((ch) => ({ ch, size: ch.length })),
+  );
 }
 
 interface Sized {

@@ -63,7 +63,12 @@ export async function numberCreate(
   return rows[0] ?? null;
 }
 
-export async function numberList(db: Db, accountId: string, limit: number, startingAfter: string | null): Promise<PhoneNumberRow[]> {
+export async function numberList(
+  db: Db,
+  accountId: string,
+  limit: number,
+  startingAfter: string | null,
+): Promise<PhoneNumberRow[]> {
   const { rows } = await db.query<PhoneNumberRow>(
     `SELECT * FROM phone_numbers WHERE account_id = $1 AND ($2::text IS NULL OR id < $2)
       ORDER BY id DESC LIMIT $3`,
@@ -73,7 +78,10 @@ export async function numberList(db: Db, accountId: string, limit: number, start
 }
 
 export async function numberGet(db: Db, accountId: string, id: string): Promise<PhoneNumberRow | null> {
-  const { rows } = await db.query<PhoneNumberRow>('SELECT * FROM phone_numbers WHERE id = $1 AND account_id = $2', [id, accountId]);
+  const { rows } = await db.query<PhoneNumberRow>('SELECT * FROM phone_numbers WHERE id = $1 AND account_id = $2', [
+    id,
+    accountId,
+  ]);
   return rows[0] ?? null;
 }
 

@@ -19,7 +19,9 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
         body: Type.Object(
           {
             number: E164,
-            inbound_ring: Type.Optional(Type.Array(E164, { maxItems: 10, description: 'ring these in order on an inbound call' })),
+            inbound_ring: Type.Optional(
+              Type.Array(E164, { maxItems: 10, description: 'ring these in order on an inbound call' }),
+            ),
             ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20 })),
             tenant_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
           },
@@ -32,7 +34,8 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
       const { accountId } = req.principal;
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
         // `!== undefined`, not truthiness: any string given must name one of the account's tenants.
-        if (req.body.tenant_id !== undefined && !(await tenantGet(tx, accountId, req.body.tenant_id))) throw notFound('tenant');
+        if (req.body.tenant_id !== undefined && !(await tenantGet(tx, accountId, req.body.tenant_id)))
+          throw notFound('tenant');
         const n = await numberCreate(tx, {
           accountId,
           tenantId: req.body.tenant_id ?? null,
@@ -47,15 +50,35 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
     },
   );
 
-  app.get('/phone_numbers', { schema: { tags, summary: 'List numbers', querystring: ListQuery, response: { 200: listOf(PhoneNumber) } } }, async (req) => {
-    const rows = await numberList(ctx.pool, req.principal.accountId, req.query.limit, req.query.starting_after ?? null);
-    const p = page(rows, req.query.limit);
-    return { data: p.data.map(phoneNumberResource), has_more: p.has_more };
-  });
+  app.get(
+    '/phone_numbers',
+    { schema: { tags, summary: 'List numbers', querystring: ListQuery, response: { 200: listOf(PhoneNumber) } } },
+    async (req) => {
+      const rows = await numberList(
+        ctx.pool,
+        req.principal.accountId,
+        req.query.limit,
+        req.query.starting_after ?? null,
+      );
+      const p = page(rows, req.query.limit);
+      return { data: p.data.map(phoneNumberResource), has_more: p.has_more };
+    },
+  );
 
-  app.get('/phone_numbers/:id', { schema: { tags, summary: 'Get a number', params: Type.Object({ id: Type.String({ maxLength: 64 }) }), response: { 200: PhoneNumber } } }, async (req) => {
-    const n = await numberGet(ctx.pool, req.principal.accountId, req.params.id);
-    if (!n) throw notFound('phone number');
-    return phoneNumberResource(n);
-  });
+  app.get(
+    '/phone_numbers/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get a number',
+        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        response: { 200: PhoneNumber },
+      },
+    },
+    async (req) => {
+      const n = await numberGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!n) throw notFound('phone number');
+      return phoneNumberResource(n);
+    },
+  );
 };

@@ -31,15 +31,32 @@ export const eventRoutes: ApiRoutes = (app, ctx) => {
     },
     async (req) => {
       const q = req.query;
-      const rows = await eventList(ctx.pool, req.principal.accountId, { type: q.type, subjectId: q.subject_id }, q.limit, q.starting_after ?? null);
+      const rows = await eventList(
+        ctx.pool,
+        req.principal.accountId,
+        { type: q.type, subjectId: q.subject_id },
+        q.limit,
+        q.starting_after ?? null,
+      );
       const p = page(rows, q.limit);
       return { data: p.data.map(eventResource), has_more: p.has_more };
     },
   );
 
-  app.get('/events/:id', { schema: { tags, summary: 'Get an event', params: Type.Object({ id: Type.String({ maxLength: 64 }) }), response: { 200: Event } } }, async (req) => {
-    const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
-    if (!ev) throw notFound('event');
-    return eventResource(ev);
-  });
+  app.get(
+    '/events/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get an event',
+        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        response: { 200: Event },
+      },
+    },
+    async (req) => {
+      const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
+      if (!ev) throw notFound('event');
+      return eventResource(ev);
+    },
+  );
 };

@@ -27,7 +27,10 @@ export async function runReconcileCommand(
   log: Logger,
   out: (line: string) => void,
 ): Promise<number> {
-  const { values } = parseArgs({ args, options: { 'dry-run': { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  const { values } = parseArgs({
+    args,
+    options: { 'dry-run': { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+  });
   if (values.help) {
     out(RECONCILE_USAGE);
     return 0;
@@ -60,7 +63,13 @@ export async function runReconcileCommand(
       return 0;
     }
     const tally = await reconcilePass(deps);
-    out(values.json ? JSON.stringify(tally) : Object.entries(tally).map(([k, v]) => `${k} ${v}`).join(', '));
+    out(
+      values.json
+        ? JSON.stringify(tally)
+        : Object.entries(tally)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', '),
+    );
     return 0;
   } finally {
     await pool.end();

@@ -19,8 +19,23 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
-import { callById, callersAwaitingCarrier, callMarkCallerChecked, legGet, legMarkChecked, legsAwaitingCarrier, type CallRow, type LegRow } from '../calls/calls.sql.js';
-import type { CarrierAdapter, CarrierClient, ReconciledEvent, ReconciledFact, ReconciledLeg } from '../carrier/carrier.js';
+import {
+  callById,
+  callersAwaitingCarrier,
+  callMarkCallerChecked,
+  legGet,
+  legMarkChecked,
+  legsAwaitingCarrier,
+  type CallRow,
+  type LegRow,
+} from '../calls/calls.sql.js';
+import type {
+  CarrierAdapter,
+  CarrierClient,
+  ReconciledEvent,
+  ReconciledFact,
+  ReconciledLeg,
+} from '../carrier/carrier.js';
 import { carrierEventStoreMany } from '../carrier/events.sql.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
@@ -64,7 +79,12 @@ export async function reconcileCandidates(deps: ReconcileDeps, now: Date): Promi
   const gap = deps.intervalMs / 2;
   const legs = await legsAwaitingCarrier(deps.pool, now, deps.afterMs, gap, LOOKUPS_PER_PASS);
   const callers = await callersAwaitingCarrier(deps.pool, now, deps.afterMs, gap, LOOKUPS_PER_PASS - legs.length);
-  const messages = await messagesAwaitingReceipt(deps.pool, now, deps.messageAfterMs, LOOKUPS_PER_PASS - legs.length - callers.length);
+  const messages = await messagesAwaitingReceipt(
+    deps.pool,
+    now,
+    deps.messageAfterMs,
+    LOOKUPS_PER_PASS - legs.length - callers.length,
+  );
   return [
     ...legs.map((l) => ({
       target: { kind: 'leg' as const, legId: l.id },
@@ -139,16 +159,32 @@ async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutc
     // unanswered leg ended by the carrier's own rule, its ring timeout; an answered
     // one is billed only up to when the carrier last said it was alive.
     const endedAt = leg.answered_at ? (leg.checked_at ?? leg.answered_at) : ringTimeoutOf(leg, call);
-    const connectedSeconds = leg.answered_at ? Math.max(0, Math.floor((endedAt.getTime() - leg.answered_at.getTime()) / 1000)) : 0;
-    return store(deps, [{ kind: 'leg.ended', leg: who, connectedSeconds, startedAt: leg.dialed_at, endedAt }], () => undefined);
+    const connectedSeconds = leg.answered_at
+      ? Math.max(0, Math.floor((endedAt.getTime() - leg.answered_at.getTime()) / 1000))
+      : 0;
+    return store(
+      deps,
+      [{ kind: 'leg.ended', leg: who, connectedSeconds, startedAt: leg.dialed_at, endedAt }],
+      () => undefined,
+    );
   }
   const facts: ReconciledFact[] = [];
   if (found.connectedSeconds > 0 && !leg.answered_at) {
     const until = found.endedAt ?? found.observedAt;
-    facts.push({ kind: 'leg.answered', leg: who, answeredAt: new Date(until.getTime() - found.connectedSeconds * 1000) });
+    facts.push({
+      kind: 'leg.answered',
+      leg: who,
+      answeredAt: new Date(until.getTime() - found.connectedSeconds * 1000),
+    });
   }
   if (!found.alive) {
-    facts.push({ kind: 'leg.ended', leg: who, connectedSeconds: found.connectedSeconds, startedAt: found.startedAt, endedAt: found.endedAt ?? found.observedAt });
+    facts.push({
+      kind: 'leg.ended',
+      leg: who,
+      connectedSeconds: found.connectedSeconds,
+      startedAt: found.startedAt,
+      endedAt: found.endedAt ?? found.observedAt,
+    });
   }
   return store(deps, facts, () => legMarkChecked(deps.pool, leg.id, found.observedAt), found.alive);
 }
@@ -167,7 +203,11 @@ async function lookUpCaller(deps: ReconcileDeps, callId: string): Promise<Lookup
   if (!found.ok && found.kind === 'retry') return 'unreachable';
   if (!found.ok) {
     const endedAt = call.caller_checked_at ?? call.answered_at ?? call.created_at;
-    return store(deps, [{ kind: 'leg.ended', leg: who, connectedSeconds: 0, startedAt: call.created_at, endedAt }], () => undefined);
+    return store(
+      deps,
+      [{ kind: 'leg.ended', leg: who, connectedSeconds: 0, startedAt: call.created_at, endedAt }],
+      () => undefined,
+    );
   }
   if (found.alive) return store(deps, [], () => callMarkCallerChecked(deps.pool, call.id, found.observedAt), true);
   const ended: ReconciledFact = {
@@ -182,26 +222,46 @@ async function lookUpCaller(deps: ReconcileDeps, callId: string): Promise<Lookup
 
 async function lookUpMessage(deps: ReconcileDeps, messageId: string): Promise<LookupOutcome> {
   const m: MessageRow | null = await messageById(deps.pool, messageId);
-  if (!m || m.status !== 'sent' || !m.carrier_message_id) return 'gone';
+  if (m?.status !== 'sent' || !m.carrier_message_id) return 'gone';
   const found = await deps.carrier.lookupMessage(m.carrier_message_id);
   const now = deps.now?.() ?? new Date();
   if (!found.ok && found.kind === 'retry') return 'unreachable';
   if (!found.ok) return store(deps, [], () => messageMarkChecked(deps.pool, m.id, now));
   const final = found.status === 'delivered' || found.status === 'failed' || found.status === 'unconfirmed';
   const facts: ReconciledFact[] = final
-    ? [{ kind: 'message.finalized', carrierMessageId: m.carrier_message_id, to: m.to_number, carrierStatus: found.carrierStatus, errorCode: found.errorCode, at: found.at }]
+    ? [
+        {
+          kind: 'message.finalized',
+          carrierMessageId: m.carrier_message_id,
+          to: m.to_number,
+          carrierStatus: found.carrierStatus,
+          errorCode: found.errorCode,
+          at: found.at,
+        },
+      ]
     : [];
   return store(deps, facts, () => messageMarkChecked(deps.pool, m.id, found.observedAt));
 }
 
 /** Stores the facts as carrier events (each with its processing job), or records that nothing changed. */
-async function store(deps: ReconcileDeps, facts: ReconciledFact[], checked: () => Promise<void> | undefined, alive = false): Promise<LookupOutcome> {
+async function store(
+  deps: ReconcileDeps,
+  facts: ReconciledFact[],
+  checked: () => Promise<void> | undefined,
+  alive = false,
+): Promise<LookupOutcome> {
   await checked();
   if (facts.length === 0) return alive ? 'alive' : 'unchanged';
   const events: ReconciledEvent[] = facts.flatMap((f) => deps.adapter.reconciled(f));
   const stored = await carrierEventStoreMany(
     deps.pool,
-    events.map((e) => ({ carrier: deps.adapter.name, carrierEventId: e.eventId, eventType: e.eventType, subject: e.subject, rawJson: e.rawJson })),
+    events.map((e) => ({
+      carrier: deps.adapter.name,
+      carrierEventId: e.eventId,
+      eventType: e.eventType,
+      subject: e.subject,
+      rawJson: e.rawJson,
+    })),
   );
   const fresh = stored.filter((s) => s.stored).length;
   deps.metrics?.reconciledFacts.inc(fresh);
@@ -229,12 +289,19 @@ export function reconcileTask(deps: ReconcileDeps): TaskHandler<'reconcile'> {
       deps.log.warn({ err: (err as Error).message }, 'reconciliation pass failed');
     }
     const now = deps.now?.() ?? new Date();
-    await withTx(deps.pool, (tx) => scheduleReconcile(tx, Math.max(0, started.getTime() + deps.intervalMs - now.getTime()), now));
+    await withTx(deps.pool, (tx) =>
+      scheduleReconcile(tx, Math.max(0, started.getTime() + deps.intervalMs - now.getTime()), now),
+    );
   };
 }
 
 /** Makes sure a pass is scheduled: once per deployment however many workers start (job key). */
-export function scheduleReconcile(tx: Parameters<typeof enqueue>[0], inMs: number, now: Date, mode: 'replace' | 'preserve_run_at' = 'replace') {
+export function scheduleReconcile(
+  tx: Parameters<typeof enqueue>[0],
+  inMs: number,
+  now: Date,
+  mode: 'replace' | 'preserve_run_at' = 'replace',
+) {
   return enqueue(tx, 'reconcile', {}, { runAt: new Date(now.getTime() + inMs), jobKey: 'reconcile', jobKeyMode: mode });
 }
 

@@ -7,7 +7,10 @@
 import type { Tx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
 
-export type LookupTarget = { kind: 'leg'; legId: string } | { kind: 'caller'; callId: string } | { kind: 'message'; messageId: string };
+export type LookupTarget =
+  | { kind: 'leg'; legId: string }
+  | { kind: 'caller'; callId: string }
+  | { kind: 'message'; messageId: string };
 
 declare global {
   namespace GraphileWorker {

@@ -273,7 +273,9 @@ export class CallControl {
   /** POST /v2/calls/{call_control_id}/actions/{action}. */
   action(callControlId: string, action: string, input: unknown): Outcome<{ result: 'ok' }> {
     if (!(CALL_ACTIONS as readonly string[]).includes(action)) {
-      return refuse.badRequest(`The simulator does not implement actions/${action} (it does ${CALL_ACTIONS.join(', ')}).`);
+      return refuse.badRequest(
+        `The simulator does not implement actions/${action} (it does ${CALL_ACTIONS.join(', ')}).`,
+      );
     }
     if (input !== undefined && !isBody(input)) return refuse.malformedBody('The request body must be a JSON object.');
     const body: Body = input ?? {};
@@ -379,7 +381,11 @@ export class CallControl {
       throw new SimInputError(`cause must be one of ${HANGUP_CAUSES.join(', ')}`);
     }
     const answered = leg.state === 'answered';
-    const fallback = answered ? 'normal_clearing' : leg.direction === 'outgoing' ? 'call_rejected' : 'originator_cancel';
+    const fallback = answered
+      ? 'normal_clearing'
+      : leg.direction === 'outgoing'
+        ? 'call_rejected'
+        : 'originator_cancel';
     this.end(leg, cause ?? fallback, leg.direction === 'outgoing' ? 'callee' : 'caller');
   }
 
@@ -463,7 +469,8 @@ export class CallControl {
       return refuse.badParameter('timeout_secs', "'timeout_secs' must be an integer between 5 and 600.");
     }
     const timeLimit = body['time_limit_secs'];
-    const badLimit = typeof timeLimit !== 'number' || !Number.isInteger(timeLimit) || timeLimit < 30 || timeLimit > 14_400;
+    const badLimit =
+      typeof timeLimit !== 'number' || !Number.isInteger(timeLimit) || timeLimit < 30 || timeLimit > 14_400;
     if (timeLimit !== undefined && badLimit) {
       return refuse.badParameter('time_limit_secs', "'time_limit_secs' must be an integer between 30 and 14400.");
     }

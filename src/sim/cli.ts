@@ -65,9 +65,9 @@ export class SimUsageError extends Error {
 }
 
 export function parseSimArgs(args: string[]): SimArgs {
-  let parsed;
+  let v: Record<string, string | boolean | undefined>;
   try {
-    parsed = parseArgs({
+    v = parseArgs({
       args,
       strict: true,
       allowPositionals: false,
@@ -83,11 +83,10 @@ export function parseSimArgs(args: string[]): SimArgs {
         help: { type: 'boolean', short: 'h' },
         ...Object.fromEntries(BEHAVIOUR_KEYS.map((k) => [knobFlag(k), { type: 'string' as const }])),
       },
-    });
+    }).values;
   } catch (err) {
     throw new SimUsageError((err as Error).message);
   }
-  const v = parsed.values as Record<string, string | boolean | undefined>;
   const text = (name: string) => (typeof v[name] === 'string' ? (v[name] as string) : undefined);
 
   const knobs: Record<string, unknown> = {};

@@ -112,7 +112,15 @@ export class Messaging {
     if (text === '' && mediaUrls.length === 0) throw new SimInputError('an inbound message needs text or media_urls');
     const webhookUrl = input.webhook_url ?? this.account.webhookUrl();
     const clock = this.account.scheduler.timeline();
-    const record = this.record({ at: clock(), direction: 'inbound', from: input.from, to: input.to, text, mediaUrls, webhookUrl });
+    const record = this.record({
+      at: clock(),
+      direction: 'inbound',
+      from: input.from,
+      to: input.to,
+      text,
+      mediaUrls,
+      webhookUrl,
+    });
     record.status = 'webhook_delivered';
     const ownUrl = input.webhook_url ?? null;
     // The sender is the far end of an inbound message.
@@ -262,7 +270,13 @@ export class Messaging {
     return this.account.sender.emit(event, this.urls(m), { early, lane: m.record.id, policy: m.policy });
   }
 
-  private async fireFinalized(m: SimMessage, status: FinalStatus, errorCode: string | null, early: boolean, now: number) {
+  private async fireFinalized(
+    m: SimMessage,
+    status: FinalStatus,
+    errorCode: string | null,
+    early: boolean,
+    now: number,
+  ) {
     const { scheduler, sender } = this.account;
     const failed = status === 'delivery_failed' || status === 'sending_failed' || status === 'expired';
     m.record.completedAt = now;

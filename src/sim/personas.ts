@@ -136,7 +136,8 @@ export function resolvePersona(p: Persona): ResolvedPersona {
 function callPlan(c: CallPersona): CallPlan {
   if (c.manual) return { kind: 'manual' };
   if (c.hangupCause === 'timeout') return { kind: 'never_answers' };
-  if (c.hangupCause) return { kind: 'refuses', hangupCause: c.hangupCause, afterMs: c.hangupAfterMs ?? DEFAULT_REFUSE_AFTER_MS };
+  if (c.hangupCause)
+    return { kind: 'refuses', hangupCause: c.hangupCause, afterMs: c.hangupAfterMs ?? DEFAULT_REFUSE_AFTER_MS };
   return {
     kind: 'answers',
     answerAfterMs: c.answerAfterMs ?? DEFAULT_ANSWER_AFTER_MS,

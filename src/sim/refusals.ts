@@ -64,7 +64,13 @@ export const refuse = {
   blocked: () =>
     refusal(403, '40300', 'Blocked', 'Messages to this recipient are blocked: the recipient replied STOP.', '/to'),
   dialRefused: () =>
-    refusal(403, '10010', 'Authorization failed', 'Calls to this destination are not allowed by the outbound voice profile.', '/to'),
+    refusal(
+      403,
+      '10010',
+      'Authorization failed',
+      'Calls to this destination are not allowed by the outbound voice profile.',
+      '/to',
+    ),
   rateLimited: (retryAfterSeconds: number): Refusal => ({
     ...refusal(429, '10011', 'Too many requests', 'You have exceeded the maximum number of allowed requests.'),
     headers: {
@@ -77,8 +83,15 @@ export const refuse = {
   serverError: (status: 500 | 503) =>
     refusal(status, '10007', 'Unexpected error', 'An unexpected error occurred. Please try again.'),
   invalidCallControlId: () =>
-    refusal(422, '90015', 'Invalid Call Control ID', 'The call_control_id does not identify a call.', '/call_control_id'),
-  callEnded: () => refusal(422, '90018', 'Call has already ended', 'This call is no longer active and can not receive commands.'),
+    refusal(
+      422,
+      '90015',
+      'Invalid Call Control ID',
+      'The call_control_id does not identify a call.',
+      '/call_control_id',
+    ),
+  callEnded: () =>
+    refusal(422, '90018', 'Call has already ended', 'This call is no longer active and can not receive commands.'),
   notAnswered: () => refusal(422, '90034', 'Call not answered yet', 'This command needs an answered call.'),
   badIdempotencyKey: () =>
     refusal(400, '10015', 'Bad Request', "The Idempotency-Key header must be 1-255 letters, digits, '-', '_' or ':'."),

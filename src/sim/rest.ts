@@ -215,7 +215,9 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
         carryOut(req, reply, () => messaging.send(req.body, { reject: rejects() })),
       );
 
-      v2.get<{ Params: { id: string } }>('/messages/:id', async (req, reply) => send(req, reply, messaging.get(req.params.id)));
+      v2.get<{ Params: { id: string } }>('/messages/:id', async (req, reply) =>
+        send(req, reply, messaging.get(req.params.id)),
+      );
 
       v2.post('/calls', async (req, reply) => carryOut(req, reply, () => calls.dial(req.body, { reject: rejects() })));
 

@@ -62,19 +62,22 @@ export class Scheduler {
       done = true;
       this.settle();
     };
-    const handle = setTimeout(() => {
-      // Fired: from here on it is running work, which reset() stops through the signal.
-      this.timers.delete(handle);
-      let result: unknown;
-      try {
-        result = fn();
-      } catch (err) {
-        this.log.error({ err }, 'simulator timer failed');
-      }
-      if (result instanceof Promise) {
-        result.catch((err: unknown) => this.log.error({ err }, 'simulator task failed')).finally(finish);
-      } else finish();
-    }, Math.max(0, ms));
+    const handle = setTimeout(
+      () => {
+        // Fired: from here on it is running work, which reset() stops through the signal.
+        this.timers.delete(handle);
+        let result: unknown;
+        try {
+          result = fn();
+        } catch (err) {
+          this.log.error({ err }, 'simulator timer failed');
+        }
+        if (result instanceof Promise) {
+          result.catch((err: unknown) => this.log.error({ err }, 'simulator task failed')).finally(finish);
+        } else finish();
+      },
+      Math.max(0, ms),
+    );
     this.timers.add(handle);
     return {
       cancel: () => {

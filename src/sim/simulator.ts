@@ -147,7 +147,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const timeScale = opts.timeScale ?? 1;
   if (!(timeScale > 0) || !Number.isFinite(timeScale)) throw new SimInputError('timeScale must be a positive number');
   let webhookUrl = checkWebhookUrl(opts.webhookUrl ?? null);
-  const apiKey = opts.apiKey ?? `KEY${randomBytes(16).toString('hex').toUpperCase()}_${randomBytes(16).toString('base64url')}`;
+  const apiKey =
+    opts.apiKey ?? `KEY${randomBytes(16).toString('hex').toUpperCase()}_${randomBytes(16).toString('base64url')}`;
   const privateKey = opts.privateKey ?? generateKeyPairSync('ed25519').privateKey;
   if (privateKey.asymmetricKeyType !== 'ed25519') throw new SimInputError('privateKey must be an Ed25519 private key');
   const publicKeyBase64 = telnyxPublicKeyBase64(createPublicKey(privateKey));
@@ -209,7 +210,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   app.setErrorHandler(async (err: Error & { statusCode?: number }, req, reply) => {
     const status = err.statusCode ?? 500;
     if (status >= 500) log.error({ err, url: req.url }, 'simulator request failed');
-    if (req.url.startsWith('/_sim')) return reply.code(status).send({ error: status >= 500 ? 'internal error' : err.message });
+    if (req.url.startsWith('/_sim'))
+      return reply.code(status).send({ error: status >= 500 ? 'internal error' : err.message });
     if (status >= 500) return reply.code(500).send(errorBody(refuse.serverError(500)));
     return refusal(reply, { ...refuse.malformedBody(err.message), status });
   });

@@ -222,7 +222,10 @@ export class WebhookSender {
     let eventType: string | null = null;
     let attempt = 1;
     try {
-      const parsed = JSON.parse(body) as { data?: { id?: unknown; event_type?: unknown }; meta?: { attempt?: unknown } };
+      const parsed = JSON.parse(body) as {
+        data?: { id?: unknown; event_type?: unknown };
+        meta?: { attempt?: unknown };
+      };
       eventId = typeof parsed.data?.id === 'string' ? parsed.data.id : null;
       eventType = typeof parsed.data?.event_type === 'string' ? parsed.data.event_type : null;
       attempt = typeof parsed.meta?.attempt === 'number' ? parsed.meta.attempt : 1;
@@ -247,7 +250,13 @@ export class WebhookSender {
     return b.reorderWindowMs > 0 ? this.deps.random() * b.reorderWindowMs : 0;
   }
 
-  private launch(event: TelnyxEvent, urls: string[], copy: DeliveryCopy, delayMs: number, signal: AbortSignal): Promise<void> {
+  private launch(
+    event: TelnyxEvent,
+    urls: string[],
+    copy: DeliveryCopy,
+    delayMs: number,
+    signal: AbortSignal,
+  ): Promise<void> {
     const { scheduler } = this.deps;
     return new Promise((firstAnswered) => {
       if (signal.aborted) firstAnswered();
@@ -256,7 +265,13 @@ export class WebhookSender {
     });
   }
 
-  private async deliver(event: TelnyxEvent, urls: string[], copy: DeliveryCopy, firstAnswered: () => void, signal: AbortSignal) {
+  private async deliver(
+    event: TelnyxEvent,
+    urls: string[],
+    copy: DeliveryCopy,
+    firstAnswered: () => void,
+    signal: AbortSignal,
+  ) {
     const { scheduler, log } = this.deps;
     let attempt = 0;
     try {
@@ -292,7 +307,11 @@ export class WebhookSender {
     }
   }
 
-  private async post(url: string, body: string, signal: AbortSignal): Promise<{ status: number | null; error: string | null }> {
+  private async post(
+    url: string,
+    body: string,
+    signal: AbortSignal,
+  ): Promise<{ status: number | null; error: string | null }> {
     const { privateKey, scheduler } = this.deps;
     const headers = {
       'content-type': 'application/json',

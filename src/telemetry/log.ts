@@ -51,7 +51,10 @@ export function createFileLogger(level: string, file: string): Logger {
 export function workerLogger(log: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level: LogLevel, message: string, meta?: unknown) => {
     const m = (meta ?? {}) as { failure?: unknown; error?: unknown; fatalError?: unknown };
-    const fields = { scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId }, ...(meta as object) };
+    const fields = {
+      scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId },
+      ...(meta as object),
+    };
     if (m.failure === true) log.debug(fields, message);
     else if (level === 'error' && !isUnavailable(m.fatalError ?? m.error)) log.error(fields, message);
     else if (level === 'error' || level === 'warning') log.warn(fields, message);

@@ -21,7 +21,11 @@ let globex: ApiClient;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  platform = await startTestPlatform({ databaseUrl: db.url, roles: ['api'], env: { HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'false' } });
+  platform = await startTestPlatform({
+    databaseUrl: db.url,
+    roles: ['api'],
+    env: { HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'false' },
+  });
   base = platform.apiUrl!;
   acme = await createAccount(db.pool, base, 'Acme');
   globex = await createAccount(db.pool, base, 'Globex');
@@ -45,7 +49,13 @@ describe('authentication', () => {
     const revoked = await createAccount(db.pool, base, 'Revoked');
     const { rows } = await db.pool.query('SELECT id FROM api_keys WHERE account_id = $1', [revoked.accountId]);
     await withTx(db.pool, (tx) => apiKeyRevoke(tx, revoked.accountId, rows[0].id));
-    for (const key of [null, 'nope', 'hsk_' + 'A'.repeat(32), acme.key.slice(0, -1) + (acme.key.endsWith('A') ? 'B' : 'A'), revoked.key]) {
+    for (const key of [
+      null,
+      'nope',
+      'hsk_' + 'A'.repeat(32),
+      acme.key.slice(0, -1) + (acme.key.endsWith('A') ? 'B' : 'A'),
+      revoked.key,
+    ]) {
       const res = await request(base, 'GET', '/v1/phone_numbers', key);
       expect(res.status).toBe(401);
       expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
@@ -54,7 +64,9 @@ describe('authentication', () => {
   });
 
   it('API keys are stored hashed, with only a prefix in clear', async () => {
-    const { rows } = await db.pool.query('SELECT prefix, secret_hash FROM api_keys WHERE account_id = $1', [acme.accountId]);
+    const { rows } = await db.pool.query('SELECT prefix, secret_hash FROM api_keys WHERE account_id = $1', [
+      acme.accountId,
+    ]);
     expect(acme.key.startsWith(rows[0].prefix)).toBe(true);
     expect(rows[0].prefix.length).toBeLessThan(acme.key.length / 2);
     expect(JSON.stringify(rows)).not.toContain(acme.key.slice(rows[0].prefix.length));
@@ -67,7 +79,14 @@ describe('isolation', () => {
     try {
       const epId = await endpointRow(receiver.url);
       const { eventId } = await withTx(db.pool, (tx) =>
-        emit(tx, { accountId: acme.accountId, tenantId: null, type: 'message.sent', subjectId: 'msg_x', data: {}, occurredAt: new Date() }),
+        emit(tx, {
+          accountId: acme.accountId,
+          tenantId: null,
+          type: 'message.sent',
+          subjectId: 'msg_x',
+          data: {},
+          occurredAt: new Date(),
+        }),
       );
       expect((await acme.get(`/v1/webhook_endpoints/${epId}`)).status).toBe(200);
       expect((await acme.get(`/v1/events/${eventId}`)).status).toBe(200);
@@ -97,7 +116,11 @@ describe('Idempotency-Key', () => {
     const body = { number: '+14155550001', ring_timeout_secs: 30 };
     const first = await acme.post('/v1/phone_numbers', body, { 'idempotency-key': 'k-1' });
     expect(first.status).toBe(201);
-    const again = await acme.post('/v1/phone_numbers', { ring_timeout_secs: 30, number: '+14155550001' }, { 'idempotency-key': 'k-1' });
+    const again = await acme.post(
+      '/v1/phone_numbers',
+      { ring_timeout_secs: 30, number: '+14155550001' },
+      { 'idempotency-key': 'k-1' },
+    );
     expect(again.status).toBe(201);
     expect(again.json).toEqual(first.json);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
@@ -106,7 +129,9 @@ describe('Idempotency-Key', () => {
     expect(other.json.code).toBe('idempotency_key_reused');
     expect(await count(db.pool, `SELECT * FROM phone_numbers WHERE account_id = $1`, [acme.accountId])).toBe(1);
     // keys are per account: Globex may use the same key for its own request
-    expect((await globex.post('/v1/phone_numbers', { number: '+14155550003' }, { 'idempotency-key': 'k-1' })).status).toBe(201);
+    expect(
+      (await globex.post('/v1/phone_numbers', { number: '+14155550003' }, { 'idempotency-key': 'k-1' })).status,
+    ).toBe(201);
   });
 
   it('a request while the same key is still in flight is 409 and creates nothing', async () => {
@@ -122,13 +147,17 @@ describe('Idempotency-Key', () => {
       holder.release();
     }
     expect(await count(db.pool, `SELECT * FROM phone_numbers WHERE number = '+14155550009'`)).toBe(0);
-    expect((await acme.post('/v1/phone_numbers', { number: '+14155550009' }, { 'idempotency-key': 'k-busy' })).status).toBe(201);
+    expect(
+      (await acme.post('/v1/phone_numbers', { number: '+14155550009' }, { 'idempotency-key': 'k-busy' })).status,
+    ).toBe(201);
   });
 
   it('a failed request does not burn its key', async () => {
     const taken = await acme.post('/v1/phone_numbers', { number: '+14155550003' }, { 'idempotency-key': 'k-2' });
     expect(taken.status).toBe(409); // Globex owns it
-    expect((await acme.post('/v1/phone_numbers', { number: '+14155550004' }, { 'idempotency-key': 'k-2' })).status).toBe(201);
+    expect(
+      (await acme.post('/v1/phone_numbers', { number: '+14155550004' }, { 'idempotency-key': 'k-2' })).status,
+    ).toBe(201);
   });
 });
 
@@ -137,7 +166,10 @@ describe('phone numbers', () => {
     const bad = await acme.post('/v1/phone_numbers', { number: '4155550100' });
     expect(bad.status).toBe(422);
     expect(bad.json).toMatchObject({ code: 'invalid_phone_number', param: 'number' });
-    const ring = await acme.post('/v1/phone_numbers', { number: '+14155550110', inbound_ring: ['+14155550111', '555'] });
+    const ring = await acme.post('/v1/phone_numbers', {
+      number: '+14155550110',
+      inbound_ring: ['+14155550111', '555'],
+    });
     expect(ring.json).toMatchObject({ status: 422, code: 'invalid_phone_number', param: 'inbound_ring.1' });
     const unknown = await acme.post('/v1/phone_numbers', { number: '+14155550110', colour: 'blue' });
     expect(unknown.json).toMatchObject({ status: 422, code: 'invalid_request', param: 'colour' });
@@ -148,7 +180,8 @@ describe('phone numbers', () => {
   it('list with cursor pagination, newest first', async () => {
     const team = await createAccount(db.pool, base, 'Paged');
     const made: string[] = [];
-    for (let i = 0; i < 5; i++) made.push((await team.post('/v1/phone_numbers', { number: `+1212555010${i}` })).json.id);
+    for (let i = 0; i < 5; i++)
+      made.push((await team.post('/v1/phone_numbers', { number: `+1212555010${i}` })).json.id);
     const p1 = await team.get('/v1/phone_numbers?limit=2');
     expect(p1.json.data.map((n: { id: string }) => n.id)).toEqual([made[4], made[3]]);
     expect(p1.json.has_more).toBe(true);
@@ -181,7 +214,23 @@ describe('webhook endpoint URLs (SSRF)', () => {
   });
 
   it('classifies addresses, including IPv4 hidden in IPv6', () => {
-    const blocked = ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00:ec2::254', '::ffff:10.0.0.1', '64:ff9b::7f00:1', '2002:7f00:1::', '224.0.0.1'];
+    const blocked = [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::1',
+      '::',
+      'fe80::1',
+      'fd00:ec2::254',
+      '::ffff:10.0.0.1',
+      '64:ff9b::7f00:1',
+      '2002:7f00:1::',
+      '224.0.0.1',
+    ];
     const allowed = ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '203.0.114.1'];
     expect(blocked.filter((a) => !isBlockedAddress(a))).toEqual([]);
     expect(allowed.filter(isBlockedAddress)).toEqual([]);
@@ -208,7 +257,11 @@ describe('errors and docs', () => {
   it('unknown routes and ids are 404 problem+json without internals', async () => {
     const res = await acme.get('/v1/nothing-here');
     expect(res.status).toBe(404);
-    expect(res.json).toMatchObject({ status: 404, code: 'route_not_found', type: expect.stringContaining('route_not_found') });
+    expect(res.json).toMatchObject({
+      status: 404,
+      code: 'route_not_found',
+      type: expect.stringContaining('route_not_found'),
+    });
     const missing = await acme.get('/v1/webhook_endpoints/ep_doesnotexist');
     expect(missing.json).toMatchObject({ status: 404, code: 'resource_not_found' });
   });
@@ -224,9 +277,16 @@ describe('errors and docs', () => {
     expect(doc.status).toBe(200);
     expect(doc.json.openapi).toBe('3.1.0');
     expect(Object.keys(doc.json.paths)).toEqual(
-      expect.arrayContaining(['/v1/phone_numbers', '/v1/webhook_endpoints', '/v1/webhook_endpoints/{id}/rotate_secret', '/v1/events/{id}/redeliver']),
+      expect.arrayContaining([
+        '/v1/phone_numbers',
+        '/v1/webhook_endpoints',
+        '/v1/webhook_endpoints/{id}/rotate_secret',
+        '/v1/events/{id}/redeliver',
+      ]),
     );
-    expect(doc.json.paths['/v1/phone_numbers'].post.requestBody.content['application/json'].schema.properties.number.pattern).toBe('^\\+[1-9][0-9]{1,14}$');
+    expect(
+      doc.json.paths['/v1/phone_numbers'].post.requestBody.content['application/json'].schema.properties.number.pattern,
+    ).toBe('^\\+[1-9][0-9]{1,14}$');
     const html = await fetch(`${base}/docs/`);
     expect(html.status).toBe(200);
     expect(await html.text()).toContain('swagger');

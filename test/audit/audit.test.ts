@@ -115,7 +115,10 @@ beforeAll(async () => {
   try {
     const acme: ApiClient = await createAccount(db.pool, platform.apiUrl!, 'Acme');
     expect((await acme.post('/v1/phone_numbers', { number: OUR_NUMBER })).status).toBe(201);
-    expect((await acme.post('/v1/phone_numbers', { number: INBOUND_NUMBER, inbound_ring: [DELIVERS], ring_timeout_secs: 5 })).status).toBe(201);
+    expect(
+      (await acme.post('/v1/phone_numbers', { number: INBOUND_NUMBER, inbound_ring: [DELIVERS], ring_timeout_secs: 5 }))
+        .status,
+    ).toBe(201);
 
     const endpoint = async (body: object) => {
       const res = await acme.post('/v1/webhook_endpoints', body);
@@ -158,23 +161,26 @@ beforeAll(async () => {
 
     // Quiet: the carrier has nothing left to say, every event is processed,
     // every call but the manual one is over, and no job is due.
-    const quiet = () => eventually(
-      async () => {
-        await sim.idle();
-        const { rows } = await db.pool.query<{ busy: number }>(
-          `SELECT (SELECT count(*) FROM carrier_events WHERE processed_at IS NULL)
+    const quiet = () =>
+      eventually(
+        async () => {
+          await sim.idle();
+          const { rows } = await db.pool.query<{ busy: number }>(
+            `SELECT (SELECT count(*) FROM carrier_events WHERE processed_at IS NULL)
                 + (SELECT count(*) FROM messages WHERE status = 'queued')
                 + (SELECT count(*) FROM calls WHERE ended_at IS NULL AND id <> $1)
                 + (SELECT count(*) FROM call_legs WHERE call_id = $1 AND status <> 'ringing')
                 + (SELECT count(*) FROM calls WHERE direction = 'inbound' AND status <> 'completed')
                 + (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS busy`,
-          [traffic.ringingCall],
-        );
-        return rows[0]!.busy === 0 && (await count(db.pool, 'SELECT * FROM calls WHERE direction = $1', ['inbound'])) === 1;
-      },
-      90_000,
-      100,
-    );
+            [traffic.ringingCall],
+          );
+          return (
+            rows[0]!.busy === 0 && (await count(db.pool, 'SELECT * FROM calls WHERE direction = $1', ['inbound'])) === 1
+          );
+        },
+        90_000,
+        100,
+      );
     await quiet();
     // Every delivered receipt above was contradicted, and which of the two a
     // worker applies first is a race (both are stored before either runs), so
@@ -194,7 +200,11 @@ beforeAll(async () => {
     await db.pool.end();
   }
   // nothing may stay connected to a template
-  await admin((c) => c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [source.name]));
+  await admin((c) =>
+    c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [
+      source.name,
+    ]),
+  );
 }, 180_000);
 
 afterAll(async () => {
@@ -218,7 +228,8 @@ async function one<T>(db: pg.Pool, sql: string, values: unknown[] = []): Promise
   return rows[0] as T;
 }
 
-const messageWhere = (db: pg.Pool, where: string) => one<MessageRow>(db, `SELECT * FROM messages WHERE ${where} ORDER BY id LIMIT 1`);
+const messageWhere = (db: pg.Pool, where: string) =>
+  one<MessageRow>(db, `SELECT * FROM messages WHERE ${where} ORDER BY id LIMIT 1`);
 
 // ─── the clean database ───────────────────────────────────────────────────────
 
@@ -294,7 +305,10 @@ const plants: Plant[] = [
         [randomUUID()],
       );
       // one still in flight (younger than the grace period) is not a violation
-      await db.query(`INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', '{}')`, [randomUUID()]);
+      await db.query(
+        `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', '{}')`,
+        [randomUUID()],
+      );
       return [old.id];
     },
   },
@@ -314,9 +328,29 @@ const plants: Plant[] = [
           [m.id],
         );
         const c = rows[0]!;
-        await bill(tx, { accountId: c.account_id, tenantId: c.tenant_id, kind: 'sms_segment_inbound', quantity: c.segments, sourceId: c.id, occurredAt: c.created_at });
-        await historyRecord(tx, { messageId: c.id, source: 'carrier', status: 'received', effect: 'applied', occurredAt: c.created_at });
-        await emit(tx, { accountId: c.account_id, tenantId: c.tenant_id, type: 'message.received', subjectId: c.id, data: messageResource(c), occurredAt: c.created_at });
+        await bill(tx, {
+          accountId: c.account_id,
+          tenantId: c.tenant_id,
+          kind: 'sms_segment_inbound',
+          quantity: c.segments,
+          sourceId: c.id,
+          occurredAt: c.created_at,
+        });
+        await historyRecord(tx, {
+          messageId: c.id,
+          source: 'carrier',
+          status: 'received',
+          effect: 'applied',
+          occurredAt: c.created_at,
+        });
+        await emit(tx, {
+          accountId: c.account_id,
+          tenantId: c.tenant_id,
+          type: 'message.received',
+          subjectId: c.id,
+          data: messageResource(c),
+          occurredAt: c.created_at,
+        });
         return c;
       });
       return [m.id, copy.id];
@@ -328,7 +362,14 @@ const plants: Plant[] = [
     async plant(db) {
       const m = await messageWhere(db, `status = 'delivered'`);
       await withTx(db, (tx) =>
-        emit(tx, { accountId: m.account_id, tenantId: m.tenant_id, type: 'message.failed', subjectId: m.id, data: messageResource({ ...m, status: 'failed' }), occurredAt: new Date() }),
+        emit(tx, {
+          accountId: m.account_id,
+          tenantId: m.tenant_id,
+          type: 'message.failed',
+          subjectId: m.id,
+          data: messageResource({ ...m, status: 'failed' }),
+          occurredAt: new Date(),
+        }),
       );
       return [m.id];
     },
@@ -339,7 +380,14 @@ const plants: Plant[] = [
     async plant(db) {
       const m = await messageWhere(db, `direction = 'outbound' AND sent_at IS NOT NULL`);
       await withTx(db, (tx) =>
-        bill(tx, { accountId: m.account_id, tenantId: m.tenant_id, kind: 'sms_segment_outbound', quantity: m.segments, sourceId: m.id, occurredAt: new Date() }),
+        bill(tx, {
+          accountId: m.account_id,
+          tenantId: m.tenant_id,
+          kind: 'sms_segment_outbound',
+          quantity: m.segments,
+          sourceId: m.id,
+          occurredAt: new Date(),
+        }),
       );
       return [m.id];
     },
@@ -365,8 +413,19 @@ const plants: Plant[] = [
     what: 'a missed call billed a minute',
     check: 'calls.billed_once',
     async plant(db) {
-      const c = await one<{ account_id: string }>(db, 'SELECT account_id FROM calls WHERE id = $1', [traffic.missedCall]);
-      await withTx(db, (tx) => bill(tx, { accountId: c.account_id, tenantId: null, kind: 'call_minute', quantity: 1, sourceId: traffic.missedCall, occurredAt: new Date() }));
+      const c = await one<{ account_id: string }>(db, 'SELECT account_id FROM calls WHERE id = $1', [
+        traffic.missedCall,
+      ]);
+      await withTx(db, (tx) =>
+        bill(tx, {
+          accountId: c.account_id,
+          tenantId: null,
+          kind: 'call_minute',
+          quantity: 1,
+          sourceId: traffic.missedCall,
+          occurredAt: new Date(),
+        }),
+      );
       return [traffic.missedCall];
     },
   },
@@ -397,7 +456,10 @@ const plants: Plant[] = [
     check: 'legs.claimed_while_ringing',
     async plant(db) {
       const events = `SELECT id FROM outbound_events WHERE subject_id = $1 AND type IN ('call.answered', 'call.completed')`;
-      await db.query(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id IN (${events}))`, [traffic.answeredCall]);
+      await db.query(
+        `DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id IN (${events}))`,
+        [traffic.answeredCall],
+      );
       await db.query(`DELETE FROM webhook_deliveries WHERE event_id IN (${events})`, [traffic.answeredCall]);
       await db.query(`DELETE FROM outbound_events WHERE id IN (${events})`, [traffic.answeredCall]);
       const leg = await one<{ id: string }>(
@@ -416,7 +478,9 @@ const plants: Plant[] = [
     check: 'legs.one_per_position',
     async plant(db) {
       await db.query('ALTER TABLE call_legs DROP CONSTRAINT call_legs_call_id_position_key');
-      const first = await one<{ id: string }>(db, 'SELECT id FROM call_legs WHERE call_id = $1 AND position = 0', [traffic.ringingCall]);
+      const first = await one<{ id: string }>(db, 'SELECT id FROM call_legs WHERE call_id = $1 AND position = 0', [
+        traffic.ringingCall,
+      ]);
       const second = await one<{ id: string }>(
         db,
         `INSERT INTO call_legs (call_id, position, to_number, status) VALUES ($1, 0, $2, 'dialing') RETURNING id`,
@@ -429,7 +493,10 @@ const plants: Plant[] = [
     what: 'a pending delivery whose job is gone (lost)',
     check: 'deliveries.pending_has_job',
     async plant(db) {
-      const d = await one<{ id: string }>(db, `SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`);
+      const d = await one<{ id: string }>(
+        db,
+        `SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`,
+      );
       await db.query(`SELECT graphile_worker.remove_job('delivery:' || $1)`, [d.id]);
       return [d.id];
     },
@@ -438,8 +505,13 @@ const plants: Plant[] = [
     what: 'a pending delivery whose job has used up its attempts',
     check: 'deliveries.pending_has_job',
     async plant(db) {
-      const d = await one<{ id: string }>(db, `SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`);
-      await db.query(`UPDATE graphile_worker._private_jobs SET attempts = max_attempts WHERE key = 'delivery:' || $1`, [d.id]);
+      const d = await one<{ id: string }>(
+        db,
+        `SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`,
+      );
+      await db.query(`UPDATE graphile_worker._private_jobs SET attempts = max_attempts WHERE key = 'delivery:' || $1`, [
+        d.id,
+      ]);
       return [d.id];
     },
   },
@@ -447,7 +519,10 @@ const plants: Plant[] = [
     what: 'an event with no delivery for an endpoint subscribed at the time',
     check: 'events.delivered_to_subscribers',
     async plant(db) {
-      const d = await one<{ id: string; event_id: string }>(db, `SELECT id, event_id FROM webhook_deliveries WHERE status = 'succeeded' ORDER BY id LIMIT 1`);
+      const d = await one<{ id: string; event_id: string }>(
+        db,
+        `SELECT id, event_id FROM webhook_deliveries WHERE status = 'succeeded' ORDER BY id LIMIT 1`,
+      );
       await db.query('DELETE FROM webhook_attempts WHERE delivery_id = $1', [d.id]);
       await db.query('DELETE FROM webhook_deliveries WHERE id = $1', [d.id]);
       return [d.event_id];
@@ -457,8 +532,12 @@ const plants: Plant[] = [
     what: 'a leg ringing an hour past its ring timeout that nobody asked the carrier about',
     check: 'legs.not_waiting_forever',
     async plant(db) {
-      const leg = await one<{ id: string }>(db, 'SELECT id FROM call_legs WHERE call_id = $1 AND ended_at IS NULL', [traffic.ringingCall]);
-      await db.query(`UPDATE call_legs SET dialed_at = now() - interval '1 hour', checked_at = NULL WHERE id = $1`, [leg.id]);
+      const leg = await one<{ id: string }>(db, 'SELECT id FROM call_legs WHERE call_id = $1 AND ended_at IS NULL', [
+        traffic.ringingCall,
+      ]);
+      await db.query(`UPDATE call_legs SET dialed_at = now() - interval '1 hour', checked_at = NULL WHERE id = $1`, [
+        leg.id,
+      ]);
       return [leg.id];
     },
   },
@@ -466,7 +545,9 @@ const plants: Plant[] = [
     what: 'a call not ended with no leg left up (nothing will ever end it)',
     check: 'calls.not_waiting_forever',
     async plant(db) {
-      await db.query(`UPDATE call_legs SET ended_at = now(), status = 'no_answer' WHERE call_id = $1`, [traffic.ringingCall]);
+      await db.query(`UPDATE call_legs SET ended_at = now(), status = 'no_answer' WHERE call_id = $1`, [
+        traffic.ringingCall,
+      ]);
       return [traffic.ringingCall];
     },
   },
@@ -475,7 +556,9 @@ const plants: Plant[] = [
     check: 'messages.not_waiting_forever',
     async plant(db) {
       const m = await messageWhere(db, `status = 'sent'`);
-      await db.query(`UPDATE messages SET sent_at = now() - interval '2 hours', checked_at = NULL WHERE id = $1`, [m.id]);
+      await db.query(`UPDATE messages SET sent_at = now() - interval '2 hours', checked_at = NULL WHERE id = $1`, [
+        m.id,
+      ]);
       return [m.id];
     },
   },
@@ -513,12 +596,15 @@ describe('planted violations', () => {
     });
   });
 
-  it('runs on a client as it is: inside the caller\'s transaction, it sees that transaction\'s writes', async () => {
+  it("runs on a client as it is: inside the caller's transaction, it sees that transaction's writes", async () => {
     await withClone(async ({ pool }) => {
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        const m = await one<{ id: string }>(pool, `SELECT id FROM messages WHERE status = 'delivered' ORDER BY id LIMIT 1`);
+        const m = await one<{ id: string }>(
+          pool,
+          `SELECT id FROM messages WHERE status = 'delivered' ORDER BY id LIMIT 1`,
+        );
         await client.query('DELETE FROM usage_records WHERE source_id = $1', [m.id]);
         expectOnly(await runAudit(client), 'messages.billed_once', [m.id]);
         await client.query('ROLLBACK');
@@ -539,7 +625,9 @@ describe('planted violations', () => {
       const check = report.checks.find((c) => c.key === 'carrier_events.processed')!;
       expect(check.violations).toBe(5);
       expect(check.sample).toHaveLength(2);
-      expect(formatAuditReport(report)).toMatch(/^✘ 1 {2}carrier event processed or its error recorded \(checked \d+ carrier events older than 60 s\): 5 violations: cev_\w+, cev_\w+, … \(3 more\)$/m);
+      expect(formatAuditReport(report)).toMatch(
+        /^✘ 1 {2}carrier event processed or its error recorded \(checked \d+ carrier events older than 60 s\): 5 violations: cev_\w+, cev_\w+, … \(3 more\)$/m,
+      );
     });
   });
 });
@@ -550,7 +638,10 @@ describe('handset audit (the command)', () => {
   async function command(args: string[], url: string) {
     let stdout = '';
     let stderr = '';
-    const code = await runAuditCommand(args, url, log, { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } });
+    const code = await runAuditCommand(args, url, log, {
+      stdout: { write: (t: string) => (stdout += t) },
+      stderr: { write: (t: string) => (stderr += t) },
+    });
     return { code, stdout, stderr };
   }
 
@@ -581,7 +672,12 @@ describe('handset audit (the command)', () => {
       const report = JSON.parse(json.stdout) as AuditReport;
       expect(report.ok).toBe(false);
       expect(report.checks).toHaveLength(20);
-      expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({ invariant: 4, violations: 1, sample: [m.id], unit: 'messages' });
+      expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({
+        invariant: 4,
+        violations: 1,
+        sample: [m.id],
+        unit: 'messages',
+      });
     });
   });
 
@@ -591,7 +687,9 @@ describe('handset audit (the command)', () => {
       expect(code).toBe(0);
       const report = JSON.parse(stdout) as AuditReport;
       expect(report.ok).toBe(true);
-      expect(report.checks.map((c) => c.invariant)).toEqual([1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8]);
+      expect(report.checks.map((c) => c.invariant)).toEqual([
+        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8,
+      ]);
     });
   });
 

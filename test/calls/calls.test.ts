@@ -39,7 +39,10 @@ beforeAll(async () => {
   sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
   acme = await createAccount(db.pool, platform.apiUrl!, 'Acme');
   expect((await acme.post('/v1/phone_numbers', { number: OUR_NUMBER })).status).toBe(201);
-  expect((await acme.post('/v1/phone_numbers', { number: INBOUND_NUMBER, inbound_ring: [A, B], ring_timeout_secs: 15 })).status).toBe(201);
+  expect(
+    (await acme.post('/v1/phone_numbers', { number: INBOUND_NUMBER, inbound_ring: [A, B], ring_timeout_secs: 15 }))
+      .status,
+  ).toBe(201);
 });
 afterAll(async () => {
   await platform.stop();
@@ -57,18 +60,44 @@ interface Leg {
   call_id: string;
 }
 
-const dials = (to?: string) => sim.requests.filter((r) => r.method === 'POST' && r.path === '/v2/calls' && !r.deduplicated && !r.replayed && r.status === 200 && (!to || (r.body as { to?: string }).to === to)).length;
-const actions = (ccid: string, action: string) => sim.requests.filter((r) => r.path === `/v2/calls/${ccid}/actions/${action}` && !r.deduplicated).length;
+const dials = (to?: string) =>
+  sim.requests.filter(
+    (r) =>
+      r.method === 'POST' &&
+      r.path === '/v2/calls' &&
+      !r.deduplicated &&
+      !r.replayed &&
+      r.status === 200 &&
+      (!to || (r.body as { to?: string }).to === to),
+  ).length;
+const actions = (ccid: string, action: string) =>
+  sim.requests.filter((r) => r.path === `/v2/calls/${ccid}/actions/${action}` && !r.deduplicated).length;
 const getCall = async (id: string) => (await acme.get(`/v1/calls/${id}`)).json;
 const events = (callId: string, type?: string) =>
-  count(db.pool, 'SELECT * FROM outbound_events WHERE subject_id = $1 AND ($2::text IS NULL OR type = $2)', [callId, type ?? null]);
+  count(db.pool, 'SELECT * FROM outbound_events WHERE subject_id = $1 AND ($2::text IS NULL OR type = $2)', [
+    callId,
+    type ?? null,
+  ]);
 const minutes = (callId: string) =>
-  db.pool.query(`SELECT quantity FROM usage_records WHERE source_id = $1 AND kind = 'call_minute'`, [callId]).then((r) => r.rows.map((x) => x.quantity));
-const quiet = () => eventually(async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0 && (await count(db.pool, 'SELECT * FROM graphile_worker.jobs WHERE run_at <= now() AND task_identifier LIKE $1', ['call.%'])) === 0, 20_000);
+  db.pool
+    .query(`SELECT quantity FROM usage_records WHERE source_id = $1 AND kind = 'call_minute'`, [callId])
+    .then((r) => r.rows.map((x) => x.quantity));
+const quiet = () =>
+  eventually(
+    async () =>
+      (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0 &&
+      (await count(db.pool, 'SELECT * FROM graphile_worker.jobs WHERE run_at <= now() AND task_identifier LIKE $1', [
+        'call.%',
+      ])) === 0,
+    20_000,
+  );
 
 async function legAt(callId: string, position: number): Promise<Leg> {
   return eventually(async () => {
-    const { rows } = await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 AND position = $2 AND call_control_id IS NOT NULL', [callId, position]);
+    const { rows } = await db.pool.query(
+      'SELECT * FROM call_legs WHERE call_id = $1 AND position = $2 AND call_control_id IS NOT NULL',
+      [callId, position],
+    );
     return rows[0] as Leg | undefined;
   });
 }
@@ -84,7 +113,8 @@ function facts(leg: Leg) {
 }
 const hangupOf = (leg: Leg, cause: string, at = new Date(), eventId = randomUUID()) =>
   telnyxWebhook.callHangup({ ...facts(leg), hangupCause: cause, eventId, occurredAt: at });
-const answerOf = (leg: Leg, at = new Date(), eventId = randomUUID()) => telnyxWebhook.callAnswered({ ...facts(leg), eventId, occurredAt: at });
+const answerOf = (leg: Leg, at = new Date(), eventId = randomUUID()) =>
+  telnyxWebhook.callAnswered({ ...facts(leg), eventId, occurredAt: at });
 
 async function place(to: string[], ringTimeout = 20) {
   const res = await acme.post('/v1/calls', { from: OUR_NUMBER, to, ring_timeout_secs: ringTimeout });
@@ -133,7 +163,12 @@ describe('sequential ring', () => {
     await quiet();
 
     const call = await getCall(callId);
-    expect(call).toMatchObject({ status: 'completed', duration_seconds: 61, answered_at: answeredAt.toISOString(), ended_at: hangupAt.toISOString() });
+    expect(call).toMatchObject({
+      status: 'completed',
+      duration_seconds: 61,
+      answered_at: answeredAt.toISOString(),
+      ended_at: hangupAt.toISOString(),
+    });
     expect(call.legs.map((l: { position: number; status: string }) => [l.position, l.status])).toEqual([
       [0, 'no_answer'],
       [1, 'completed'],
@@ -151,7 +186,12 @@ describe('sequential ring', () => {
     const a = await legAt(callId, 0);
     await sim.deliver(hangupOf(a, 'user_busy'));
     const b = await legAt(callId, 1);
-    await Promise.all([sim.deliver(answerOf(b)), sim.deliver(hangupOf(a, 'user_busy')), sim.deliver(hangupOf(a, 'user_busy')), sim.deliver(answerOf(b))]);
+    await Promise.all([
+      sim.deliver(answerOf(b)),
+      sim.deliver(hangupOf(a, 'user_busy')),
+      sim.deliver(hangupOf(a, 'user_busy')),
+      sim.deliver(answerOf(b)),
+    ]);
     await quiet();
     expect((await getCall(callId)).status).toBe('in_progress');
     expect(dials() - before).toBe(2);
@@ -181,11 +221,21 @@ describe('sequential ring', () => {
     const leg = await legAt(callId, 0);
     const before = dials(C);
     // The state a crash between the carrier's 200 and our commit leaves: the leg is still dialing.
-    await db.pool.query(`UPDATE call_legs SET status = 'dialing', call_control_id = NULL, dialed_at = NULL WHERE id = $1`, [leg.id]);
-    const deps = { pool: db.pool, carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-test' }), log: createLogger('silent'), policies: retryPolicies(3000) };
+    await db.pool.query(
+      `UPDATE call_legs SET status = 'dialing', call_control_id = NULL, dialed_at = NULL WHERE id = $1`,
+      [leg.id],
+    );
+    const deps = {
+      pool: db.pool,
+      carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-test' }),
+      log: createLogger('silent'),
+      policies: retryPolicies(3000),
+    };
     expect(await dialLeg(deps, leg.id)).toBe('dialed');
     expect(dials(C)).toBe(before);
-    expect(sim.requests.filter((r) => r.path === '/v2/calls' && r.idempotencyKey === leg.id && r.replayed)).toHaveLength(1);
+    expect(
+      sim.requests.filter((r) => r.path === '/v2/calls' && r.idempotencyKey === leg.id && r.replayed),
+    ).toHaveLength(1);
     const { rows } = await db.pool.query('SELECT call_control_id, status FROM call_legs WHERE id = $1', [leg.id]);
     expect(rows[0]).toEqual({ call_control_id: leg.call_control_id, status: 'ringing' });
   });
@@ -198,7 +248,10 @@ describe('carrier legs racing our own decisions', () => {
     try {
       const mark = sim.requests.length;
       const callId = await place([A]);
-      const leg = await eventually(async () => (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1', [callId])).rows[0] as Leg | undefined);
+      const leg = await eventually(
+        async () =>
+          (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1', [callId])).rows[0] as Leg | undefined,
+      );
       await eventually(async () => sim.requests.some((r) => r.path === '/v2/calls' && r.commandId === leg.id)); // the dial is in flight
       const ccid = `v3:early-${randomUUID()}`;
       await sim.deliver(
@@ -206,7 +259,9 @@ describe('carrier legs racing our own decisions', () => {
         `${platform.ingestUrl}/webhooks/telnyx`,
       );
       await eventually(async () => (await getCall(callId)).status === 'in_progress');
-      const dialed = await eventually(async () => sim.requests.find((r) => r.path === '/v2/calls' && r.commandId === leg.id && r.status === 200));
+      const dialed = await eventually(async () =>
+        sim.requests.find((r) => r.path === '/v2/calls' && r.commandId === leg.id && r.status === 200),
+      );
       await quiet();
       expect(dialed).toBeDefined();
       await new Promise((r) => setTimeout(r, 500)); // a hang-up command, if one was decided, has run by now
@@ -222,7 +277,10 @@ describe('carrier legs racing our own decisions', () => {
     const callId = await place([A, B]);
     const a = await legAt(callId, 0);
     // What dialLeg leaves after its attempts got no answer: the leg failed, never stamped.
-    await db.pool.query(`UPDATE call_legs SET status = 'failed', ended_at = now(), hangup_cause = 'carrier_unavailable', call_control_id = NULL WHERE id = $1`, [a.id]);
+    await db.pool.query(
+      `UPDATE call_legs SET status = 'failed', ended_at = now(), hangup_cause = 'carrier_unavailable', call_control_id = NULL WHERE id = $1`,
+      [a.id],
+    );
     await sim.deliver(answerOf(a)); // …but the carrier did place it, and the callee picked up
     await eventually(async () => actions(a.call_control_id, 'hangup') === 1);
     await quiet();
@@ -235,7 +293,11 @@ describe('inbound', () => {
   it('call.initiated re-sent under a new id is one call; the caller hanging up mid-ring misses it and hangs up the ringing leg', async () => {
     const before = { a: dials(A), b: dials(B) };
     const inbound = sim.injectInboundCall({ from: '+14155550999', to: INBOUND_NUMBER });
-    const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+    const callRow = await eventually(
+      async () =>
+        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
+          .rows[0],
+    );
     await sim.deliver(
       telnyxWebhook.callInitiated({
         callControlId: inbound.callControlId,
@@ -248,7 +310,9 @@ describe('inbound', () => {
     );
     const a = await legAt(callRow.id, 0);
     await quiet();
-    expect(await count(db.pool, 'SELECT * FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).toBe(1);
+    expect(await count(db.pool, 'SELECT * FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).toBe(
+      1,
+    );
     expect(await events(callRow.id, 'call.initiated')).toBe(1);
 
     sim.hangup(inbound.callControlId); // the caller gives up
@@ -266,9 +330,22 @@ describe('inbound', () => {
     const before = dials(B);
     const from = '+14155550980';
     const inbound = sim.injectInboundCall({ from, to: INBOUND_NUMBER });
-    const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+    const callRow = await eventually(
+      async () =>
+        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
+          .rows[0],
+    );
     const a = await legAt(callRow.id, 0);
-    await sim.deliver(telnyxWebhook.callHangup({ callControlId: inbound.callControlId, callLegId: inbound.callLegId, from, to: INBOUND_NUMBER, hangupCause: 'normal_clearing', hangupSource: 'caller' }));
+    await sim.deliver(
+      telnyxWebhook.callHangup({
+        callControlId: inbound.callControlId,
+        callLegId: inbound.callLegId,
+        from,
+        to: INBOUND_NUMBER,
+        hangupCause: 'normal_clearing',
+        hangupSource: 'caller',
+      }),
+    );
     await eventually(async () => (await getCall(callRow.id)).status === 'missed');
     await sim.deliver(hangupOf(a, 'timeout')); // A's own timeout, processed after the call ended
     await quiet();
@@ -281,14 +358,27 @@ describe('inbound', () => {
     for (let round = 0; round < 4; round++) {
       const from = `+141555509${81 + round}`;
       const inbound = sim.injectInboundCall({ from, to: INBOUND_NUMBER });
-      const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+      const callRow = await eventually(
+        async () =>
+          (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
+            .rows[0],
+      );
       const a = await legAt(callRow.id, 0);
-      const callerGone = telnyxWebhook.callHangup({ callControlId: inbound.callControlId, callLegId: inbound.callLegId, from, to: INBOUND_NUMBER, hangupCause: 'normal_clearing', hangupSource: 'caller' });
+      const callerGone = telnyxWebhook.callHangup({
+        callControlId: inbound.callControlId,
+        callLegId: inbound.callLegId,
+        from,
+        to: INBOUND_NUMBER,
+        hangupCause: 'normal_clearing',
+        hangupSource: 'caller',
+      });
       await Promise.all([sim.deliver(callerGone), sim.deliver(hangupOf(a, 'timeout'))]);
       await eventually(async () => (await getCall(callRow.id)).status === 'missed');
       await quiet();
       expect(await events(callRow.id, 'call.missed')).toBe(1);
-      const { rows: legs } = await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 ORDER BY position', [callRow.id]);
+      const { rows: legs } = await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 ORDER BY position', [
+        callRow.id,
+      ]);
       expect(legs.length).toBeLessThanOrEqual(2);
       const b = legs[1];
       // If A's timeout won the race, B was claimed while the call still rang; the caller's
@@ -300,7 +390,11 @@ describe('inbound', () => {
 
   it('an answered target is bridged to the caller; the caller hanging up completes the call and hangs up the target', async () => {
     const inbound = sim.injectInboundCall({ from: '+14155550998', to: INBOUND_NUMBER });
-    const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+    const callRow = await eventually(
+      async () =>
+        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
+          .rows[0],
+    );
     const a = await legAt(callRow.id, 0);
     await sim.deliver(hangupOf(a, 'timeout'));
     const b = await legAt(callRow.id, 1);
@@ -320,7 +414,11 @@ describe('inbound', () => {
 
   it('an answer that loses (the caller already gave up) hangs that leg up instead and changes nothing', async () => {
     const inbound = sim.injectInboundCall({ from: '+14155550996', to: INBOUND_NUMBER });
-    const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+    const callRow = await eventually(
+      async () =>
+        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
+          .rows[0],
+    );
     const a = await legAt(callRow.id, 0);
     sim.hangup(inbound.callControlId);
     await eventually(async () => (await getCall(callRow.id)).status === 'missed');
@@ -336,7 +434,11 @@ describe('inbound', () => {
 
   it('a caller whose hangup we never applied (given up on, or lost) is found gone when we answer them: the call ends, the leg that answered is hung up, nothing is bridged', async () => {
     const inbound = sim.injectInboundCall({ from: '+14155550995', to: INBOUND_NUMBER });
-    const callRow = await eventually(async () => (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).rows[0]);
+    const callRow = await eventually(
+      async () =>
+        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
+          .rows[0],
+    );
     const a = await legAt(callRow.id, 0);
     // The caller leaves, and their hangup never reaches a worker that can apply it.
     sim.setWebhookUrl(null);
@@ -357,7 +459,9 @@ describe('inbound', () => {
     expect((await acme.post('/v1/phone_numbers', { number: '+13125550102' })).status).toBe(201);
     const inbound = sim.injectInboundCall({ from: '+14155550997', to: '+13125550102' });
     await eventually(async () => actions(inbound.callControlId, 'reject') === 1);
-    const { rows } = await db.pool.query('SELECT id, status FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]);
+    const { rows } = await db.pool.query('SELECT id, status FROM calls WHERE caller_call_control_id = $1', [
+      inbound.callControlId,
+    ]);
     expect(rows[0].status).toBe('missed');
     expect(await events(rows[0].id, 'call.missed')).toBe(1);
   });
@@ -384,7 +488,11 @@ describe('bad input', () => {
     const callId = await place([C]);
     expect((await other.get(`/v1/calls/${callId}`)).status).toBe(404);
     expect((await other.get('/v1/calls')).json.data).toEqual([]);
-    expect((await acme.get('/v1/calls?status=ringing')).json.data.some((c: { id: string }) => c.id === callId)).toBe(true);
-    expect((await acme.get('/v1/usage')).json.data).toEqual(expect.arrayContaining([expect.objectContaining({ kind: 'call_minute' })]));
+    expect((await acme.get('/v1/calls?status=ringing')).json.data.some((c: { id: string }) => c.id === callId)).toBe(
+      true,
+    );
+    expect((await acme.get('/v1/usage')).json.data).toEqual(
+      expect.arrayContaining([expect.objectContaining({ kind: 'call_minute' })]),
+    );
   });
 });

@@ -46,7 +46,15 @@ beforeAll(async () => {
   platform = await startTestPlatform({ databaseUrl: db.url, roles: ['api'], env: sim.carrierEnv() });
   acme = await createAccount(db.pool, platform.apiUrl!, 'Live');
   expect((await acme.post('/v1/phone_numbers', { number: OUR })).status).toBe(201);
-  expect((await acme.post('/v1/phone_numbers', { number: INBOUND, inbound_ring: [ANSWERS_AND_STAYS], ring_timeout_secs: 30 })).status).toBe(201);
+  expect(
+    (
+      await acme.post('/v1/phone_numbers', {
+        number: INBOUND,
+        inbound_ring: [ANSWERS_AND_STAYS],
+        ring_timeout_secs: 30,
+      })
+    ).status,
+  ).toBe(201);
 });
 beforeEach(() => {
   sim.setPersona(B, { call: { manual: true } });
@@ -73,12 +81,20 @@ const processDeps = (now?: () => Date) => ({
 
 /** The webhook the carrier sent about a leg, as captured (it reached nobody yet). */
 const webhook = (type: string, ccid: string) =>
-  eventually(async () => rx.received.find((r) => r.json.data.event_type === type && r.json.data.payload['call_control_id'] === ccid));
+  eventually(async () =>
+    rx.received.find((r) => r.json.data.event_type === type && r.json.data.payload['call_control_id'] === ccid),
+  );
 
 /** Stores a captured webhook the way ingest does; returns its row and when it was stored. */
 async function store(raw: string): Promise<{ id: string; storedAt: Date }> {
   const e = telnyxEnvelope(JSON.parse(raw))!;
-  const r = await carrierEventStore(db.pool, { carrier: 'telnyx', carrierEventId: e.eventId, eventType: e.eventType, subject: e.subject, rawJson: raw });
+  const r = await carrierEventStore(db.pool, {
+    carrier: 'telnyx',
+    carrierEventId: e.eventId,
+    eventType: e.eventType,
+    subject: e.subject,
+    rawJson: raw,
+  });
   if (!r.stored) throw new Error('already stored');
   const { rows } = await db.pool.query('SELECT created_at FROM carrier_events WHERE id = $1', [r.id]);
   return { id: r.id, storedAt: rows[0].created_at };
@@ -89,8 +105,11 @@ const callOf = async (id: string) => (await acme.get(`/v1/calls/${id}`)).json;
 const legRow = async (callId: string, position: number) =>
   (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 AND position = $2', [callId, position])).rows[0];
 const minutes = async (callId: string) =>
-  (await db.pool.query(`SELECT quantity FROM usage_records WHERE source_id = $1 AND kind = 'call_minute'`, [callId])).rows.map((r) => r.quantity);
-const events = (callId: string, type: string) => count(db.pool, 'SELECT * FROM outbound_events WHERE subject_id = $1 AND type = $2', [callId, type]);
+  (
+    await db.pool.query(`SELECT quantity FROM usage_records WHERE source_id = $1 AND kind = 'call_minute'`, [callId])
+  ).rows.map((r) => r.quantity);
+const events = (callId: string, type: string) =>
+  count(db.pool, 'SELECT * FROM outbound_events WHERE subject_id = $1 AND type = $2', [callId, type]);
 const carrierSeconds = (fromIso: string, toIso: string) => Math.ceil((Date.parse(toIso) - Date.parse(fromIso)) / 1000);
 
 describe('a hangup that overtakes its answer', () => {
@@ -121,7 +140,11 @@ describe('a hangup that overtakes its answer', () => {
 
     const call = await callOf(callId);
     const talked = carrierSeconds(answered.json.data.occurred_at, hangup.json.data.payload['end_time'] as string);
-    expect(call).toMatchObject({ status: 'completed', answered_at: new Date(answered.json.data.occurred_at).toISOString(), duration_seconds: talked });
+    expect(call).toMatchObject({
+      status: 'completed',
+      answered_at: new Date(answered.json.data.occurred_at).toISOString(),
+      duration_seconds: talked,
+    });
     expect(await minutes(callId)).toEqual([Math.ceil(talked / 60)]);
     expect(await events(callId, 'call.answered')).toBe(1);
     expect(await events(callId, 'call.completed')).toBe(1);
@@ -168,7 +191,9 @@ describe('an inbound caller who gives up before their call is processed', () => 
 
     const h = await store(hangup.raw);
     expect(await processCarrierEvent(processDeps(), h.id, 1)).toBe('ignored');
-    expect(await count(db.pool, 'SELECT * FROM carrier_leg_endings WHERE call_control_id = $1', [callControlId])).toBe(1);
+    expect(await count(db.pool, 'SELECT * FROM carrier_leg_endings WHERE call_control_id = $1', [callControlId])).toBe(
+      1,
+    );
     // Sixty seconds later the call.initiated is finally processed.
     const i = await store(initiated.raw);
     expect(await processCarrierEvent(processDeps(later(i.storedAt, 60_000)), i.id)).toBe('applied');
@@ -182,14 +207,18 @@ describe('an inbound caller who gives up before their call is processed', () => 
     expect(await events(rows[0].id, 'call.initiated')).toBe(1);
     expect(await events(rows[0].id, 'call.missed')).toBe(1);
     // The caller is gone: nobody is told to reject them.
-    expect(await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`reject:${callControlId}`])).toBe(0);
+    expect(await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`reject:${callControlId}`])).toBe(
+      0,
+    );
   });
 });
 
 /** An inbound call answered by its target, as far as call.connect: returns the ids and the answer's webhook. */
 async function answeredInbound(from: string) {
   const { callControlId: caller } = sim.injectInboundCall({ from, to: INBOUND });
-  expect(await processCarrierEvent(processDeps(), (await store((await webhook('call.initiated', caller)).raw)).id)).toBe('applied');
+  expect(
+    await processCarrierEvent(processDeps(), (await store((await webhook('call.initiated', caller)).raw)).id),
+  ).toBe('applied');
   const call = (await db.pool.query('SELECT * FROM calls WHERE caller_call_control_id = $1', [caller])).rows[0];
   expect(await dialLeg(commandDeps(), (await legRow(call.id, 0)).id)).toBe('dialed');
   const target: string = (await legRow(call.id, 0)).call_control_id;
@@ -206,13 +235,31 @@ describe('call.connect finding the caller gone', () => {
     sim.hangup(caller);
     const hangup = await webhook('call.hangup', caller);
     await new Promise((r) => setTimeout(r, 2500));
-    await connectTask(commandDeps())({ callId }, { jobId: '1', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined });
+    await connectTask(commandDeps())(
+      { callId },
+      { jobId: '1', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
+    );
     expect((await callOf(callId)).status).toBe('in_progress'); // nothing invented from our clock
     // The lookup it asked for learns the caller's end from the carrier.
-    expect(await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`reconcile.lookup:caller:${callId}`])).toBe(1);
-    const reconcile = { pool: db.pool, carrier: carrier(), adapter: telnyxAdapter(), log, intervalMs: 60_000, afterMs: 60_000, messageAfterMs: 3_600_000 };
-    await lookupTask(reconcile)({ target: { kind: 'caller', callId } }, { jobId: '2', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined });
-    const { rows } = await db.pool.query(`SELECT id FROM carrier_events WHERE carrier_event_id = $1`, [`reconcile:${caller}:hangup`]);
+    expect(
+      await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`reconcile.lookup:caller:${callId}`]),
+    ).toBe(1);
+    const reconcile = {
+      pool: db.pool,
+      carrier: carrier(),
+      adapter: telnyxAdapter(),
+      log,
+      intervalMs: 60_000,
+      afterMs: 60_000,
+      messageAfterMs: 3_600_000,
+    };
+    await lookupTask(reconcile)(
+      { target: { kind: 'caller', callId } },
+      { jobId: '2', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
+    );
+    const { rows } = await db.pool.query(`SELECT id FROM carrier_events WHERE carrier_event_id = $1`, [
+      `reconcile:${caller}:hangup`,
+    ]);
     expect(await processCarrierEvent(processDeps(), rows[0].id)).toBe('applied');
 
     const inOrder = carrierSeconds(answered.json.data.occurred_at, hangup.json.data.payload['end_time'] as string);
@@ -227,8 +274,13 @@ describe('call.connect finding the caller gone', () => {
     const { callId, caller, target } = await answeredInbound('+14155550792');
     // The carrier no longer knows the answered leg under the id we hold.
     await db.pool.query(`UPDATE call_legs SET call_control_id = 'v3:forgotten' WHERE call_control_id = $1`, [target]);
-    await connectTask(commandDeps())({ callId }, { jobId: '3', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined });
-    const keys = (await db.pool.query(`SELECT key FROM graphile_worker.jobs WHERE task_identifier = 'call.command'`)).rows.map((r) => r.key);
+    await connectTask(commandDeps())(
+      { callId },
+      { jobId: '3', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
+    );
+    const keys = (
+      await db.pool.query(`SELECT key FROM graphile_worker.jobs WHERE task_identifier = 'call.command'`)
+    ).rows.map((r) => r.key);
     expect(keys).toEqual(expect.arrayContaining([`hangup:${caller}`, 'hangup:v3:forgotten']));
   });
 });

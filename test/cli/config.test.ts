@@ -17,7 +17,11 @@ describe('configuration', () => {
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL'],
     [{}, 'DATABASE_URL'], // serve needs a database
   ])('%o stops start-up with one line naming %s', async (env, variable) => {
-    const r = await runHandset(['serve'], { DATABASE_URL: 'postgres://127.0.0.1:1/x', ...env, ...(variable === 'DATABASE_URL' && !('DATABASE_URL' in env) ? { DATABASE_URL: '' } : {}) });
+    const r = await runHandset(['serve'], {
+      DATABASE_URL: 'postgres://127.0.0.1:1/x',
+      ...env,
+      ...(variable === 'DATABASE_URL' && !('DATABASE_URL' in env) ? { DATABASE_URL: '' } : {}),
+    });
     expect(r.code).toBe(2);
     const lines = r.output.trim().split('\n');
     expect(lines).toHaveLength(1);
@@ -51,7 +55,15 @@ describe('configuration', () => {
 
   it('durations take ms, s, m, h and d', () => {
     expect(['250ms', '5s', '5m', '2h', '30d', '1.5s', 'x', '5', '-1s'].map(parseDuration)).toEqual([
-      250, 5000, 300000, 7200000, 2592000000, 1500, null, null, null,
+      250,
+      5000,
+      300000,
+      7200000,
+      2592000000,
+      1500,
+      null,
+      null,
+      null,
     ]);
   });
 });

@@ -39,9 +39,13 @@ describe('migrate', () => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      const versions = (await client.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version);
+      const versions = (await client.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map(
+        (r) => r.version,
+      );
       expect(versions).toEqual((await loadMigrations()).map((m) => m.version));
-      const { rows } = await client.query(`SELECT to_regclass('carrier_events') AS t, to_regproc('graphile_worker.add_job') AS f`);
+      const { rows } = await client.query(
+        `SELECT to_regclass('carrier_events') AS t, to_regproc('graphile_worker.add_job') AS f`,
+      );
       expect(rows[0]).toEqual({ t: 'carrier_events', f: 'graphile_worker.add_job' });
     } finally {
       await client.end();

@@ -42,7 +42,10 @@ afterAll(async () => {
 async function subscribe(eventTypes?: string[]): Promise<{ receiver: Receiver; endpointId: string }> {
   const receiver = await startReceiver();
   receivers.push(receiver);
-  const res = await acme.post('/v1/webhook_endpoints', { url: receiver.url, ...(eventTypes ? { event_types: eventTypes } : {}) });
+  const res = await acme.post('/v1/webhook_endpoints', {
+    url: receiver.url,
+    ...(eventTypes ? { event_types: eventTypes } : {}),
+  });
   expect(res.status).toBe(201);
   expect(res.json.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
   receiver.secrets = [res.json.secret];
@@ -60,7 +63,12 @@ const event = (over: Partial<EmitInput> = {}): EmitInput => ({
 });
 
 const deliveryOf = async (eventId: string, endpointId: string) =>
-  (await db.pool.query('SELECT status, attempts FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [eventId, endpointId])).rows[0];
+  (
+    await db.pool.query('SELECT status, attempts FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [
+      eventId,
+      endpointId,
+    ])
+  ).rows[0];
 
 describe('outbox', () => {
   it('an event emitted in a transaction that rolls back leaves no event, no delivery and sends nothing', async () => {
@@ -72,7 +80,9 @@ describe('outbox', () => {
       }),
     ).rejects.toThrow('the transition failed');
     expect(await count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = 'msg_rolled_back'`)).toBe(0);
-    expect(await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'delivery.attempt'`)).toBe(0);
+    expect(await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'delivery.attempt'`)).toBe(
+      0,
+    );
     // a committed event afterwards is the only thing the receiver ever sees
     const { eventId } = await withTx(db.pool, (tx) => emit(tx, event({ subjectId: 'msg_committed' })));
     await eventually(async () => receiver.received.length === 1);
@@ -122,15 +132,20 @@ describe('delivery', () => {
     expect(log.status).toBe(200);
     const d = log.json.data.find((x: { endpoint_id: string }) => x.endpoint_id === endpointId);
     expect(d.status).toBe('succeeded');
-    expect(d.attempts.map((a: { attempt: number; response_status: number }) => [a.attempt, a.response_status])).toEqual([
-      [1, 500],
-      [2, 500],
-      [3, 500],
-      [4, 200],
-    ]);
+    expect(d.attempts.map((a: { attempt: number; response_status: number }) => [a.attempt, a.response_status])).toEqual(
+      [
+        [1, 500],
+        [2, 500],
+        [3, 500],
+        [4, 200],
+      ],
+    );
     expect(d.attempts[0]).toMatchObject({ trigger: 'scheduled', error: 'HTTP 500', response_excerpt: 'answer 500' });
     expect(d.attempts[0].duration_ms).toBeGreaterThanOrEqual(0);
-    expect((await db.pool.query('SELECT consecutive_failures FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0].consecutive_failures).toBe(0);
+    expect(
+      (await db.pool.query('SELECT consecutive_failures FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0]
+        .consecutive_failures,
+    ).toBe(0);
   });
 
   it('a delivery that runs out of retries ends failed, and a redirect is a failure, not followed', async () => {
@@ -148,12 +163,20 @@ describe('delivery', () => {
     // Two events: four attempts each at most, so failures add up across deliveries to the threshold of five.
     const first = await withTx(db.pool, (tx) => emit(tx, event({ subjectId: 'msg_1' })));
     const second = await withTx(db.pool, (tx) => emit(tx, event({ subjectId: 'msg_1b' })));
-    await eventually(async () => (await db.pool.query('SELECT enabled FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0].enabled === false, 20_000);
+    await eventually(
+      async () =>
+        (await db.pool.query('SELECT enabled FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0].enabled ===
+        false,
+      20_000,
+    );
     const ep = await acme.get(`/v1/webhook_endpoints/${endpointId}`);
     expect(ep.json).toMatchObject({ enabled: false, disabled_reason: 'consecutive_failures', consecutive_failures: 5 });
     await new Promise((r) => setTimeout(r, 1500)); // any attempt in flight at the disable lands now
     expect(receiver.received).toHaveLength(5);
-    const ended = [(await deliveryOf(first.eventId, endpointId)).status, (await deliveryOf(second.eventId, endpointId)).status];
+    const ended = [
+      (await deliveryOf(first.eventId, endpointId)).status,
+      (await deliveryOf(second.eventId, endpointId)).status,
+    ];
     expect(ended).toContain('skipped');
     expect(ended.every((s) => s === 'skipped' || s === 'failed')).toBe(true);
 
@@ -179,7 +202,9 @@ describe('delivery', () => {
 
   it('a redelivery is an attempt of its own: a succeeded delivery stays succeeded, and a failed redelivery moves neither the delivery nor the endpoint’s failure count', async () => {
     const { receiver, endpointId } = await subscribe(['message.canceled']);
-    const { eventId } = await withTx(db.pool, (tx) => emit(tx, event({ type: 'message.canceled', subjectId: 'msg_redo' })));
+    const { eventId } = await withTx(db.pool, (tx) =>
+      emit(tx, event({ type: 'message.canceled', subjectId: 'msg_redo' })),
+    );
     await eventually(async () => (await deliveryOf(eventId, endpointId)).status === 'succeeded');
     receiver.answer = () => ({ status: 500 });
     expect((await acme.post(`/v1/events/${eventId}/redeliver`)).status).toBe(202);
@@ -189,7 +214,9 @@ describe('delivery', () => {
     const ep = (await acme.get(`/v1/webhook_endpoints/${endpointId}`)).json;
     expect(ep).toMatchObject({ enabled: true, consecutive_failures: 0 });
     const log = (await acme.get(`/v1/events/${eventId}/deliveries`)).json.data[0];
-    expect(log.attempts.map((a: { trigger: string; response_status: number }) => [a.trigger, a.response_status])).toEqual([
+    expect(
+      log.attempts.map((a: { trigger: string; response_status: number }) => [a.trigger, a.response_status]),
+    ).toEqual([
       ['scheduled', 200],
       ['redeliver', 500],
     ]);
@@ -199,7 +226,11 @@ describe('delivery', () => {
     const { receiver, endpointId } = await subscribe();
     receiver.answer = () => ({ status: 410 });
     const { eventId } = await withTx(db.pool, (tx) => emit(tx, event()));
-    await eventually(async () => (await db.pool.query('SELECT disabled_reason FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0].disabled_reason === 'gone');
+    await eventually(
+      async () =>
+        (await db.pool.query('SELECT disabled_reason FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0]
+          .disabled_reason === 'gone',
+    );
     expect(receiver.received).toHaveLength(1);
     expect((await deliveryOf(eventId, endpointId)).status).toBe('skipped');
   });
@@ -224,12 +255,20 @@ describe('delivery', () => {
     hanging.receiver.answer = () => ({ status: 200, hang: true });
     const healthy = await subscribe(['call.completed']);
     const hung = [];
-    for (let i = 0; i < 6; i++) hung.push(await withTx(db.pool, (tx) => emit(tx, event({ type: 'call.missed', subjectId: `call_h${i}` }))));
+    for (let i = 0; i < 6; i++)
+      hung.push(await withTx(db.pool, (tx) => emit(tx, event({ type: 'call.missed', subjectId: `call_h${i}` }))));
     const fine = [];
-    for (let i = 0; i < 6; i++) fine.push(await withTx(db.pool, (tx) => emit(tx, event({ type: 'call.completed', subjectId: `call_f${i}` }))));
+    for (let i = 0; i < 6; i++)
+      fine.push(await withTx(db.pool, (tx) => emit(tx, event({ type: 'call.completed', subjectId: `call_f${i}` }))));
     await eventually(async () => healthy.receiver.received.length === 6);
     // every healthy delivery got through while the hanging endpoint's first attempts were still unanswered
-    expect(await count(db.pool, `SELECT * FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`, [hanging.endpointId])).toBe(0);
+    expect(
+      await count(
+        db.pool,
+        `SELECT * FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
+        [hanging.endpointId],
+      ),
+    ).toBe(0);
     // and the hanging endpoint never held more than (concurrency / 2) + its serial lane at once
     expect(hanging.receiver.received.length).toBeLessThanOrEqual(3);
   });
@@ -249,10 +288,17 @@ describe('crash between the receiver answering and the record', () => {
     const locker = await db.pool.connect();
     await locker.query('BEGIN');
     await locker.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE', [deliveryId]);
-    const env = { DATABASE_URL: db.url, HANDSET_WORKER_STALE_AFTER: '2s', HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true', TELNYX_API_KEY: 'KEY_test' };
+    const env = {
+      DATABASE_URL: db.url,
+      HANDSET_WORKER_STALE_AFTER: '2s',
+      HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      TELNYX_API_KEY: 'KEY_test',
+    };
     const child = spawnHandset(['serve', '--roles', 'worker'], env);
     try {
-      await eventually(async () => receiver.received.length === 1, 20_000).catch((e) => { throw new Error(String(e) + child.output()); });
+      await eventually(async () => receiver.received.length === 1, 20_000).catch((e) => {
+        throw new Error(String(e) + child.output());
+      });
       await new Promise((r) => setTimeout(r, 200)); // the child is now waiting on the row lock
       child.child.kill('SIGKILL');
       await child.exited;

@@ -40,12 +40,31 @@ const job = { jobId: '1', attempts: 1, maxAttempts: 25, inSerialQueue: true, abo
 
 /** Two deliveries to one fresh endpoint, both answered at the same instant with `status`. */
 async function twoAtOnce(status: (n: number) => number, disableAfter: number) {
-  const { rows } = await db.pool.query(`INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`, [accountId, receiver.url]);
+  const { rows } = await db.pool.query(
+    `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
+    [accountId, receiver.url],
+  );
   const endpointId: string = rows[0].id;
   const ids: string[] = [];
   for (let i = 0; i < 2; i++) {
-    const { eventId } = await withTx(db.pool, (tx) => emit(tx, { accountId, tenantId: null, type: 'message.sent', subjectId: `msg_${i}`, data: {}, occurredAt: new Date() }));
-    ids.push((await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [eventId, endpointId])).rows[0].id);
+    const { eventId } = await withTx(db.pool, (tx) =>
+      emit(tx, {
+        accountId,
+        tenantId: null,
+        type: 'message.sent',
+        subjectId: `msg_${i}`,
+        data: {},
+        occurredAt: new Date(),
+      }),
+    );
+    ids.push(
+      (
+        await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [
+          eventId,
+          endpointId,
+        ])
+      ).rows[0].id,
+    );
   }
   await db.pool.query(`DELETE FROM graphile_worker._private_jobs`); // this test runs the task itself
   let arrived = 0;
@@ -66,38 +85,71 @@ describe('concurrent delivery outcomes', () => {
     for (let round = 0; round < 8; round++) {
       const { endpointId, ids, results } = await twoAtOnce(() => 410, 100);
       expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
-      const ep = (await db.pool.query('SELECT enabled, disabled_reason, consecutive_failures FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0];
+      const ep = (
+        await db.pool.query(
+          'SELECT enabled, disabled_reason, consecutive_failures FROM webhook_endpoints WHERE id = $1',
+          [endpointId],
+        )
+      ).rows[0];
       expect(ep).toEqual({ enabled: false, disabled_reason: 'gone', consecutive_failures: 2 });
-      const attempts = await db.pool.query('SELECT count(*)::int AS n FROM webhook_attempts WHERE delivery_id = ANY ($1)', [ids]);
+      const attempts = await db.pool.query(
+        'SELECT count(*)::int AS n FROM webhook_attempts WHERE delivery_id = ANY ($1)',
+        [ids],
+      );
       expect(attempts.rows[0].n).toBe(2);
     }
   });
 
   it('a success landing after a failure disabled the endpoint stays skipped and does not reset the count', async () => {
     for (let round = 0; round < 3; round++) {
-      const { rows } = await db.pool.query(`INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`, [accountId, receiver.url]);
+      const { rows } = await db.pool.query(
+        `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
+        [accountId, receiver.url],
+      );
       const endpointId: string = rows[0].id;
       const ids: string[] = [];
       const eventIds: string[] = [];
       for (let i = 0; i < 2; i++) {
-        const { eventId } = await withTx(db.pool, (tx) => emit(tx, { accountId, tenantId: null, type: 'message.sent', subjectId: `msg_s${i}`, data: {}, occurredAt: new Date() }));
+        const { eventId } = await withTx(db.pool, (tx) =>
+          emit(tx, {
+            accountId,
+            tenantId: null,
+            type: 'message.sent',
+            subjectId: `msg_s${i}`,
+            data: {},
+            occurredAt: new Date(),
+          }),
+        );
         eventIds.push(eventId);
-        ids.push((await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [eventId, endpointId])).rows[0].id);
+        ids.push(
+          (
+            await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [
+              eventId,
+              endpointId,
+            ])
+          ).rows[0].id,
+        );
       }
       await db.pool.query(`DELETE FROM graphile_worker._private_jobs`);
       // The first event's attempt fails at once (the threshold is 1: it disables the
       // endpoint); the second's 200 is held until the endpoint is disabled.
       receiver.answer = async (_n, req) => {
         if (req.headers['webhook-id'] === eventIds[0]) return { status: 500 };
-        await waitUntil(async () => !(await db.pool.query('SELECT enabled FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0].enabled);
+        await waitUntil(
+          async () =>
+            !(await db.pool.query('SELECT enabled FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0].enabled,
+        );
         return { status: 200 };
       };
       const run = task(1);
       const results = await Promise.allSettled(ids.map((deliveryId) => run({ deliveryId, trigger: 'scheduled' }, job)));
       expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
-      const ep = (await db.pool.query('SELECT enabled, consecutive_failures FROM webhook_endpoints WHERE id = $1', [endpointId])).rows[0];
+      const ep = (
+        await db.pool.query('SELECT enabled, consecutive_failures FROM webhook_endpoints WHERE id = $1', [endpointId])
+      ).rows[0];
       expect(ep).toEqual({ enabled: false, consecutive_failures: 1 });
-      const late = (await db.pool.query('SELECT status, attempts FROM webhook_deliveries WHERE id = $1', [ids[1]])).rows[0];
+      const late = (await db.pool.query('SELECT status, attempts FROM webhook_deliveries WHERE id = $1', [ids[1]]))
+        .rows[0];
       expect(late).toEqual({ status: 'skipped', attempts: 1 }); // its 2xx is logged, but it stays skipped for redelivery
     }
   });
@@ -110,29 +162,63 @@ describe('an endpoint re-enabled while its delivery is being skipped', () => {
       [accountId, receiver.url],
     );
     const endpointId: string = rows[0].id;
-    const { eventId } = await withTx(db.pool, (tx) => emit(tx, { accountId, tenantId: null, type: 'message.sent', subjectId: 'msg_reenable', data: {}, occurredAt: new Date() }));
-    const deliveryId: string = (await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [eventId, endpointId])).rows[0].id;
+    const { eventId } = await withTx(db.pool, (tx) =>
+      emit(tx, {
+        accountId,
+        tenantId: null,
+        type: 'message.sent',
+        subjectId: 'msg_reenable',
+        data: {},
+        occurredAt: new Date(),
+      }),
+    );
+    const deliveryId: string = (
+      await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [
+        eventId,
+        endpointId,
+      ])
+    ).rows[0].id;
     await db.pool.query(`DELETE FROM graphile_worker._private_jobs`);
-    await db.pool.query(`UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'manual', disabled_at = now() WHERE id = $1`, [endpointId]);
+    await db.pool.query(
+      `UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'manual', disabled_at = now() WHERE id = $1`,
+      [endpointId],
+    );
     receiver.answer = () => ({ status: 200 });
 
     // The customer's re-enable is in flight (row locked, not committed) when the job reads the endpoint as disabled.
     const patch = await db.pool.connect();
     try {
       await patch.query('BEGIN');
-      await patch.query(`UPDATE webhook_endpoints SET enabled = true, disabled_reason = NULL, disabled_at = NULL WHERE id = $1`, [endpointId]);
+      await patch.query(
+        `UPDATE webhook_endpoints SET enabled = true, disabled_reason = NULL, disabled_at = NULL WHERE id = $1`,
+        [endpointId],
+      );
       const run = task(100)({ deliveryId, trigger: 'scheduled' }, job);
-      const settled = run.then(() => 'done', (err: Error) => err.message);
-      await waitUntil(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n > 0);
+      const settled = run.then(
+        () => 'done',
+        (err: Error) => err.message,
+      );
+      await waitUntil(
+        async () =>
+          (
+            await db.pool.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+            )
+          ).rows[0].n > 0,
+      );
       await patch.query('COMMIT');
       expect(await settled).toMatch(/changed while delivery .* was being skipped/);
     } finally {
       patch.release();
     }
-    expect((await db.pool.query('SELECT status FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0].status).toBe('pending');
+    expect(
+      (await db.pool.query('SELECT status FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0].status,
+    ).toBe('pending');
     const before = receiver.received.length;
     await task(100)({ deliveryId, trigger: 'scheduled' }, job);
-    expect((await db.pool.query('SELECT status FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0].status).toBe('succeeded');
+    expect(
+      (await db.pool.query('SELECT status FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0].status,
+    ).toBe('succeeded');
     expect(receiver.received.slice(before).map((r) => r.headers['webhook-id'])).toEqual([eventId]);
   });
 });
@@ -144,13 +230,31 @@ describe('what a receiver answers is recorded whatever its bytes', () => {
       [accountId, receiver.url],
     );
     const endpointId: string = rows[0].id;
-    const { eventId } = await withTx(db.pool, (tx) => emit(tx, { accountId, tenantId: null, type: 'message.sent', subjectId: 'msg_nul', data: {}, occurredAt: new Date() }));
-    const deliveryId: string = (await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [eventId, endpointId])).rows[0].id;
+    const { eventId } = await withTx(db.pool, (tx) =>
+      emit(tx, {
+        accountId,
+        tenantId: null,
+        type: 'message.sent',
+        subjectId: 'msg_nul',
+        data: {},
+        occurredAt: new Date(),
+      }),
+    );
+    const deliveryId: string = (
+      await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2', [
+        eventId,
+        endpointId,
+      ])
+    ).rows[0].id;
     await db.pool.query(`DELETE FROM graphile_worker._private_jobs`);
     receiver.answer = () => ({ status: 200, body: Buffer.from([0x1f, 0x8b, 0x08, 0x00, 0x6f, 0x6b]) });
     await task(100)({ deliveryId, trigger: 'scheduled' }, job);
-    expect((await db.pool.query('SELECT status, attempts FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0]).toEqual({ status: 'succeeded', attempts: 1 });
-    const excerpt: string = (await db.pool.query('SELECT response_excerpt FROM webhook_attempts WHERE delivery_id = $1', [deliveryId])).rows[0].response_excerpt;
+    expect(
+      (await db.pool.query('SELECT status, attempts FROM webhook_deliveries WHERE id = $1', [deliveryId])).rows[0],
+    ).toEqual({ status: 'succeeded', attempts: 1 });
+    const excerpt: string = (
+      await db.pool.query('SELECT response_excerpt FROM webhook_attempts WHERE delivery_id = $1', [deliveryId])
+    ).rows[0].response_excerpt;
     expect(excerpt).toContain('\ufffdok');
     expect(excerpt).not.toContain('\u0000');
   });

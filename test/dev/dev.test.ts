@@ -24,7 +24,12 @@ async function stateDir() {
   return d;
 }
 
-const env = (dir: string) => ({ HANDSET_STATE_DIR: dir, HANDSET_API_PORT: '0', HANDSET_INGEST_PORT: '0', HANDSET_SIM_PORT: '0' });
+const env = (dir: string) => ({
+  HANDSET_STATE_DIR: dir,
+  HANDSET_API_PORT: '0',
+  HANDSET_INGEST_PORT: '0',
+  HANDSET_SIM_PORT: '0',
+});
 
 function start(args: string[], dir: string) {
   const p = spawnHandset(args, env(dir));
@@ -64,7 +69,9 @@ describe('handset dev', () => {
     // a hangup the carrier loses for good is learned from its record, and the late webhook changes nothing
     const lost = spawnHandset(['trigger', 'lost-hangup'], env(dir));
     expect((await lost.exited).code, lost.output()).toBe(0);
-    expect(lost.output()).toMatch(/leg 0: \+1555555\d{4}\s+completed \(unspecified\) — hangup learned from the carrier's record/);
+    expect(lost.output()).toMatch(
+      /leg 0: \+1555555\d{4}\s+completed \(unspecified\) — hangup learned from the carrier's record/,
+    );
     expect(lost.output()).toMatch(/Call completed after 3 s/);
     expect(lost.output()).toMatch(/Handset changed nothing: events call\.answered, call\.completed\./);
     const dry = spawnHandset(['reconcile', '--dry-run'], env(dir));
@@ -114,12 +121,21 @@ describe('handset listen verification', () => {
 
   it('accepts a valid signature, also among several', () => {
     expect(verifyWebhook(secret, headers(), body, now)).toBeNull();
-    expect(verifyWebhook(secret, headers({ 'webhook-signature': `v1,AAAA ${signPayload(secret, 'evt_1', now, body)}` }), body, now)).toBeNull();
+    expect(
+      verifyWebhook(
+        secret,
+        headers({ 'webhook-signature': `v1,AAAA ${signPayload(secret, 'evt_1', now, body)}` }),
+        body,
+        now,
+      ),
+    ).toBeNull();
   });
 
   it('refuses a tampered body, another secret, a stale or future timestamp and missing headers', () => {
     expect(verifyWebhook(secret, headers(), body.replace('sent', 'failed'), now)).toBe('no matching signature');
-    expect(verifyWebhook('whsec_' + Buffer.alloc(32, 8).toString('base64'), headers(), body, now)).toBe('no matching signature');
+    expect(verifyWebhook('whsec_' + Buffer.alloc(32, 8).toString('base64'), headers(), body, now)).toBe(
+      'no matching signature',
+    );
     expect(verifyWebhook(secret, headers(), body, now + 301)).toBe('timestamp out of tolerance');
     expect(verifyWebhook(secret, headers(), body, now - 301)).toBe('timestamp out of tolerance');
     expect(verifyWebhook(secret, { 'webhook-id': 'evt_1' }, body, now)).toBe('missing webhook headers');

@@ -102,8 +102,12 @@ describe('group commit', () => {
   });
 
   it('when the enqueue fails, nobody in the batch is answered as stored and nothing is stored', async () => {
-    await db.pool.query(`CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$`);
-    await db.pool.query(`CREATE TRIGGER refuse_job BEFORE INSERT ON graphile_worker._private_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job()`);
+    await db.pool.query(
+      `CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$`,
+    );
+    await db.pool.query(
+      `CREATE TRIGGER refuse_job BEFORE INSERT ON graphile_worker._private_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job()`,
+    );
     try {
       const writer = new CarrierEventWriter(db.pool, { maxInFlight: 1 });
       const settled = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => writer.store(event(`f${i}`))));
@@ -128,7 +132,10 @@ describe('group commit', () => {
       const ids = Array.from({ length: 20 }, (_, i) => `r${round}-${i}`);
       const forward = ids.map((id) => event(id));
       const backward = [...forward].reverse();
-      const [a, b] = await Promise.all([carrierEventStoreMany(db.pool, forward), carrierEventStoreMany(db.pool, backward)]);
+      const [a, b] = await Promise.all([
+        carrierEventStoreMany(db.pool, forward),
+        carrierEventStoreMany(db.pool, backward),
+      ]);
       expect(a.filter((r) => r.stored).length + b.filter((r) => r.stored).length).toBe(20);
     }
     expect(await jobs()).toBe(await events());

@@ -52,9 +52,16 @@ describe('signature', () => {
     const res = await postWebhook(url, keys, fixture('message-finalized-delivered'));
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ status: 'stored' });
-    const { rows } = await db.pool.query('SELECT carrier, carrier_event_id, event_type, processed_at FROM carrier_events');
+    const { rows } = await db.pool.query(
+      'SELECT carrier, carrier_event_id, event_type, processed_at FROM carrier_events',
+    );
     expect(rows).toEqual([
-      { carrier: 'telnyx', carrier_event_id: '4ee8c3a6-4995-4309-a3c6-38e3db9ea4be', event_type: 'message.finalized', processed_at: null },
+      {
+        carrier: 'telnyx',
+        carrier_event_id: '4ee8c3a6-4995-4309-a3c6-38e3db9ea4be',
+        event_type: 'message.finalized',
+        processed_at: null,
+      },
     ]);
     expect(await jobs()).toBe(1);
   });
@@ -62,7 +69,11 @@ describe('signature', () => {
   it('a tampered body is refused and nothing is stored', async () => {
     const body = fixture('message-sent');
     const headers = signTelnyxWebhook(keys.privateKey, Math.floor(Date.now() / 1000), body);
-    const res = await fetch(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: body.replace('Hello there!', 'Hello there?') });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: body.replace('Hello there!', 'Hello there?'),
+    });
     expect(res.status).toBe(401);
     expect(await res.json()).toEqual({ error: 'bad_signature' });
     expect(await events()).toBe(0);
@@ -85,15 +96,29 @@ describe('signature', () => {
       [{ 'telnyx-timestamp': String(ts) }, 'missing_signature'],
       [{ 'telnyx-signature-ed25519': good['telnyx-signature-ed25519'] }, 'missing_signature'],
       [{ ...good, 'telnyx-signature-ed25519': 'not base64!' }, 'malformed_signature'],
-      [{ ...good, 'telnyx-signature-ed25519': Buffer.from(good['telnyx-signature-ed25519'], 'base64').toString('base64url') }, 'malformed_signature'],
+      [
+        {
+          ...good,
+          'telnyx-signature-ed25519': Buffer.from(good['telnyx-signature-ed25519'], 'base64').toString('base64url'),
+        },
+        'malformed_signature',
+      ],
       [{ ...good, 'telnyx-signature-ed25519': Buffer.alloc(32).toString('base64') }, 'malformed_signature'],
       [{ ...good, 'telnyx-timestamp': `${ts}000` }, 'stale_timestamp'],
       [{ ...good, 'telnyx-timestamp': `${ts}.5` }, 'malformed_signature'],
       [{ ...good, 'telnyx-timestamp': `-${ts}` }, 'malformed_signature'],
     ];
     for (const [headers, error] of cases) {
-      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-      expect({ headers, status: res.status, body: await res.json() }).toEqual({ headers, status: 401, body: { error } });
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      });
+      expect({ headers, status: res.status, body: await res.json() }).toEqual({
+        headers,
+        status: 401,
+        body: { error },
+      });
     }
     expect(await events()).toBe(0);
   });
@@ -142,15 +167,21 @@ describe('duplicates', () => {
     const retry = first.replace('"attempt":1', '"attempt":2');
     expect(retry).not.toBe(first);
     await postWebhook(url, keys, first);
-    expect((await postWebhook(url, keys, retry, { timestamp: Math.floor(Date.now() / 1000) + 3 })).json).toEqual({ status: 'duplicate' });
+    expect((await postWebhook(url, keys, retry, { timestamp: Math.floor(Date.now() / 1000) + 3 })).json).toEqual({
+      status: 'duplicate',
+    });
     expect(await events()).toBe(1);
   });
 });
 
 describe('atomicity and failures', () => {
   it('when the enqueue fails inside the transaction, the event is not stored either, and the answer is 5xx', async () => {
-    await db.pool.query(`CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$`);
-    await db.pool.query(`CREATE TRIGGER refuse_job BEFORE INSERT ON graphile_worker._private_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job()`);
+    await db.pool.query(
+      `CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$`,
+    );
+    await db.pool.query(
+      `CREATE TRIGGER refuse_job BEFORE INSERT ON graphile_worker._private_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job()`,
+    );
     try {
       const res = await postWebhook(url, keys, fixture('message-sent'));
       expect(res.status).toBe(503);
@@ -178,12 +209,22 @@ describe('atomicity and failures', () => {
       proxy.cut();
       const during = await Promise.all(Array.from({ length: 5 }, () => postWebhook(ingest.url, keys, body)));
       expect(during.map((r) => r.status)).toEqual(Array(5).fill(503));
-      expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id = '6f1c8a52-2a4e-4b0b-9d0e-4a1f2d3c4b5a'`)).toBe(0);
+      expect(
+        await count(
+          db.pool,
+          `SELECT * FROM carrier_events WHERE carrier_event_id = '6f1c8a52-2a4e-4b0b-9d0e-4a1f2d3c4b5a'`,
+        ),
+      ).toBe(0);
       proxy.restore();
       const after = await Promise.all(Array.from({ length: 3 }, () => postWebhook(ingest.url, keys, body)));
       expect(after.map((r) => r.status)).toEqual([200, 200, 200]);
       expect(after.filter((r) => r.json['status'] === 'stored')).toHaveLength(1);
-      expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id = '6f1c8a52-2a4e-4b0b-9d0e-4a1f2d3c4b5a'`)).toBe(1);
+      expect(
+        await count(
+          db.pool,
+          `SELECT * FROM carrier_events WHERE carrier_event_id = '6f1c8a52-2a4e-4b0b-9d0e-4a1f2d3c4b5a'`,
+        ),
+      ).toBe(1);
       expect(await jobs()).toBe(2);
     } finally {
       await ingest.app.close();
@@ -203,9 +244,20 @@ describe('bad input', () => {
   });
 
   it('a signed body that is not a Telnyx envelope is 400 and stores nothing', async () => {
-    for (const body of ['{"hello":"world"}', '{"data":{"id":"x"}}', '{"data":{"event_type":"message.sent"}}', '[]', 'null', '{"data":{"id":"","event_type":"a"}}']) {
+    for (const body of [
+      '{"hello":"world"}',
+      '{"data":{"id":"x"}}',
+      '{"data":{"event_type":"message.sent"}}',
+      '[]',
+      'null',
+      '{"data":{"id":"","event_type":"a"}}',
+    ]) {
       const res = await postWebhook(url, keys, body);
-      expect({ body, status: res.status, error: res.json['error'] }).toEqual({ body, status: 400, error: 'not_an_envelope' });
+      expect({ body, status: res.status, error: res.json['error'] }).toEqual({
+        body,
+        status: 400,
+        error: 'not_an_envelope',
+      });
     }
     expect(await events()).toBe(0);
   });
@@ -220,24 +272,42 @@ describe('bad input', () => {
   });
 
   it('an authentic webhook with an escaped NUL (which jsonb cannot hold) is stored with U+FFFD, not refused and lost', async () => {
-    const res = await postWebhook(url, keys, envelope('nul', 'message.received', { text: 'a\u0000b', path: 'c:\\u0000d' }));
+    const res = await postWebhook(
+      url,
+      keys,
+      envelope('nul', 'message.received', { text: 'a\u0000b', path: 'c:\\u0000d' }),
+    );
     expect(res.status).toBe(200);
-    const { rows } = await db.pool.query(`SELECT payload->'data'->'payload' AS p FROM carrier_events WHERE carrier_event_id = 'nul'`);
+    const { rows } = await db.pool.query(
+      `SELECT payload->'data'->'payload' AS p FROM carrier_events WHERE carrier_event_id = 'nul'`,
+    );
     expect(rows[0].p).toEqual({ text: 'a\ufffdb', path: 'c:\\u0000d' }); // an escaped backslash before u0000 is left alone
   });
 
   it('an authentic webhook with a lone surrogate (an SMS cut mid-emoji; jsonb cannot hold it) is stored with U+FFFD; a whole pair is kept', async () => {
     // JSON.stringify escapes lone surrogates, as a carrier's JSON encoder would.
-    const res = await postWebhook(url, keys, envelope('lone', 'message.received', { text: 'cut \ud83d', low: '\ude00!', pair: '😀', mid: 'x\uD800y', path: 'c:\\ud800' }));
+    const res = await postWebhook(
+      url,
+      keys,
+      envelope('lone', 'message.received', {
+        text: 'cut \ud83d',
+        low: '\ude00!',
+        pair: '😀',
+        mid: 'x\uD800y',
+        path: 'c:\\ud800',
+      }),
+    );
     expect(res.status).toBe(200);
-    const { rows } = await db.pool.query(`SELECT payload->'data'->'payload' AS p FROM carrier_events WHERE carrier_event_id = 'lone'`);
+    const { rows } = await db.pool.query(
+      `SELECT payload->'data'->'payload' AS p FROM carrier_events WHERE carrier_event_id = 'lone'`,
+    );
     expect(rows[0].p).toEqual({ text: 'cut \ufffd', low: '\ufffd!', pair: '😀', mid: 'x\ufffdy', path: 'c:\\ud800' });
   });
 
   it('storableJson rewrites exactly the escapes jsonb refuses, in either case, and nothing an escaped backslash protects', () => {
-    expect(storableJson(String.raw`["\uD83D\uDE00","\uDBFF","\uDC00\uD800","\u0000","\\uDBFF","\\\uDBFF","\u00e9"]`)).toBe(
-      String.raw`["\uD83D\uDE00","\ufffd","\ufffd\ufffd","\ufffd","\\uDBFF","\\\ufffd","\u00e9"]`,
-    );
+    expect(
+      storableJson(String.raw`["\uD83D\uDE00","\uDBFF","\uDC00\uD800","\u0000","\\uDBFF","\\\uDBFF","\u00e9"]`),
+    ).toBe(String.raw`["\uD83D\uDE00","\ufffd","\ufffd\ufffd","\ufffd","\\uDBFF","\\\ufffd","\u00e9"]`);
   });
 
   it('error bodies are small JSON without stack traces', async () => {

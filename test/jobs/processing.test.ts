@@ -30,7 +30,8 @@ const handlers: HandlerRegistry = {
 };
 
 const row = async (carrierEventId: string) =>
-  (await db.pool.query('SELECT processed_at, error FROM carrier_events WHERE carrier_event_id = $1', [carrierEventId])).rows[0];
+  (await db.pool.query('SELECT processed_at, error FROM carrier_events WHERE carrier_event_id = $1', [carrierEventId]))
+    .rows[0];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -45,14 +46,22 @@ afterAll(async () => {
 describe('processing', () => {
   it('an event reaches its handler once and is marked processed', async () => {
     expect((await postWebhook(url, keys, fixture('message-finalized-delivered'))).status).toBe(200);
-    const r = await eventually(async () => (await row('4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'))?.processed_at && row('4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'));
+    const r = await eventually(
+      async () =>
+        (await row('4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'))?.processed_at &&
+        row('4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'),
+    );
     expect(r.error).toBeNull();
     expect(seen).toContain('delivered:4ee8c3a6-4995-4309-a3c6-38e3db9ea4be');
   });
 
   it('an unknown event type is stored and marked processed with no effect', async () => {
     expect((await postWebhook(url, keys, fixture('call-machine-detection-ended'))).status).toBe(200);
-    const r = await eventually(async () => (await row('0ccc7b54-4df3-4bca-a65a-3da1ecc777f0'))?.processed_at && row('0ccc7b54-4df3-4bca-a65a-3da1ecc777f0'));
+    const r = await eventually(
+      async () =>
+        (await row('0ccc7b54-4df3-4bca-a65a-3da1ecc777f0'))?.processed_at &&
+        row('0ccc7b54-4df3-4bca-a65a-3da1ecc777f0'),
+    );
     expect(r.error).toBeNull();
   });
 
@@ -77,8 +86,16 @@ describe('processing', () => {
   });
 
   it('a re-run after the processing transaction committed does nothing', async () => {
-    const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers, log: createLogger('silent'), notReady };
-    const { rows } = await db.pool.query(`SELECT id FROM carrier_events WHERE carrier_event_id = '4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'`);
+    const deps = {
+      pool: db.pool,
+      adapters: { telnyx: telnyxAdapter() },
+      handlers,
+      log: createLogger('silent'),
+      notReady,
+    };
+    const { rows } = await db.pool.query(
+      `SELECT id FROM carrier_events WHERE carrier_event_id = '4ee8c3a6-4995-4309-a3c6-38e3db9ea4be'`,
+    );
     const before = seen.length;
     expect(await processCarrierEvent(deps, rows[0].id)).toBe('already_processed');
     expect(seen.length).toBe(before);
@@ -97,12 +114,21 @@ describe('processing', () => {
       [fixture('message-finalized-delivered')],
     );
     const at = (ms: number) => () => new Date(rows[0].created_at.getTime() + ms);
-    const deps = (now: () => Date) => ({ pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: waiting, log: createLogger('silent'), notReady, now });
+    const deps = (now: () => Date) => ({
+      pool: db.pool,
+      adapters: { telnyx: telnyxAdapter() },
+      handlers: waiting,
+      log: createLogger('silent'),
+      notReady,
+      now,
+    });
     // However many times it has run, an event younger than the policy's bound waits…
     expect(await processCarrierEvent(deps(at(0)), rows[0].id, 1)).toBe('waiting');
     expect(await processCarrierEvent(deps(at(notReady.giveUpAfterMs! - 1)), rows[0].id, 40)).toBe('waiting');
     expect((await row('early')).error).toMatch(/^waiting: no message/);
-    const next = await db.pool.query(`SELECT payload, run_at FROM graphile_worker._private_jobs WHERE key = $1`, [`carrier_event.process:${rows[0].id}`]);
+    const next = await db.pool.query(`SELECT payload, run_at FROM graphile_worker._private_jobs WHERE key = $1`, [
+      `carrier_event.process:${rows[0].id}`,
+    ]);
     expect(next.rows[0].payload).toEqual({ eventId: rows[0].id, attempt: 41 });
     // … and the handler's writes before it threw are gone with its transaction.
     expect((await db.pool.query(`SELECT to_regclass('partial') AS t`)).rows[0].t).toBeNull();

@@ -20,7 +20,11 @@ afterAll(async () => {
 
 const STALE_AFTER_MS = 2000;
 const worker = () => {
-  const p = spawnHandset(['serve', '--roles', 'worker'], { DATABASE_URL: db.url, HANDSET_WORKER_STALE_AFTER: `${STALE_AFTER_MS}ms`, TELNYX_API_KEY: 'KEY_test' });
+  const p = spawnHandset(['serve', '--roles', 'worker'], {
+    DATABASE_URL: db.url,
+    HANDSET_WORKER_STALE_AFTER: `${STALE_AFTER_MS}ms`,
+    TELNYX_API_KEY: 'KEY_test',
+  });
   procs.push(p);
   return p;
 };
@@ -40,7 +44,10 @@ describe('worker crash recovery', () => {
 
     const a = worker();
     await a.waitFor(/worker running/);
-    await db.pool.query(`SELECT graphile_worker.add_job('carrier_event.process', json_build_object('eventId', $1::text))`, [eventId]);
+    await db.pool.query(
+      `SELECT graphile_worker.add_job('carrier_event.process', json_build_object('eventId', $1::text))`,
+      [eventId],
+    );
     const lockedBy = await eventually(async () => {
       const r = await db.pool.query(`SELECT locked_by FROM graphile_worker.jobs WHERE locked_by IS NOT NULL`);
       return r.rows[0]?.locked_by as string | undefined;
@@ -53,7 +60,13 @@ describe('worker crash recovery', () => {
     locker.release();
 
     // Still locked by the dead pool: nothing runs it until the sweeper acts.
-    expect((await db.pool.query(`SELECT locked_by FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`)).rows[0].locked_by).toBe(lockedBy);
+    expect(
+      (
+        await db.pool.query(
+          `SELECT locked_by FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`,
+        )
+      ).rows[0].locked_by,
+    ).toBe(lockedBy);
 
     const b = worker();
     await b.waitFor(/worker running/);
@@ -65,7 +78,11 @@ describe('worker crash recovery', () => {
     await b.waitFor(new RegExp(`"pools":\\["${lockedBy}"\\],"msg":"unlocked jobs of silent workers"`));
     // Generous: the bound plus a sweep interval plus process start-up.
     expect(recoveredAfterMs).toBeLessThan(STALE_AFTER_MS + 10_000);
-    expect(await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`).then((r) => r.rows[0].n)).toBe(0);
+    expect(
+      await db.pool
+        .query(`SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`)
+        .then((r) => r.rows[0].n),
+    ).toBe(0);
     b.child.kill('SIGTERM');
     expect((await b.exited).code).toBe(0);
   });

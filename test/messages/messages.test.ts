@@ -55,11 +55,23 @@ afterAll(async () => {
 });
 
 const events = (messageId: string, type?: string) =>
-  count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND ($2::text IS NULL OR type = $2)`, [messageId, type ?? null]);
+  count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND ($2::text IS NULL OR type = $2)`, [
+    messageId,
+    type ?? null,
+  ]);
 const billed = (messageId: string) =>
-  db.pool.query(`SELECT kind, sum(quantity)::int AS q, count(*)::int AS rows FROM usage_records WHERE source_id = $1 GROUP BY kind`, [messageId]).then((r) => r.rows);
+  db.pool
+    .query(
+      `SELECT kind, sum(quantity)::int AS q, count(*)::int AS rows FROM usage_records WHERE source_id = $1 GROUP BY kind`,
+      [messageId],
+    )
+    .then((r) => r.rows);
 const message = async (id: string) => (await acme.get(`/v1/messages/${id}`)).json;
-const allProcessed = () => eventually(async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0, 20_000);
+const allProcessed = () =>
+  eventually(
+    async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0,
+    20_000,
+  );
 const carrierSends = () => sim.requests.filter((r) => r.method === 'POST' && r.path === '/v2/messages').length;
 
 async function sendAndWaitSent(to: string, body = 'Hello there!'): Promise<{ id: string; carrierId: string }> {
@@ -79,14 +91,27 @@ describe('inbound SMS', () => {
     const body = telnyxWebhook.messageReceived({ ...fact, eventId: randomUUID() });
     for (let i = 0; i < 5; i++) expect(await sim.deliver(body)).toBe(200);
     expect(await Promise.all(Array.from({ length: 5 }, () => sim.deliver(body)))).toEqual(Array(5).fill(200));
-    for (let i = 0; i < 2; i++) expect(await sim.deliver(telnyxWebhook.messageReceived({ ...fact, eventId: randomUUID() }))).toBe(200);
+    for (let i = 0; i < 2; i++)
+      expect(await sim.deliver(telnyxWebhook.messageReceived({ ...fact, eventId: randomUUID() }))).toBe(200);
     await allProcessed();
 
     const { rows } = await db.pool.query('SELECT * FROM messages WHERE carrier_message_id = $1', [carrierId]);
     expect(rows).toHaveLength(1);
     const m = rows[0];
-    expect(m).toMatchObject({ direction: 'inbound', status: 'received', from_number: '+14155550123', to_number: OUR_NUMBER, account_id: acme.accountId, encoding: 'UCS-2', segments: 1 });
-    expect(await count(db.pool, 'SELECT * FROM carrier_events WHERE payload @> $1::jsonb', [JSON.stringify({ data: { payload: { id: carrierId } } })])).toBe(3);
+    expect(m).toMatchObject({
+      direction: 'inbound',
+      status: 'received',
+      from_number: '+14155550123',
+      to_number: OUR_NUMBER,
+      account_id: acme.accountId,
+      encoding: 'UCS-2',
+      segments: 1,
+    });
+    expect(
+      await count(db.pool, 'SELECT * FROM carrier_events WHERE payload @> $1::jsonb', [
+        JSON.stringify({ data: { payload: { id: carrierId } } }),
+      ]),
+    ).toBe(3);
     expect(await events(m.id, 'message.received')).toBe(1);
     expect(await billed(m.id)).toEqual([{ kind: 'sms_segment_inbound', q: 1, rows: 1 }]);
     await eventually(async () => receiver.events().filter((e) => e.data['id'] === m.id).length === 1);
@@ -94,9 +119,16 @@ describe('inbound SMS', () => {
 
   it('an SMS to a number no account owns is recorded as an error on the carrier event, processed once, with no effect', async () => {
     const carrierId = randomUUID();
-    expect(await sim.deliver(telnyxWebhook.messageReceived({ messageId: carrierId, from: '+14155550123', to: '+19995550000', text: 'hi' }))).toBe(200);
+    expect(
+      await sim.deliver(
+        telnyxWebhook.messageReceived({ messageId: carrierId, from: '+14155550123', to: '+19995550000', text: 'hi' }),
+      ),
+    ).toBe(200);
     await allProcessed();
-    const { rows } = await db.pool.query(`SELECT error FROM carrier_events WHERE payload->'data'->'payload'->>'id' = $1`, [carrierId]);
+    const { rows } = await db.pool.query(
+      `SELECT error FROM carrier_events WHERE payload->'data'->'payload'->>'id' = $1`,
+      [carrierId],
+    );
     expect(rows).toEqual([{ error: 'no account owns +19995550000' }]);
     expect(await count(db.pool, 'SELECT * FROM messages WHERE carrier_message_id = $1', [carrierId])).toBe(0);
   });
@@ -108,7 +140,14 @@ describe('outbound receipts', () => {
     const facts = { messageId: carrierId, from: OUR_NUMBER, to: SILENT, text: 'Hello there!' };
     const delivered = telnyxWebhook.messageFinalized({ ...facts, status: 'delivered', eventId: randomUUID() });
     for (let i = 0; i < 3; i++) await sim.deliver(delivered);
-    await sim.deliver(telnyxWebhook.messageFinalized({ ...facts, status: 'delivery_failed', errorCode: '40008', eventId: randomUUID() }));
+    await sim.deliver(
+      telnyxWebhook.messageFinalized({
+        ...facts,
+        status: 'delivery_failed',
+        errorCode: '40008',
+        eventId: randomUUID(),
+      }),
+    );
     await sim.deliver(telnyxWebhook.messageFinalized({ ...facts, status: 'delivered', eventId: randomUUID() }));
     await allProcessed();
 
@@ -117,13 +156,26 @@ describe('outbound receipts', () => {
     expect(await events(id, 'message.delivered')).toBe(1);
     expect(await events(id, 'message.failed')).toBe(0);
     expect(await billed(id)).toEqual([{ kind: 'sms_segment_outbound', q: 1, rows: 1 }]);
-    await eventually(async () => receiver.events().filter((e) => e.data['id'] === id).map((e) => e.type).sort().join() === 'message.delivered,message.sent');
+    await eventually(
+      async () =>
+        receiver
+          .events()
+          .filter((e) => e.data['id'] === id)
+          .map((e) => e.type)
+          .sort()
+          .join() === 'message.delivered,message.sent',
+    );
 
     // support can see why: every receipt, the refused ones marked as such
     const history = (await acme.get(`/v1/messages/${id}/status_history`)).json.data;
     const carrier = history.filter((h: { source: string }) => h.source === 'carrier');
     expect(carrier.map((h: { effect: string; carrier_status: string }) => `${h.carrier_status}:${h.effect}`)).toEqual(
-      expect.arrayContaining(['sent:informational', 'delivered:applied', 'delivery_failed:refused', 'delivered:refused']),
+      expect.arrayContaining([
+        'sent:informational',
+        'delivered:applied',
+        'delivery_failed:refused',
+        'delivered:refused',
+      ]),
     );
     expect(carrier.filter((h: { effect: string }) => h.effect === 'applied')).toHaveLength(1);
   });
@@ -153,7 +205,13 @@ describe('outbound receipts', () => {
   it('a refused receipt names the status that won, not the one read before the row lock', async () => {
     const { id, carrierId } = await sendAndWaitSent(SILENT);
     const eventId = randomUUID();
-    const body = telnyxWebhook.messageFinalized({ messageId: carrierId, from: OUR_NUMBER, to: SILENT, status: 'delivery_failed', eventId });
+    const body = telnyxWebhook.messageFinalized({
+      messageId: carrierId,
+      from: OUR_NUMBER,
+      to: SILENT,
+      status: 'delivery_failed',
+      eventId,
+    });
     const { rows } = await db.pool.query(
       `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb) RETURNING id`,
       [eventId, body],
@@ -163,7 +221,13 @@ describe('outbound receipts', () => {
     try {
       await locker.query('BEGIN');
       await locker.query(`UPDATE messages SET status = 'delivered', completed_at = now() WHERE id = $1`, [id]);
-      const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: messageHandlers, log, notReady: policies.notReady };
+      const deps = {
+        pool: db.pool,
+        adapters: { telnyx: telnyxAdapter() },
+        handlers: messageHandlers,
+        log,
+        notReady: policies.notReady,
+      };
       const processing = processCarrierEvent(deps, rows[0].id);
       await new Promise((r) => setTimeout(r, 300)); // it has read the message as sent and waits on the lock
       await locker.query('COMMIT');
@@ -185,24 +249,39 @@ describe('outbound receipts', () => {
       const rowIds: string[] = [];
       for (let i = 0; i < 4; i++) {
         const eventId = randomUUID();
-        const body = telnyxWebhook.messageFinalized({ ...facts, status: i % 2 ? 'delivery_failed' : 'delivered', eventId });
+        const body = telnyxWebhook.messageFinalized({
+          ...facts,
+          status: i % 2 ? 'delivery_failed' : 'delivered',
+          eventId,
+        });
         const { rows } = await db.pool.query(
           `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb) RETURNING id`,
           [eventId, body],
         );
         rowIds.push(rows[0].id);
       }
-      const deps = { pool: db.pool, adapters: { telnyx: telnyxAdapter() }, handlers: messageHandlers, log, notReady: policies.notReady };
+      const deps = {
+        pool: db.pool,
+        adapters: { telnyx: telnyxAdapter() },
+        handlers: messageHandlers,
+        log,
+        notReady: policies.notReady,
+      };
       const outcomes = await Promise.all([...rowIds, ...rowIds].map((row) => processCarrierEvent(deps, row)));
       expect(outcomes.filter((o) => o === 'applied')).toHaveLength(1);
-      expect(await events(id, 'message.delivered') + (await events(id, 'message.failed'))).toBe(1);
+      expect((await events(id, 'message.delivered')) + (await events(id, 'message.failed'))).toBe(1);
       expect(['delivered', 'failed']).toContain((await message(id)).status);
     }
   });
 });
 
 describe('dispatch', () => {
-  const deps = () => ({ pool: db.pool, carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey }), log, policy: policies.dispatch });
+  const deps = () => ({
+    pool: db.pool,
+    carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey }),
+    log,
+    policy: policies.dispatch,
+  });
 
   it('a dispatcher re-run after its transaction committed sends nothing to the carrier, transitions nothing, bills nothing', async () => {
     const before = carrierSends();
@@ -245,15 +324,33 @@ describe('dispatch', () => {
 describe('scheduling', () => {
   it('a scheduled message is dispatched at send_at, not before (time is a parameter)', async () => {
     const sendAt = new Date(Date.now() + 3600_000);
-    const res = await acme.post('/v1/messages', { from: OUR_NUMBER, to: SILENT, body: 'later', send_at: sendAt.toISOString() });
+    const res = await acme.post('/v1/messages', {
+      from: OUR_NUMBER,
+      to: SILENT,
+      body: 'later',
+      send_at: sendAt.toISOString(),
+    });
     expect(res.json).toMatchObject({ status: 'scheduled', send_at: sendAt.toISOString() });
     const carrier = telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey });
     const before = carrierSends();
-    expect(await dispatchMessage({ pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() - 1000) }, res.json.id)).toBe('not_due');
+    expect(
+      await dispatchMessage(
+        { pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() - 1000) },
+        res.json.id,
+      ),
+    ).toBe('not_due');
     expect(carrierSends()).toBe(before);
-    expect(await dispatchMessage({ pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) }, res.json.id)).toBe('sent');
+    expect(
+      await dispatchMessage(
+        { pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
+        res.json.id,
+      ),
+    ).toBe('sent');
     expect(carrierSends()).toBe(before + 1);
-    expect(await message(res.json.id)).toMatchObject({ status: 'sent', sent_at: new Date(sendAt.getTime() + 1000).toISOString() });
+    expect(await message(res.json.id)).toMatchObject({
+      status: 'sent',
+      sent_at: new Date(sendAt.getTime() + 1000).toISOString(),
+    });
     // now that it is sent, cancel is a conflict
     const late = await acme.post(`/v1/messages/${res.json.id}/cancel`);
     expect(late.status).toBe(409);
@@ -262,18 +359,30 @@ describe('scheduling', () => {
 
   it('canceled before send_at: never sent, one message.canceled', async () => {
     const sendAt = new Date(Date.now() + 3600_000);
-    const res = await acme.post('/v1/messages', { from: OUR_NUMBER, to: SILENT, body: 'never', send_at: sendAt.toISOString() });
+    const res = await acme.post('/v1/messages', {
+      from: OUR_NUMBER,
+      to: SILENT,
+      body: 'never',
+      send_at: sendAt.toISOString(),
+    });
     const canceled = await acme.post(`/v1/messages/${res.json.id}/cancel`);
     expect(canceled.status).toBe(200);
     expect(canceled.json.status).toBe('canceled');
     expect((await acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
     const before = carrierSends();
     const carrier = telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey });
-    expect(await dispatchMessage({ pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) }, res.json.id)).toBe('nothing_to_send');
+    expect(
+      await dispatchMessage(
+        { pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
+        res.json.id,
+      ),
+    ).toBe('nothing_to_send');
     expect(carrierSends()).toBe(before);
     expect(await events(res.json.id, 'message.canceled')).toBe(1);
     expect(await events(res.json.id)).toBe(1);
-    expect(await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`message.dispatch:${res.json.id}`])).toBe(0);
+    expect(
+      await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`message.dispatch:${res.json.id}`]),
+    ).toBe(0);
   });
 });
 
@@ -285,11 +394,32 @@ describe('bad input', () => {
     [{ from: OUR_NUMBER, to: '+14155550100' }, 'empty_message', 'body'],
     [{ from: OUR_NUMBER, to: '+14155550100', body: '' }, 'empty_message', 'body'],
     [{ from: OUR_NUMBER, to: '+14155550100', body: 'x'.repeat(1601) }, 'invalid_request', 'body'],
-    [{ from: OUR_NUMBER, to: '+14155550100', body: 'x', send_at: new Date(Date.now() - 60_000).toISOString() }, 'invalid_send_at', 'send_at'],
-    [{ from: OUR_NUMBER, to: '+14155550100', body: 'x', send_at: new Date(Date.now() + 36 * 86_400_000).toISOString() }, 'invalid_send_at', 'send_at'],
+    [
+      { from: OUR_NUMBER, to: '+14155550100', body: 'x', send_at: new Date(Date.now() - 60_000).toISOString() },
+      'invalid_send_at',
+      'send_at',
+    ],
+    [
+      {
+        from: OUR_NUMBER,
+        to: '+14155550100',
+        body: 'x',
+        send_at: new Date(Date.now() + 36 * 86_400_000).toISOString(),
+      },
+      'invalid_send_at',
+      'send_at',
+    ],
     [{ from: OUR_NUMBER, to: '+14155550100', body: 'x', send_at: 'tomorrow' }, 'invalid_send_at', 'send_at'],
-    [{ from: OUR_NUMBER, to: '+14155550100', media_urls: ['http://insecure.example/cat.png'] }, 'invalid_media_url', 'media_urls.0'],
-    [{ from: OUR_NUMBER, to: '+14155550100', body: 'x', media_urls: Array(11).fill('https://a.example/x.png') }, 'invalid_request', 'media_urls'],
+    [
+      { from: OUR_NUMBER, to: '+14155550100', media_urls: ['http://insecure.example/cat.png'] },
+      'invalid_media_url',
+      'media_urls.0',
+    ],
+    [
+      { from: OUR_NUMBER, to: '+14155550100', body: 'x', media_urls: Array(11).fill('https://a.example/x.png') },
+      'invalid_request',
+      'media_urls',
+    ],
   ])('%o is 422 %s and creates nothing', async (body, code, param) => {
     const before = await count(db.pool, 'SELECT * FROM messages');
     const res = await acme.post('/v1/messages', body);
@@ -316,7 +446,11 @@ describe('reading', () => {
     const failed = await acme.get('/v1/messages?status=failed');
     expect(failed.json.data.every((m: { status: string }) => m.status === 'failed')).toBe(true);
     const usage = await acme.get('/v1/usage');
-    const outbound = await count(db.pool, `SELECT * FROM messages WHERE account_id = $1 AND direction = 'outbound' AND sent_at IS NOT NULL`, [acme.accountId]);
+    const outbound = await count(
+      db.pool,
+      `SELECT * FROM messages WHERE account_id = $1 AND direction = 'outbound' AND sent_at IS NOT NULL`,
+      [acme.accountId],
+    );
     expect(usage.json.data).toEqual(
       expect.arrayContaining([
         { kind: 'sms_segment_outbound', quantity: outbound },

@@ -24,7 +24,11 @@ let acme: ApiClient;
 beforeAll(async () => {
   db = await createTestDatabase();
   sim = await startSimulator({ webhookUrl: null, timeScale: 0.01, seed: 'segments-billing' });
-  platform = await startTestPlatform({ databaseUrl: db.url, roles: ['ingest', 'api', 'worker'], env: sim.carrierEnv() });
+  platform = await startTestPlatform({
+    databaseUrl: db.url,
+    roles: ['ingest', 'api', 'worker'],
+    env: sim.carrierEnv(),
+  });
   sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
   acme = await createAccount(db.pool, platform.apiUrl!, 'Acme');
   expect((await acme.post('/v1/phone_numbers', { number: OUR_NUMBER })).status).toBe(201);
@@ -37,7 +41,9 @@ afterAll(async () => {
 
 const billed = (messageId: string) =>
   db.pool
-    .query(`SELECT kind, sum(quantity)::int AS quantity FROM usage_records WHERE source_id = $1 GROUP BY kind`, [messageId])
+    .query(`SELECT kind, sum(quantity)::int AS quantity FROM usage_records WHERE source_id = $1 GROUP BY kind`, [
+      messageId,
+    ])
     .then((r) => r.rows);
 
 describe('segments billed', () => {
@@ -58,9 +64,10 @@ describe('segments billed', () => {
     const webhook = telnyxWebhook.messageReceived({ messageId: carrierId, from: '+14155550123', to: OUR_NUMBER, text });
     expect(await sim.deliver(webhook)).toBe(200);
     const m = await eventually(async () => {
-      const { rows } = await db.pool.query(`SELECT id, encoding, segments FROM messages WHERE carrier_message_id = $1`, [
-        carrierId,
-      ]);
+      const { rows } = await db.pool.query(
+        `SELECT id, encoding, segments FROM messages WHERE carrier_message_id = $1`,
+        [carrierId],
+      );
       return rows[0];
     });
     expect(m).toMatchObject({ encoding, segments: 3 });

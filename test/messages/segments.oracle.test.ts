@@ -86,18 +86,31 @@ const tail = (char: fc.Arbitrary<string>) => fc.oneof(fc.constant(''), text(char
 
 /** GSM-7 only, an escape right after 150–162, 300–312 or 453–465 septets: the ends of parts 1–3 and the 160 limit. */
 const gsm7AtBoundary = fc
-  .tuple(around([156, 306, 459], 6).chain((t) => filler(gsm7Char, septetsOf, t)), extension, tail(gsm7Char))
-  .map(([head, escape, rest]) => head + escape + rest);
+  .tuple(
+    around([156, 306, 459], 6).chain((t) => filler(gsm7Char, septetsOf, t)),
+    extension,
+    tail(gsm7Char),
+  )
+  .map(([head, esc, rest]) => head + esc + rest);
 
 /** UCS-2, a surrogate pair right after 64–72, 130–138 or 197–205 units: the ends of parts 1–3 and the 70 limit. */
 const ucs2AtBoundary = fc
-  .tuple(around([68, 134, 201], 4).chain((t) => filler(anyChar, unitsOf, t)), astral, tail(anyChar))
+  .tuple(
+    around([68, 134, 201], 4).chain((t) => filler(anyChar, unitsOf, t)),
+    astral,
+    tail(anyChar),
+  )
   .map(([head, pair, rest]) => head + pair + rest);
 
 /** A whole GSM-7 or UCS-2 body of 150–170 septets or 60–80 units: the single-part limits. */
 const nearSingleLimit = fc.oneof(
   fc.integer({ min: 150, max: 170 }).chain((t) => filler(gsm7Char, septetsOf, t)),
-  fc.tuple(astral, fc.integer({ min: 58, max: 78 }).chain((t) => filler(anyChar, unitsOf, t))).map(([a, b]) => a + b),
+  fc
+    .tuple(
+      astral,
+      fc.integer({ min: 58, max: 78 }).chain((t) => filler(anyChar, unitsOf, t)),
+    )
+    .map(([a, b]) => a + b),
 );
 
 const anyBody = fc.oneof(text(gsm7Char, 700), text(anyChar, 400));

@@ -42,13 +42,21 @@ afterAll(async () => {
 });
 
 const client = (timeoutMs = 10_000) => telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, timeoutMs });
-const deps = (over: Partial<Parameters<typeof dispatchMessage>[0]> = {}) => ({ pool: db.pool, carrier: client(), log, policy, ...over });
-const create = async (body = 'window') => (await acme.post('/v1/messages', { from: OUR, to: SILENT, body })).json.id as string;
+const deps = (over: Partial<Parameters<typeof dispatchMessage>[0]> = {}) => ({
+  pool: db.pool,
+  carrier: client(),
+  log,
+  policy,
+  ...over,
+});
+const create = async (body = 'window') =>
+  (await acme.post('/v1/messages', { from: OUR, to: SILENT, body })).json.id as string;
 const sends = (id: string) => sim.requests.filter((r) => r.path === '/v2/messages' && r.idempotencyKey === id);
 const accepted = (id: string) => sends(id).filter((r) => r.status === 200 && !r.replayed).length;
 const replayed = (id: string) => sends(id).filter((r) => r.replayed).length;
 const message = async (id: string) => (await acme.get(`/v1/messages/${id}`)).json;
-const sentEvents = (id: string) => count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND type = 'message.sent'`, [id]);
+const sentEvents = (id: string) =>
+  count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND type = 'message.sent'`, [id]);
 const bills = (id: string) => count(db.pool, 'SELECT * FROM usage_records WHERE source_id = $1', [id]);
 
 describe('the send window', () => {
@@ -108,7 +116,8 @@ describe('the send window', () => {
 
   it('past the carrier’s replay window an unknown outcome fails the message, saying the outcome is unknown', async () => {
     const id = await create();
-    const { created_at: createdAt } = (await db.pool.query('SELECT created_at FROM messages WHERE id = $1', [id])).rows[0];
+    const { created_at: createdAt } = (await db.pool.query('SELECT created_at FROM messages WHERE id = $1', [id]))
+      .rows[0];
     sim.setBehaviour({ lostAnswerRate: 1 });
     try {
       const atEnd = () => new Date(createdAt.getTime() + CARRIER_REPLAY_WINDOW_MS);
@@ -117,7 +126,9 @@ describe('the send window', () => {
       sim.setBehaviour({ lostAnswerRate: 0 });
     }
     expect(await message(id)).toMatchObject({ status: 'failed', error_code: OUTCOME_UNKNOWN });
-    expect(await count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND type = 'message.failed'`, [id])).toBe(1);
+    expect(
+      await count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND type = 'message.failed'`, [id]),
+    ).toBe(1);
     expect(await bills(id)).toBe(0);
   });
 });

@@ -54,13 +54,22 @@ afterAll(async () => {
   await db.drop();
 });
 
-const dialsTo = (to: string) => sim.requests.filter((r) => r.path === '/v2/calls' && r.status === 200 && !r.replayed && (r.body as { to?: string }).to === to);
+const dialsTo = (to: string) =>
+  sim.requests.filter(
+    (r) => r.path === '/v2/calls' && r.status === 200 && !r.replayed && (r.body as { to?: string }).to === to,
+  );
 const lost = (type: string, about: string) =>
-  sim.dropped.filter((d) => d.eventType === type && JSON.parse(d.body).data.payload[type.startsWith('call.') ? 'call_control_id' : 'id'] === about);
+  sim.dropped.filter(
+    (d) =>
+      d.eventType === type &&
+      JSON.parse(d.body).data.payload[type.startsWith('call.') ? 'call_control_id' : 'id'] === about,
+  );
 const sent = (type: string, ccid: string) =>
   sim.webhooks.find((w) => w.eventType === type && JSON.parse(w.body).data.payload.call_control_id === ccid)!;
-const events = (id: string, type: string) => count(db.pool, 'SELECT * FROM outbound_events WHERE subject_id = $1 AND type = $2', [id, type]);
-const legs = async (callId: string) => (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 ORDER BY position', [callId])).rows;
+const events = (id: string, type: string) =>
+  count(db.pool, 'SELECT * FROM outbound_events WHERE subject_id = $1 AND type = $2', [id, type]);
+const legs = async (callId: string) =>
+  (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 ORDER BY position', [callId])).rows;
 
 describe('lost call webhooks', () => {
   it('the timeout hangup of a ringing leg and the final hangup of the answered one are lost: the next target is dialed once, the call completes with the carrier’s duration, each within interval + bound', async () => {
@@ -80,18 +89,26 @@ describe('lost call webhooks', () => {
     expect(Date.parse(dialsTo(TALKS_LOST)[0]!.at) - firstEnd).toBeLessThan(INTERVAL_MS + AFTER_MS + SLACK_MS);
     // The call's duration is the carrier's: from its answer webhook to the end its record gives.
     const answeredAt = Date.parse(JSON.parse(sent('call.answered', second.call_control_id).body).data.occurred_at);
-    const secondEnd = Date.parse(JSON.parse(lost('call.hangup', second.call_control_id)[0]!.body).data.payload.end_time);
+    const secondEnd = Date.parse(
+      JSON.parse(lost('call.hangup', second.call_control_id)[0]!.body).data.payload.end_time,
+    );
     expect(second).toMatchObject({ status: 'completed', reconciled: ['hangup'] });
     expect(call.duration_seconds).toBe(Math.ceil((secondEnd - answeredAt) / 1000));
     expect(Date.parse(call.ended_at)).toBe(secondEnd);
-    const completedAt = (await db.pool.query(`SELECT created_at FROM outbound_events WHERE subject_id = $1 AND type = 'call.completed'`, [callId])).rows[0].created_at;
+    const completedAt = (
+      await db.pool.query(`SELECT created_at FROM outbound_events WHERE subject_id = $1 AND type = 'call.completed'`, [
+        callId,
+      ])
+    ).rows[0].created_at;
     expect(completedAt.getTime() - secondEnd).toBeLessThan(INTERVAL_MS + AFTER_MS + SLACK_MS);
 
     // The lost webhooks arrive at last: nothing changes.
     for (const d of [...lost('call.hangup', first.call_control_id), ...lost('call.hangup', second.call_control_id)]) {
       expect(await sim.deliver(d.body)).toBe(200);
     }
-    await eventually(async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0);
+    await eventually(
+      async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0,
+    );
     expect(await events(callId, 'call.completed')).toBe(1);
     expect(await events(callId, 'call.answered')).toBe(1);
     expect((await db.pool.query(`SELECT quantity FROM usage_records WHERE source_id = $1`, [callId])).rows).toEqual([
@@ -126,13 +143,26 @@ describe('a lost terminal receipt', () => {
       const got = (await acme.get(`/v1/messages/${id}`)).json;
       return got.status === 'delivered' && got;
     }, 30_000);
-    const history = (await acme.get(`/v1/messages/${id}/status_history`)).json.data as { source: string; effect: string; status: string }[];
-    expect(history.filter((h) => h.effect === 'applied' && h.status === 'delivered')).toEqual([expect.objectContaining({ source: 'reconciliation' })]);
-    const receipt = sim.dropped.find((d) => d.eventType === 'message.finalized' && JSON.parse(d.body).data.payload.id === m.carrier_message_id)!;
+    const history = (await acme.get(`/v1/messages/${id}/status_history`)).json.data as {
+      source: string;
+      effect: string;
+      status: string;
+    }[];
+    expect(history.filter((h) => h.effect === 'applied' && h.status === 'delivered')).toEqual([
+      expect.objectContaining({ source: 'reconciliation' }),
+    ]);
+    const receipt = sim.dropped.find(
+      (d) => d.eventType === 'message.finalized' && JSON.parse(d.body).data.payload.id === m.carrier_message_id,
+    )!;
     expect(await sim.deliver(receipt.body)).toBe(200);
-    await eventually(async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0);
+    await eventually(
+      async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0,
+    );
     expect(await events(id, 'message.delivered')).toBe(1);
-    const after = (await acme.get(`/v1/messages/${id}/status_history`)).json.data as { source: string; effect: string }[];
+    const after = (await acme.get(`/v1/messages/${id}/status_history`)).json.data as {
+      source: string;
+      effect: string;
+    }[];
     expect(after.at(-1)).toMatchObject({ source: 'carrier', effect: 'refused' });
   });
 });
@@ -145,7 +175,8 @@ describe('handset reconcile', () => {
       try {
         const client = await createAccount(other.pool, api.apiUrl!, 'Dry');
         expect((await client.post('/v1/phone_numbers', { number: OUR })).status).toBe(201);
-        const callId = (await client.post('/v1/calls', { from: OUR, to: [NO_ANSWER_LOST], ring_timeout_secs: 5 })).json.id;
+        const callId = (await client.post('/v1/calls', { from: OUR, to: [NO_ANSWER_LOST], ring_timeout_secs: 5 })).json
+          .id;
         // A leg dialed an hour ago that never heard back.
         await other.pool.query(
           `UPDATE call_legs SET status = 'ringing', call_control_id = 'v3:long-gone', dialed_at = now() - interval '1 hour' WHERE call_id = $1`,
@@ -164,7 +195,12 @@ describe('handset reconcile', () => {
         expect(real.code).toBe(0);
         expect(JSON.parse(real.output.trim().split('\n').at(-1)!)).toMatchObject({ applied: 1 });
         expect(sim.requests.filter((r) => r.path === '/v2/calls/v3:long-gone')).toHaveLength(1);
-        expect(await count(other.pool, `SELECT * FROM carrier_events WHERE carrier_event_id = 'reconcile:v3:long-gone:hangup'`)).toBe(1);
+        expect(
+          await count(
+            other.pool,
+            `SELECT * FROM carrier_events WHERE carrier_event_id = 'reconcile:v3:long-gone:hangup'`,
+          ),
+        ).toBe(1);
       } finally {
         await api.stop();
       }

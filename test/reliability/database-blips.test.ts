@@ -48,7 +48,10 @@ const serve = (roles: string) =>
     HANDSET_WORKER_STALE_AFTER: `${STALE_AFTER_MS}ms`,
     HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
     ...sim.carrierEnv(),
-  }).then((s) => (procs.push(s.proc), s));
+  }).then((s) => {
+    procs.push(s.proc);
+    return s;
+  });
 
 describe('a database blip during a job', () => {
   let all: Awaited<ReturnType<typeof serve>>;
@@ -123,7 +126,15 @@ describe('a job whose completion cannot be written', () => {
     try {
       await db.pool.query(`SELECT graphile_worker.add_job('maintenance', '{}'::json)`);
       await eventually(async () => runs.length >= 2, 30_000);
-      await eventually(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'maintenance'`)).rows[0].n === 0, 30_000);
+      await eventually(
+        async () =>
+          (
+            await db.pool.query(
+              `SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'maintenance'`,
+            )
+          ).rows[0].n === 0,
+        30_000,
+      );
       expect(runs.length).toBe(2);
       expect((await metrics.runnerRestarts.get()).values[0]!.value).toBeGreaterThanOrEqual(1);
       // The restarted runner takes new work.

@@ -13,7 +13,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accountCreate, apiKeyCreate } from '../../src/accounts/accounts.js';
 import { runAudit } from '../../src/audit/audit.js';
@@ -114,7 +114,11 @@ interface Window {
  * Twelve seconds of traffic with `outage` striking at its chosen moments; then
  * waits until everything has settled and checks what must hold.
  */
-async function trafficThrough(w: World, served: Served[], outage: (watch: (fn: () => Promise<void>) => Promise<Window>) => Promise<Window[]>) {
+async function trafficThrough(
+  w: World,
+  served: Served[],
+  outage: (watch: (fn: () => Promise<void>) => Promise<Window>) => Promise<Window[]>,
+) {
   const apiUrl = served.find((s) => s.apiUrl)!.apiUrl!;
   const ingestUrl = served.find((s) => s.ingestUrl)!.ingestUrl!;
   const httpUrls = served.flatMap((s) => [s.apiUrl, s.ingestUrl].filter((u): u is string => u !== null));
@@ -125,7 +129,13 @@ async function trafficThrough(w: World, served: Served[], outage: (watch: (fn: (
     let on = true;
     const polling = (async () => {
       while (on) {
-        for (const u of httpUrls) window.ready.push(await fetch(`${u}/readyz`).then((r) => r.status, () => 0));
+        for (const u of httpUrls)
+          window.ready.push(
+            await fetch(`${u}/readyz`).then(
+              (r) => r.status,
+              () => 0,
+            ),
+          );
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
@@ -145,7 +155,8 @@ async function trafficThrough(w: World, served: Served[], outage: (watch: (fn: (
       const from = `${prefix}${String(i).padStart(4, '0')}`;
       inbound.push(from);
       w.sim.injectInboundSms({ from, to: OUR, text: `inbound ${i}` });
-      if (i % 3 === 0) outbound.push(await create(apiUrl, w.apiKey, '/v1/messages', { from: OUR, to: DELIVERED, body: `out ${i}` }));
+      if (i % 3 === 0)
+        outbound.push(await create(apiUrl, w.apiKey, '/v1/messages', { from: OUR, to: DELIVERED, body: `out ${i}` }));
       await new Promise((r) => setTimeout(r, 300));
     }
     return callId;
@@ -154,16 +165,20 @@ async function trafficThrough(w: World, served: Served[], outage: (watch: (fn: (
   const callId = await load;
 
   // Everything settles: the carrier is idle, every outbound message and the call reached their end.
-  await eventually(async () => {
-    await w.sim.idle();
-    const busy = await count(
-      w.db,
-      `SELECT 1 FROM messages WHERE direction = 'outbound' AND status NOT IN ('delivered', 'failed')
+  await eventually(
+    async () => {
+      await w.sim.idle();
+      const busy = await count(
+        w.db,
+        `SELECT 1 FROM messages WHERE direction = 'outbound' AND status NOT IN ('delivered', 'failed')
        UNION ALL SELECT 1 FROM calls WHERE ended_at IS NULL
        UNION ALL SELECT 1 FROM carrier_events WHERE processed_at IS NULL`,
-    );
-    return busy === 0;
-  }, 90_000, 500);
+      );
+      return busy === 0;
+    },
+    90_000,
+    500,
+  );
 
   // No process exited, and every one is ready again.
   for (const s of served) expect(s.alive(), s.proc.output().slice(-3000)).toBe(true);
@@ -177,7 +192,9 @@ async function trafficThrough(w: World, served: Served[], outage: (watch: (fn: (
   }
   expect(w.sim.webhooks.some((h) => h.status === 503)).toBe(true);
   // Never a 2xx for an event that is not stored.
-  const stored = new Set((await w.db.query<{ id: string }>('SELECT carrier_event_id AS id FROM carrier_events')).rows.map((r) => r.id));
+  const stored = new Set(
+    (await w.db.query<{ id: string }>('SELECT carrier_event_id AS id FROM carrier_events')).rows.map((r) => r.id),
+  );
   expect(w.sim.webhooks.filter((h) => h.status === 200 && h.eventId && !stored.has(h.eventId))).toEqual([]);
 
   // Every outbound message: delivered once, announced once per transition, billed once.
@@ -188,7 +205,8 @@ async function trafficThrough(w: World, served: Served[], outage: (watch: (fn: (
     [outbound],
   );
   expect(out).toHaveLength(outbound.length);
-  for (const m of out) expect(m).toMatchObject({ status: 'delivered', events: ['message.delivered', 'message.sent'], bills: 1 });
+  for (const m of out)
+    expect(m).toMatchObject({ status: 'delivered', events: ['message.delivered', 'message.sent'], bills: 1 });
   // The call: it rang on past the first target, was answered and completed, billed once.
   const { rows: calls } = await w.db.query(
     `SELECT c.status, (SELECT array_agg(type ORDER BY type) FROM outbound_events e WHERE e.subject_id = c.id) AS events,
@@ -202,7 +220,9 @@ async function trafficThrough(w: World, served: Served[], outage: (watch: (fn: (
        FROM messages m WHERE m.from_number = ANY ($1) GROUP BY m.from_number`,
     [inbound],
   );
-  const acknowledged = inbound.filter((from) => w.sim.webhooks.some((h) => h.eventType === 'message.received' && h.status === 200 && h.body.includes(`"${from}"`)));
+  const acknowledged = inbound.filter((from) =>
+    w.sim.webhooks.some((h) => h.eventType === 'message.received' && h.status === 200 && h.body.includes(`"${from}"`)),
+  );
   expect(inbox.map((m) => m.from_number).sort()).toEqual([...acknowledged].sort());
   expect(inbox.filter((m) => m.n !== 1 || m.events !== 1)).toEqual([]);
   expect(acknowledged.length).toBeGreaterThan(inbound.length / 2);
@@ -276,7 +296,11 @@ describe('database outages under traffic', () => {
     try {
       w.proxy.cut();
       const s = await import('../support/process.js').then(({ spawnHandset }) =>
-        spawnHandset(['serve', '--roles', 'api,worker'], { HANDSET_HOST: '127.0.0.1', HANDSET_API_PORT: '0', ...w.env }),
+        spawnHandset(['serve', '--roles', 'api,worker'], {
+          HANDSET_HOST: '127.0.0.1',
+          HANDSET_API_PORT: '0',
+          ...w.env,
+        }),
       );
       procs.push(s);
       await s.waitFor(/database unavailable; waiting to apply migrations/, 20_000);

@@ -68,14 +68,38 @@ describe('logs', () => {
     const sent = await acme.post('/v1/messages', { from: '+13125550400', to: '+15555550100', body: secretText });
     await acme.post('/v1/messages', { from: '+13125550400', to: '+15555550103', body: secretText }); // rejected by the carrier: logged
     const inboundText = `inbound secret ${randomUUID()}`;
-    await sim.deliver(telnyxWebhook.messageReceived({ messageId: randomUUID(), from: '+14155550123', to: '+13125550400', text: inboundText }));
-    await sim.deliver(telnyxWebhook.messageReceived({ messageId: randomUUID(), from: '+14155550123', to: '+19995550000', text: inboundText })); // rejected: logged
+    await sim.deliver(
+      telnyxWebhook.messageReceived({
+        messageId: randomUUID(),
+        from: '+14155550123',
+        to: '+13125550400',
+        text: inboundText,
+      }),
+    );
+    await sim.deliver(
+      telnyxWebhook.messageReceived({
+        messageId: randomUUID(),
+        from: '+14155550123',
+        to: '+19995550000',
+        text: inboundText,
+      }),
+    ); // rejected: logged
     await fetch(`${platform.apiUrl}/v1/messages`, { headers: { authorization: `Bearer ${acme.key}x` } }); // a bad key
     await eventually(async () => (await acme.get(`/v1/messages/${sent.json.id}`)).json.status === 'delivered', 20_000);
-    await eventually(async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0);
+    await eventually(
+      async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0,
+    );
 
     expect(logs.length).toBeGreaterThan(0);
-    for (const secret of [acme.key, acme.key.slice(14), ep.json.secret, rotated.json.secret, sim.apiKey, secretText, inboundText]) {
+    for (const secret of [
+      acme.key,
+      acme.key.slice(14),
+      ep.json.secret,
+      rotated.json.secret,
+      sim.apiKey,
+      secretText,
+      inboundText,
+    ]) {
       expect(logs).not.toContain(secret);
     }
     expect(logs).not.toMatch(/whsec_|hsk_[A-Za-z0-9_-]{20}/);

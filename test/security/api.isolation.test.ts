@@ -22,10 +22,21 @@ import { installWriteCounter, seedWorld, snapshot, type World } from './support/
 
 const db = await createTestDatabase();
 // The per-key rate limit is not what these tests are about: they send hundreds of requests a second.
-const platform = await startTestPlatform({ databaseUrl: db.url, roles: ['api'], env: { HANDSET_API_RATE_LIMIT: '1000000' } });
+const platform = await startTestPlatform({
+  databaseUrl: db.url,
+  roles: ['api'],
+  env: { HANDSET_API_RATE_LIMIT: '1000000' },
+});
 const base = platform.apiUrl!;
-const operations = operationsOf((await request(base, 'GET', '/openapi.json', null)).json).filter((op) => op.path.startsWith('/v1/'));
-const alice = await seedWorld(db.pool, await createAccount(db.pool, base, 'Alice'), '+1415666', 'https://example.com/alice');
+const operations = operationsOf((await request(base, 'GET', '/openapi.json', null)).json).filter((op) =>
+  op.path.startsWith('/v1/'),
+);
+const alice = await seedWorld(
+  db.pool,
+  await createAccount(db.pool, base, 'Alice'),
+  '+1415666',
+  'https://example.com/alice',
+);
 const bob = await seedWorld(db.pool, await createAccount(db.pool, base, 'Bob'), '+1415999', 'https://example.com/bob');
 const writes = await installWriteCounter(db.pool);
 
@@ -36,7 +47,14 @@ afterAll(async () => {
 
 const aliceIds = Object.values(alice.ids);
 /** Everything that would show Bob a trace of Alice. */
-const aliceTraces = [...aliceIds, alice.accountId, ...alice.numbers, alice.endpointSecret, 'https://example.com/alice', 'tenant of ' + alice.accountId];
+const aliceTraces = [
+  ...aliceIds,
+  alice.accountId,
+  ...alice.numbers,
+  alice.endpointSecret,
+  'https://example.com/alice',
+  'tenant of ' + alice.accountId,
+];
 
 const idPaths = [...new Set(operations.filter((op) => op.path.includes('{id}')).map((op) => op.path))];
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -49,45 +67,53 @@ function send(who: World | string | null, method: string, path: string, body?: u
 
 const bodyFor = (op: Operation | undefined) => (op?.body ? exampleOf(op.body) : undefined);
 
-describe('another account\'s ids', () => {
+describe("another account's ids", () => {
   it('the route table has {id} routes for every kind Alice owns, and each of her ids is real to her', async () => {
     expect(idPaths.length).toBeGreaterThanOrEqual(10);
     // each id kind is readable by its owner on some GET {id} route: the 404s below are about ownership
     const readable = new Set<string>();
     for (const path of idPaths.filter((p) => opFor('GET', p) && p.endsWith('{id}'))) {
-      for (const id of aliceIds) if ((await send(alice, 'GET', path.replace('{id}', id))).status === 200) readable.add(id);
+      for (const id of aliceIds)
+        if ((await send(alice, 'GET', path.replace('{id}', id))).status === 200) readable.add(id);
     }
     expect([...readable].sort()).toEqual([...aliceIds].sort());
   });
 
-  it.each(idPaths)('%s: Bob gets 404 with every method for every one of Alice\'s ids, and changes nothing', async (path) => {
-    const beforeWrites = await writes();
-    const beforeRows = await snapshot(db.pool);
-    const answers: string[] = [];
-    for (const method of METHODS) {
-      const op = opFor(method, path);
-      for (const id of aliceIds) {
-        const res = await send(bob, method, path.replace('{id}', pct(id)), bodyFor(op));
-        // declared operations must say the resource is not found; undeclared methods, that the route is not
-        const expected = op ? 'resource_not_found' : 'route_not_found';
-        if (res.status !== 404 || res.json?.code !== expected) answers.push(`${method} ${path} with ${id}: ${res.status} ${JSON.stringify(res.json)}`);
+  it.each(idPaths)(
+    "%s: Bob gets 404 with every method for every one of Alice's ids, and changes nothing",
+    async (path) => {
+      const beforeWrites = await writes();
+      const beforeRows = await snapshot(db.pool);
+      const answers: string[] = [];
+      for (const method of METHODS) {
+        const op = opFor(method, path);
+        for (const id of aliceIds) {
+          const res = await send(bob, method, path.replace('{id}', pct(id)), bodyFor(op));
+          // declared operations must say the resource is not found; undeclared methods, that the route is not
+          const expected = op ? 'resource_not_found' : 'route_not_found';
+          if (res.status !== 404 || res.json?.code !== expected)
+            answers.push(`${method} ${path} with ${id}: ${res.status} ${JSON.stringify(res.json)}`);
+        }
       }
-    }
-    expect(answers).toEqual([]);
-    expect(await writes()).toBe(beforeWrites);
-    expect(await snapshot(db.pool)).toBe(beforeRows);
-  });
+      expect(answers).toEqual([]);
+      expect(await writes()).toBe(beforeWrites);
+      expect(await snapshot(db.pool)).toBe(beforeRows);
+    },
+  );
 
-  it('the same requests with Bob\'s own ids are not 404 for at least one id per declared operation (the 404s above are about ownership)', async () => {
+  it("the same requests with Bob's own ids are not 404 for at least one id per declared operation (the 404s above are about ownership)", async () => {
     const bobIds = Object.values(bob.ids);
     const missing: string[] = [];
     // DELETE last: it removes what the other operations act on
-    const declared = operations.filter((op) => op.path.includes('{id}')).sort((a, b) => Number(a.method === 'DELETE') - Number(b.method === 'DELETE'));
+    const declared = operations
+      .filter((op) => op.path.includes('{id}'))
+      .sort((a, b) => Number(a.method === 'DELETE') - Number(b.method === 'DELETE'));
     for (const op of declared) {
       let found = false;
       // a DELETE gets a spare of its own, made by POSTing an example to the collection
       const create = opFor('POST', op.path.slice(0, op.path.indexOf('/{id}')));
-      const spare = op.method === 'DELETE' && create ? (await send(bob, 'POST', create.path, bodyFor(create))).json?.id : undefined;
+      const spare =
+        op.method === 'DELETE' && create ? (await send(bob, 'POST', create.path, bodyFor(create))).json?.id : undefined;
       for (const id of spare ? [spare] : bobIds) {
         const res = await send(bob, op.method, op.path.replace('{id}', id), bodyFor(op));
         if (res.status !== 404) {
@@ -101,7 +127,7 @@ describe('another account\'s ids', () => {
   });
 });
 
-describe('references to another account\'s resources inside a request body', () => {
+describe("references to another account's resources inside a request body", () => {
   const references = operations.flatMap((op) =>
     Object.keys((op.body?.['properties'] ?? {}) as Record<string, unknown>)
       .filter((name) => name.endsWith('_id') || name === 'from')
@@ -112,19 +138,25 @@ describe('references to another account\'s resources inside a request body', () 
     expect(references.length).toBeGreaterThanOrEqual(3);
   });
 
-  it.each(references)('%s naming one of Alice\'s resources is refused (404, or 422 for a number Bob does not own) and writes nothing', async (_name, op, field) => {
-    const before = await writes();
-    const wrong: string[] = [];
-    for (const value of field === 'from' ? alice.numbers : aliceIds) {
-      const body = { ...(exampleOf(op.body!, undefined, true) as Record<string, unknown>), [field]: value };
-      if (op.path.includes('{id}')) continue; // bodies on {id} routes are covered with Bob's own ids below
-      const res = await send(bob, op.method, op.path, body);
-      const ok = field === 'from' ? res.status === 422 && res.json?.code === 'from_not_owned' : res.status === 404 && res.json?.code === 'resource_not_found';
-      if (!ok) wrong.push(`${JSON.stringify(body)}: ${res.status} ${JSON.stringify(res.json)}`);
-    }
-    expect(wrong).toEqual([]);
-    expect(await writes()).toBe(before);
-  });
+  it.each(references)(
+    "%s naming one of Alice's resources is refused (404, or 422 for a number Bob does not own) and writes nothing",
+    async (_name, op, field) => {
+      const before = await writes();
+      const wrong: string[] = [];
+      for (const value of field === 'from' ? alice.numbers : aliceIds) {
+        const body = { ...(exampleOf(op.body!, undefined, true) as Record<string, unknown>), [field]: value };
+        if (op.path.includes('{id}')) continue; // bodies on {id} routes are covered with Bob's own ids below
+        const res = await send(bob, op.method, op.path, body);
+        const ok =
+          field === 'from'
+            ? res.status === 422 && res.json?.code === 'from_not_owned'
+            : res.status === 404 && res.json?.code === 'resource_not_found';
+        if (!ok) wrong.push(`${JSON.stringify(body)}: ${res.status} ${JSON.stringify(res.json)}`);
+      }
+      expect(wrong).toEqual([]);
+      expect(await writes()).toBe(before);
+    },
+  );
 });
 
 describe('lists and other reads', () => {
@@ -141,12 +173,16 @@ describe('lists and other reads', () => {
   });
 
   it.each(reads.map((op) => [op.path, op] as const))(
-    '%s: never shows Bob a trace of Alice, with every filter value and Alice\'s ids as cursor or filter',
+    "%s: never shows Bob a trace of Alice, with every filter value and Alice's ids as cursor or filter",
     async (_path, op) => {
       const all = op.parameters.some((x) => x.name === 'limit') ? 'limit=100' : 'from=2000-01-01T00:00:00Z';
       const queries: string[][] = [[all]];
       for (const p of op.parameters.filter((x) => x.in === 'query' && x.name !== 'limit')) {
-        const values: unknown[] = Array.isArray(p.schema['enum']) ? (p.schema['enum'] as unknown[]) : p.schema['type'] === 'string' && !p.schema['format'] ? aliceIds : [];
+        const values: unknown[] = Array.isArray(p.schema['enum'])
+          ? (p.schema['enum'] as unknown[])
+          : p.schema['type'] === 'string' && !p.schema['format']
+            ? aliceIds
+            : [];
         for (const v of values) queries.push([all, `${p.name}=${pct(String(v))}`]);
       }
       const leaks: string[] = [];
@@ -158,7 +194,12 @@ describe('lists and other reads', () => {
         if (seen.length > 0) leaks.push(`${q.join('&')}: shows ${seen.join(', ')}`);
         // a filter (not the cursor) that names one of Alice's resources must select nothing of Bob's either
         const filter = q[1]?.split('=')[0];
-        if (filter && filter !== 'starting_after' && aliceIds.includes(decodeURIComponent(q[1]!.split('=')[1]!)) && res.json?.data?.length > 0) {
+        if (
+          filter &&
+          filter !== 'starting_after' &&
+          aliceIds.includes(decodeURIComponent(q[1]!.split('=')[1]!)) &&
+          res.json?.data?.length > 0
+        ) {
           leaks.push(`${q.join('&')}: selects ${JSON.stringify(res.json.data)}`);
         }
       }
@@ -169,7 +210,9 @@ describe('lists and other reads', () => {
 
 const revokedKey = await (async () => {
   const revoked = await createAccount(db.pool, base, 'Revoked');
-  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE account_id = $1', [revoked.accountId]);
+  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE account_id = $1', [
+    revoked.accountId,
+  ]);
   await withTx(db.pool, (tx) => apiKeyRevoke(tx, revoked.accountId, rows[0]!.id));
   return revoked.key;
 })();
@@ -204,7 +247,10 @@ describe('authentication', () => {
           const a = await rawRequest(base, {
             method: op.method,
             path,
-            headers: [...(value === null ? [] : [['authorization', Buffer.from(value, 'latin1')] as [string, Buffer]]), ...(body ? [['content-type', 'application/json'] as [string, string]] : [])],
+            headers: [
+              ...(value === null ? [] : [['authorization', Buffer.from(value, 'latin1')] as [string, Buffer]]),
+              ...(body ? [['content-type', 'application/json'] as [string, string]] : []),
+            ],
             ...(body ? { body } : {}),
           });
           const json = (() => {
@@ -220,7 +266,8 @@ describe('authentication', () => {
             a.headers['www-authenticate'] === 'Bearer' &&
             json?.['code'] === 'unauthorized' &&
             json?.['status'] === 401;
-          if (!ok) wrong.push(`${what}${body ? ` (body ${body.slice(0, 20)})` : ''}: ${a.status} ${a.body.slice(0, 120)}`);
+          if (!ok)
+            wrong.push(`${what}${body ? ` (body ${body.slice(0, 20)})` : ''}: ${a.status} ${a.body.slice(0, 120)}`);
         }
       }
       expect(wrong).toEqual([]);
@@ -234,6 +281,8 @@ describe('authentication', () => {
       if ((await request(base, 'GET', path, null)).status === 200) open.push(path);
     }
     expect(open).toEqual(['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs/']);
-    expect(Object.keys((await request(base, 'GET', '/openapi.json', null)).json.paths).every((p) => p.startsWith('/v1/'))).toBe(true);
+    expect(
+      Object.keys((await request(base, 'GET', '/openapi.json', null)).json.paths).every((p) => p.startsWith('/v1/')),
+    ).toBe(true);
   });
 });

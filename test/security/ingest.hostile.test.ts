@@ -66,7 +66,8 @@ const events = () => count(db.pool, 'SELECT * FROM carrier_events');
 const jobs = () => count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`);
 const storedWithId = (id: string) => count(db.pool, 'SELECT * FROM carrier_events WHERE carrier_event_id = $1', [id]);
 
-const sign = (ts: string, body: Buffer, key = keys.privateKey) => signTelnyxWebhook(key, ts, body)['telnyx-signature-ed25519'];
+const sign = (ts: string, body: Buffer, key = keys.privateKey) =>
+  signTelnyxWebhook(key, ts, body)['telnyx-signature-ed25519'];
 
 type Header = [string, string | Buffer];
 
@@ -74,7 +75,8 @@ function post(body: Buffer, headers: Header[], target = url) {
   return rawRequest(target, { headers: [['content-type', 'application/json'], ...headers], body });
 }
 
-const ERROR_CODES = /^(missing_signature|malformed_signature|stale_timestamp|bad_signature|malformed_body|not_an_envelope|unstorable_body|too_large|unavailable|bad_request|Bad Request|Request Header Fields Too Large)$/;
+const ERROR_CODES =
+  /^(missing_signature|malformed_signature|stale_timestamp|bad_signature|malformed_body|not_an_envelope|unstorable_body|too_large|unavailable|bad_request|Bad Request|Request Header Fields Too Large)$/;
 
 /**
  * Every answer: a known status, small JSON, and for an error an `error` that is a
@@ -107,65 +109,156 @@ const freshId = (uuid: string) => `fz-${uuid}-${++seq}`;
 const timestampText = fc.oneof(
   fc.integer({ min: NOW - TOLERANCE - 5, max: NOW + TOLERANCE + 5 }).map(String),
   fc.constantFrom(NOW - TOLERANCE, NOW + TOLERANCE, NOW - TOLERANCE - 1, NOW + TOLERANCE + 1).map(String),
-  fc.tuple(fc.integer({ min: 1, max: 14 }), fc.integer({ min: NOW - 10, max: NOW + 10 })).map(([z, t]) => '0'.repeat(z) + t),
-  fc.tuple(fc.integer({ min: NOW - 10, max: NOW + 10 }), fc.constantFrom(' ', '\t', '.0', '.5', 'e0', ',', ', 1', 'Z', '\u00a0', '0'))
+  fc
+    .tuple(fc.integer({ min: 1, max: 14 }), fc.integer({ min: NOW - 10, max: NOW + 10 }))
+    .map(([z, t]) => '0'.repeat(z) + t),
+  fc
+    .tuple(
+      fc.integer({ min: NOW - 10, max: NOW + 10 }),
+      fc.constantFrom(' ', '\t', '.0', '.5', 'e0', ',', ', 1', 'Z', '\u00a0', '0'),
+    )
     .map(([t, s]) => `${t}${s}`),
-  fc.tuple(fc.constantFrom(' ', '\t', '+', '-', '0x', '\u00a0', '\ufeff'), fc.integer({ min: NOW - 10, max: NOW + 10 })).map(([p, t]) => `${p}${t}`),
+  fc
+    .tuple(fc.constantFrom(' ', '\t', '+', '-', '0x', '\u00a0', '\ufeff'), fc.integer({ min: NOW - 10, max: NOW + 10 }))
+    .map(([p, t]) => `${p}${t}`),
   fc.bigInt({ min: 0n, max: 10n ** 40n }).map(String),
   fc.integer().map(String),
-  fc.constantFrom('', ' ', '\t \t', '0', '-0', '00', '1e9', '0x6553f100', 'NaN', 'Infinity', '9'.repeat(15), '9'.repeat(16), '9'.repeat(400), '１７００００００００', '١٧٠٠٠٠٠٠٠٠'),
+  fc.constantFrom(
+    '',
+    ' ',
+    '\t \t',
+    '0',
+    '-0',
+    '00',
+    '1e9',
+    '0x6553f100',
+    'NaN',
+    'Infinity',
+    '9'.repeat(15),
+    '9'.repeat(16),
+    '9'.repeat(400),
+    '１７００００００００',
+    '١٧٠٠٠٠٠٠٠٠',
+  ),
   fc.string({ unit: 'binary', maxLength: 20 }).filter(headerSafe),
 );
 
 type SigRecipe =
-  | 'valid' | 'other_body' | 'other_ts' | 'zero_padded_ts' | 'other_key' | 'base64url' | 'unpadded' | 'extra_pad' | 'flip'
-  | 'inner_space' | 'hex' | 'short' | 'long' | 'empty' | 'spaces' | 'truncated' | 'lowercase' | 'two' | 'zeros' | 'garbage';
+  | 'valid'
+  | 'other_body'
+  | 'other_ts'
+  | 'zero_padded_ts'
+  | 'other_key'
+  | 'base64url'
+  | 'unpadded'
+  | 'extra_pad'
+  | 'flip'
+  | 'inner_space'
+  | 'hex'
+  | 'short'
+  | 'long'
+  | 'empty'
+  | 'spaces'
+  | 'truncated'
+  | 'lowercase'
+  | 'two'
+  | 'zeros'
+  | 'garbage';
 
 const RECIPES: SigRecipe[] = [
-  'other_body', 'other_ts', 'zero_padded_ts', 'other_key', 'base64url', 'unpadded', 'extra_pad', 'flip', 'inner_space',
-  'hex', 'short', 'long', 'empty', 'spaces', 'truncated', 'lowercase', 'two', 'zeros', 'garbage',
+  'other_body',
+  'other_ts',
+  'zero_padded_ts',
+  'other_key',
+  'base64url',
+  'unpadded',
+  'extra_pad',
+  'flip',
+  'inner_space',
+  'hex',
+  'short',
+  'long',
+  'empty',
+  'spaces',
+  'truncated',
+  'lowercase',
+  'two',
+  'zeros',
+  'garbage',
 ];
 
 /** A telnyx-signature-ed25519 value for (ts, body) made by one recipe; only 'valid' is meant to verify. */
 function signatureFor(recipe: SigRecipe, ts: string, body: Buffer, n: number, garbage: string): string {
   const good = () => sign(ts, body);
   switch (recipe) {
-    case 'valid': return good();
-    case 'other_body': return sign(ts, Buffer.concat([body, Buffer.from(' ')]));
-    case 'other_ts': return sign(String(Number(ts) + 1 + (n % 5)), body);
-    case 'zero_padded_ts': return sign(`0${ts}`, body);
-    case 'other_key': return sign(ts, body, strangerKey);
-    case 'base64url': return Buffer.from(good(), 'base64').toString('base64url');
-    case 'unpadded': return good().replace(/=+$/, '');
-    case 'extra_pad': return `${good()}=`;
+    case 'valid':
+      return good();
+    case 'other_body':
+      return sign(ts, Buffer.concat([body, Buffer.from(' ')]));
+    case 'other_ts':
+      return sign(String(Number(ts) + 1 + (n % 5)), body);
+    case 'zero_padded_ts':
+      return sign(`0${ts}`, body);
+    case 'other_key':
+      return sign(ts, body, strangerKey);
+    case 'base64url':
+      return Buffer.from(good(), 'base64').toString('base64url');
+    case 'unpadded':
+      return good().replace(/=+$/, '');
+    case 'extra_pad':
+      return `${good()}=`;
     case 'flip': {
       const s = good();
       const i = n % 86;
       const c = ALPHABET[(ALPHABET.indexOf(s[i]!) + 1 + (n % 63)) % 64]!;
       return s.slice(0, i) + c + s.slice(i + 1);
     }
-    case 'inner_space': { const s = good(); const i = 1 + (n % 85); return `${s.slice(0, i)} ${s.slice(i)}`; }
-    case 'hex': return Buffer.from(good(), 'base64').toString('hex');
-    case 'short': return Buffer.from(good(), 'base64').subarray(0, n % 64).toString('base64');
-    case 'long': return Buffer.concat([Buffer.from(good(), 'base64'), Buffer.alloc(1 + (n % 40))]).toString('base64');
-    case 'empty': return '';
-    case 'spaces': return ' \t ';
-    case 'truncated': return good().slice(0, 88 - 1 - (n % 88));
-    case 'lowercase': return good().toLowerCase();
-    case 'two': return `${good()}, ${good()}`;
-    case 'zeros': return Buffer.alloc(64).toString('base64');
-    case 'garbage': return garbage;
+    case 'inner_space': {
+      const s = good();
+      const i = 1 + (n % 85);
+      return `${s.slice(0, i)} ${s.slice(i)}`;
+    }
+    case 'hex':
+      return Buffer.from(good(), 'base64').toString('hex');
+    case 'short':
+      return Buffer.from(good(), 'base64')
+        .subarray(0, n % 64)
+        .toString('base64');
+    case 'long':
+      return Buffer.concat([Buffer.from(good(), 'base64'), Buffer.alloc(1 + (n % 40))]).toString('base64');
+    case 'empty':
+      return '';
+    case 'spaces':
+      return ' \t ';
+    case 'truncated':
+      return good().slice(0, 88 - 1 - (n % 88));
+    case 'lowercase':
+      return good().toLowerCase();
+    case 'two':
+      return `${good()}, ${good()}`;
+    case 'zeros':
+      return Buffer.alloc(64).toString('base64');
+    case 'garbage':
+      return garbage;
   }
 }
 
 type Presence = 'present' | 'absent' | 'twice';
 const presence = fc.constantFrom<Presence>('present', 'present', 'present', 'absent', 'twice');
-const nameCase = fc.constantFrom((s: string) => s, (s: string) => s.toUpperCase(), (s: string) => s.replace(/(^|-)./g, (m) => m.toUpperCase()));
+const nameCase = fc.constantFrom(
+  (s: string) => s,
+  (s: string) => s.toUpperCase(),
+  (s: string) => s.replace(/(^|-)./g, (m) => m.toUpperCase()),
+);
 
 function headerLines(name: string, value: string, mode: Presence, extra: string): Header[] {
   const bytes = Buffer.from(value, 'utf8');
   if (mode === 'absent') return [];
-  if (mode === 'twice') return [[name, bytes], [name, Buffer.from(extra, 'utf8')]];
+  if (mode === 'twice')
+    return [
+      [name, bytes],
+      [name, Buffer.from(extra, 'utf8')],
+    ];
   return [[name, bytes]];
 }
 
@@ -175,7 +268,20 @@ const jsonText = fc.jsonValue({ maxDepth: 4 }).map((v) => Buffer.from(JSON.strin
 
 /** Byte sequences no UTF-8 decoder may accept: stray bytes, overlongs, surrogates, above U+10FFFF, truncated. */
 const invalidUtf8 = fc
-  .constantFrom([0xff], [0xfe], [0x80], [0xc0, 0xaf], [0xc1, 0xbf], [0xe0, 0x80, 0xaf], [0xed, 0xa0, 0x80], [0xed, 0xbf, 0xbf], [0xf4, 0x90, 0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xe2, 0x82], [0xf0, 0x9f, 0x98])
+  .constantFrom(
+    [0xff],
+    [0xfe],
+    [0x80],
+    [0xc0, 0xaf],
+    [0xc1, 0xbf],
+    [0xe0, 0x80, 0xaf],
+    [0xed, 0xa0, 0x80],
+    [0xed, 0xbf, 0xbf],
+    [0xf4, 0x90, 0x80, 0x80],
+    [0xf8, 0x88, 0x80, 0x80, 0x80],
+    [0xe2, 0x82],
+    [0xf0, 0x9f, 0x98],
+  )
   .map((b) => Buffer.from(b));
 
 const brokenUtf8Envelope = fc.tuple(fc.uuid(), invalidUtf8, fc.nat()).map(([id, bad, at]) => {
@@ -184,22 +290,31 @@ const brokenUtf8Envelope = fc.tuple(fc.uuid(), invalidUtf8, fc.nat()).map(([id, 
   return Buffer.concat([b.subarray(0, i), bad, b.subarray(i)]);
 });
 
-const reEncodedEnvelope = fc.tuple(fc.uuid(), fc.constantFrom('bom', 'utf16le', 'utf16be', 'latin1', 'truncated', 'nul_byte', 'cesu8')).map(([id, how]) => {
-  const text = envelope(freshId(id), 'message.received', { text: 'café 😀' });
-  switch (how) {
-    case 'bom': return Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]);
-    case 'utf16le': return Buffer.from(text, 'utf16le');
-    case 'utf16be': return Buffer.from(text, 'utf16le').swap16();
-    case 'latin1': return Buffer.from(text.replace('😀', ''), 'latin1');
-    case 'truncated': return Buffer.from(text).subarray(0, text.length - 3);
-    case 'nul_byte': return Buffer.from(text.replace('café', 'caf\u0000'));
-    case 'cesu8': { // 😀 as two encoded surrogates, which UTF-8 forbids
-      const [a, b] = text.split('😀') as [string, string];
-      return Buffer.concat([Buffer.from(a), Buffer.from([0xed, 0xa0, 0xbd, 0xed, 0xb8, 0x80]), Buffer.from(b)]);
+const reEncodedEnvelope = fc
+  .tuple(fc.uuid(), fc.constantFrom('bom', 'utf16le', 'utf16be', 'latin1', 'truncated', 'nul_byte', 'cesu8'))
+  .map(([id, how]) => {
+    const text = envelope(freshId(id), 'message.received', { text: 'café 😀' });
+    switch (how) {
+      case 'bom':
+        return Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]);
+      case 'utf16le':
+        return Buffer.from(text, 'utf16le');
+      case 'utf16be':
+        return Buffer.from(text, 'utf16le').swap16();
+      case 'latin1':
+        return Buffer.from(text.replace('😀', ''), 'latin1');
+      case 'truncated':
+        return Buffer.from(text).subarray(0, text.length - 3);
+      case 'nul_byte':
+        return Buffer.from(text.replace('café', 'caf\u0000'));
+      case 'cesu8': {
+        // 😀 as two encoded surrogates, which UTF-8 forbids
+        const [a, b] = text.split('😀') as [string, string];
+        return Buffer.concat([Buffer.from(a), Buffer.from([0xed, 0xa0, 0xbd, 0xed, 0xb8, 0x80]), Buffer.from(b)]);
+      }
     }
-  }
-  throw new Error(how);
-});
+    throw new Error(how);
+  });
 
 /** JSON that is almost an envelope: each way data.id / data.event_type can be wrong, and a few that are right at the edge. */
 const nearEnvelope = fc.tuple(fc.uuid(), fc.nat()).map(([uuid, n]) => {
@@ -251,8 +366,33 @@ const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 40 }),
   fc.string({ unit: 'grapheme', maxLength: 300 }),
   fc.constantFrom<unknown>(
-    null, true, false, 0, -1, 1e308, -1e308, 5e-324, 2 ** 53 + 1, '', ' ', '\u0000', 'a\u0000b', '\ud800', '\udfff\ud800', '😀', '\u202e',
-    'x'.repeat(255), 'x'.repeat(256), 'x'.repeat(70_000), [], {}, [[[]]], { data: {} }, { id: 'x', event_type: 'y' }, '2024-02-30T25:61:61Z', 'NaN',
+    null,
+    true,
+    false,
+    0,
+    -1,
+    1e308,
+    -1e308,
+    5e-324,
+    2 ** 53 + 1,
+    '',
+    ' ',
+    '\u0000',
+    'a\u0000b',
+    '\ud800',
+    '\udfff\ud800',
+    '😀',
+    '\u202e',
+    'x'.repeat(255),
+    'x'.repeat(256),
+    'x'.repeat(70_000),
+    [],
+    {},
+    [[[]]],
+    { data: {} },
+    { id: 'x', event_type: 'y' },
+    '2024-02-30T25:61:61Z',
+    'NaN',
   ),
   fc.integer({ min: 50, max: 3000 }).map((d) => JSON.parse('['.repeat(d) + ']'.repeat(d)) as unknown),
 );
@@ -260,7 +400,7 @@ const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
 /** Every path (object keys and array indexes) in a JSON value, outermost first. */
 function pathsOf(v: unknown, prefix: (string | number)[] = []): (string | number)[][] {
   const out: (string | number)[][] = [prefix];
-  if (Array.isArray(v)) v.forEach((x, i) => out.push(...pathsOf(x, [...prefix, i])));
+  if (Array.isArray(v)) for (const [i, x] of v.entries()) out.push(...pathsOf(x, [...prefix, i]));
   else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) out.push(...pathsOf(x, [...prefix, k]));
   return out;
 }
@@ -275,8 +415,16 @@ function setAt(root: unknown, path: (string | number)[], value: unknown): unknow
 }
 
 const FIXTURES = [
-  'call-answered', 'call-bridged', 'call-hangup', 'call-initiated-inbound', 'call-initiated-outbound', 'call-machine-detection-ended',
-  'message-finalized-delivered', 'message-finalized-failed', 'message-received', 'message-sent',
+  'call-answered',
+  'call-bridged',
+  'call-hangup',
+  'call-initiated-inbound',
+  'call-initiated-outbound',
+  'call-machine-detection-ended',
+  'message-finalized-delivered',
+  'message-finalized-failed',
+  'message-received',
+  'message-sent',
 ].map((name) => JSON.parse(fixture(name)) as unknown);
 
 /** A real Telnyx payload with one field (any depth, envelope included) replaced by a hostile value. */
@@ -311,7 +459,14 @@ describe('requests without a valid signature', () => {
           ...headerLines(c.sigName('telnyx-signature-ed25519'), sig, c.sigMode, sign(String(NOW), c.body)),
         ];
         const seen = (name: string) => seenHeader(headers.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v));
-        const expected: SignatureVerdict = signatureVerdict(publicKey, seen('telnyx-timestamp'), seen('telnyx-signature-ed25519'), c.body, NOW, TOLERANCE);
+        const expected: SignatureVerdict = signatureVerdict(
+          publicKey,
+          seen('telnyx-timestamp'),
+          seen('telnyx-signature-ed25519'),
+          c.body,
+          NOW,
+          TOLERANCE,
+        );
         const before = await events();
         sent('unsigned: any body, hostile signature headers');
         const a = await post(c.body, headers);
@@ -333,15 +488,26 @@ describe('requests without a valid signature', () => {
     for (const ts of [NOW, NOW - TOLERANCE, NOW + TOLERANCE]) {
       for (const recipe of ['other_body', 'other_ts', 'zero_padded_ts', 'other_key', 'two', 'zeros'] as const) {
         sent('unsigned: replayed signatures');
-        const a = await post(body, [['telnyx-timestamp', String(ts)], ['telnyx-signature-ed25519', signatureFor(recipe, String(ts), body, 1, '')]]);
+        const a = await post(body, [
+          ['telnyx-timestamp', String(ts)],
+          ['telnyx-signature-ed25519', signatureFor(recipe, String(ts), body, 1, '')],
+        ]);
         const error = recipe === 'two' ? 'malformed_signature' : 'bad_signature';
-        expect({ recipe, ts, status: a.status, body: a.body }).toEqual({ recipe, ts, status: 401, body: JSON.stringify({ error }) });
+        expect({ recipe, ts, status: a.status, body: a.body }).toEqual({
+          recipe,
+          ts,
+          status: 401,
+          body: JSON.stringify({ error }),
+        });
       }
     }
     // The same signature replayed with its timestamp written with a leading zero signs other bytes.
     const ts = String(NOW);
     sent('unsigned: replayed signatures');
-    const padded = await post(body, [['telnyx-timestamp', `0${ts}`], ['telnyx-signature-ed25519', sign(ts, body)]]);
+    const padded = await post(body, [
+      ['telnyx-timestamp', `0${ts}`],
+      ['telnyx-signature-ed25519', sign(ts, body)],
+    ]);
     expect(padded.body).toBe('{"error":"bad_signature"}');
     expect(await storedWithId('fz-replay')).toBe(0);
   });
@@ -357,7 +523,10 @@ describe('correctly signed requests with hostile bodies', () => {
         seenVerdicts.set(expected, (seenVerdicts.get(expected) ?? 0) + 1);
         const before = await events();
         sent('signed: garbage bodies');
-        const a = await post(body, [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, body)]]);
+        const a = await post(body, [
+          ['telnyx-timestamp', ts],
+          ['telnyx-signature-ed25519', sign(ts, body)],
+        ]);
         const json = checkAnswer(a, [200, 400]);
         if (expected === 'stored') {
           expect(a.status).toBe(200);
@@ -372,7 +541,9 @@ describe('correctly signed requests with hostile bodies', () => {
       runs(300),
     );
     // the generators reach every outcome
-    expect([...seenVerdicts.keys()].sort()).toEqual(expect.arrayContaining(['malformed_body', 'not_an_envelope', 'stored']));
+    expect([...seenVerdicts.keys()].sort()).toEqual(
+      expect.arrayContaining(['malformed_body', 'not_an_envelope', 'stored']),
+    );
   });
 
   it('wrong types in every field of a real Telnyx envelope: stored verbatim when data.id and data.event_type are usable strings, else 400', async () => {
@@ -382,7 +553,10 @@ describe('correctly signed requests with hostile bodies', () => {
         const expected = bodyVerdict(body);
         const before = await events();
         sent('signed: one envelope field replaced by a hostile value');
-        const a = await post(body, [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, body)]]);
+        const a = await post(body, [
+          ['telnyx-timestamp', ts],
+          ['telnyx-signature-ed25519', sign(ts, body)],
+        ]);
         const json = checkAnswer(a, [200, 400, 413]);
         if (a.status === 413) {
           expect(body.length).toBeGreaterThan(1024 * 1024);
@@ -400,7 +574,10 @@ describe('correctly signed requests with hostile bodies', () => {
           expect(rows).toHaveLength(1);
           if (json['status'] === 'stored') expect(rows[0]).toEqual({ same: true, event_type: parsed.data.event_type });
         } else {
-          expect({ status: a.status, error: json['error'] }).toEqual({ status: 400, error: expected === 'stored_or_unstorable' ? 'unstorable_body' : expected });
+          expect({ status: a.status, error: json['error'] }).toEqual({
+            status: 400,
+            error: expected === 'stored_or_unstorable' ? 'unstorable_body' : expected,
+          });
           expect(await events()).toBe(before);
         }
       }),
@@ -421,12 +598,17 @@ describe('correctly signed requests with hostile bodies', () => {
         const close = open === '[' ? ']' : '}';
         const leaf = open === '[' ? '' : '1';
         const nested = open.repeat(depth) + leaf + close.repeat(depth);
-        const body = Buffer.from(inPayload ? envelope(freshId(uuid)).replace('"payload":{}', `"payload":${nested}`) : nested);
+        const body = Buffer.from(
+          inPayload ? envelope(freshId(uuid)).replace('"payload":{}', `"payload":${nested}`) : nested,
+        );
         const ts = String(NOW);
         const before = await events();
         sent('signed: deep nesting up to 1 MiB');
         const started = performance.now();
-        const a = await post(body, [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, body)]]);
+        const a = await post(body, [
+          ['telnyx-timestamp', ts],
+          ['telnyx-signature-ed25519', sign(ts, body)],
+        ]);
         expect(performance.now() - started).toBeLessThan(5000);
         const json = checkAnswer(a, [200, 400, 413]);
         if (body.length > 1024 * 1024) expect(a.status).toBe(413);
@@ -447,7 +629,10 @@ describe('correctly signed requests with hostile bodies', () => {
     const over = sized(1024 * 1024 + 1, 'fz-over');
     expect([exact.length, over.length]).toEqual([1024 * 1024, 1024 * 1024 + 1]);
     const ts = String(NOW);
-    const signed = (b: Buffer): Header[] => [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, b)]];
+    const signed = (b: Buffer): Header[] => [
+      ['telnyx-timestamp', ts],
+      ['telnyx-signature-ed25519', sign(ts, b)],
+    ];
     sent('signed: size limits', 5);
     expect(checkAnswer(await post(exact, signed(exact)), [200])).toEqual({ status: 'stored' });
     expect(checkAnswer(await post(over, signed(over)), [413])).toMatchObject({ error: 'too_large' });
@@ -459,7 +644,11 @@ describe('correctly signed requests with hostile bodies', () => {
     });
     expect(checkAnswer(chunked, [413])).toMatchObject({ error: 'too_large' });
     // a content-length that claims more than the limit is refused before any byte is read
-    const claims = await rawRequest(url, { headers: [['content-type', 'application/json'], ['content-length', String(50 * 1024 * 1024)], ...signed(exact)], body: Buffer.from('{}'), timeoutMs: 3000 });
+    const claims = await rawRequest(url, {
+      headers: [['content-type', 'application/json'], ['content-length', String(50 * 1024 * 1024)], ...signed(exact)],
+      body: Buffer.from('{}'),
+      timeoutMs: 3000,
+    });
     expect(checkAnswer(claims, [413])).toMatchObject({ error: 'too_large' });
     // an unsigned oversized body is refused too (413 before the signature is even looked at)
     expect(checkAnswer(await post(over, []), [413])).toMatchObject({ error: 'too_large' });
@@ -470,48 +659,102 @@ describe('correctly signed requests with hostile bodies', () => {
 
 describe('header injection and odd header values', () => {
   const NAMES = [
-    'content-type', 'content-length', 'transfer-encoding', 'content-encoding', 'expect', 'host', 'connection', 'x-forwarded-for',
-    'telnyx-timestamp', 'telnyx-signature-ed25519', 'Telnyx-Signature-Ed25519', 'authorization', 'cookie', 'x-a', 'te', 'upgrade',
+    'content-type',
+    'content-length',
+    'transfer-encoding',
+    'content-encoding',
+    'expect',
+    'host',
+    'connection',
+    'x-forwarded-for',
+    'telnyx-timestamp',
+    'telnyx-signature-ed25519',
+    'Telnyx-Signature-Ed25519',
+    'authorization',
+    'cookie',
+    'x-a',
+    'te',
+    'upgrade',
   ];
   const oddValue = fc.oneof(
     fc.constantFrom(
-      '', ' ', 'application/json', 'text/plain', 'application/json; charset=utf-16', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x',
-      'APPLICATION/JSON', ';;;', 'application/json;charset', 'gzip', 'br', 'deflate, gzip', 'identity', 'chunked', 'chunked, identity', 'gzip, chunked',
-      '100-continue', '0', '-1', '1', '99999999999999999999', ' 5', '5 ', '5, 5', 'close', 'keep-alive', 'h2c', 'websocket', 'trailers',
+      '',
+      ' ',
+      'application/json',
+      'text/plain',
+      'application/json; charset=utf-16',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'APPLICATION/JSON',
+      ';;;',
+      'application/json;charset',
+      'gzip',
+      'br',
+      'deflate, gzip',
+      'identity',
+      'chunked',
+      'chunked, identity',
+      'gzip, chunked',
+      '100-continue',
+      '0',
+      '-1',
+      '1',
+      '99999999999999999999',
+      ' 5',
+      '5 ',
+      '5, 5',
+      'close',
+      'keep-alive',
+      'h2c',
+      'websocket',
+      'trailers',
     ),
     fc.string({ unit: 'binary-ascii', maxLength: 60 }),
     fc.uint8Array({ minLength: 1, maxLength: 40 }).map((a) => Buffer.from(a)),
-    fc.constantFrom('a\rb', 'a\nb', 'a\r\nx-injected: 1', 'a\u0000b', '\u007f', '\u00ff\u00fe', 'a\r\n b').map((s) => Buffer.from(s, 'latin1')),
+    fc
+      .constantFrom('a\rb', 'a\nb', 'a\r\nx-injected: 1', 'a\u0000b', '\u007f', '\u00ff\u00fe', 'a\r\n b')
+      .map((s) => Buffer.from(s, 'latin1')),
   );
   const extraHeader = fc.tuple(
-    fc.oneof({ arbitrary: fc.constantFrom(...NAMES), weight: 4 }, { arbitrary: fc.string({ unit: 'binary-ascii', minLength: 1, maxLength: 20 }), weight: 1 }),
+    fc.oneof(
+      { arbitrary: fc.constantFrom(...NAMES), weight: 4 },
+      { arbitrary: fc.string({ unit: 'binary-ascii', minLength: 1, maxLength: 20 }), weight: 1 },
+    ),
     oddValue,
   );
 
   it('a valid signed webhook among hostile headers is stored or refused with 4xx, never 500, and a refusal stores nothing', async () => {
     const statuses = new Map<number, number>();
     await fc.assert(
-      fc.asyncProperty(fc.uuid(), fc.array(extraHeader, { maxLength: 4 }), fc.boolean(), async (uuid, extra, signedFirst) => {
-        const id = freshId(uuid);
-        const body = Buffer.from(envelope(id));
-        const ts = String(NOW);
-        const signature: Header[] = [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, body)]];
-        const headers: Header[] = signedFirst ? [...signature, ...extra] : [...extra, ...signature];
-        sent('headers: hostile extra headers on a signed webhook');
-        const a = await rawRequest(url, { headers, body, timeoutMs: 3000 });
-        if (a.status === null) {
-          // Node dropped a request it could not frame (e.g. a body it was told to expect later); nothing may be stored.
-          expect(a.closedByServer, 'the server neither answered nor closed the connection').toBe(true);
-          expect(await storedWithId(id)).toBe(0);
-          return;
-        }
-        statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
-        // 415 is bug B1 (see 'known violations' below); 417 is Node's own answer to an Expect it does not know.
-        expect([200, 400, 401, 413, 415, 417, 431], `status ${a.status}: ${a.body}`).toContain(a.status);
-        if (a.status !== 200) expect(await storedWithId(id)).toBe(0);
-        else expect(await storedWithId(id)).toBe(1);
-        if (a.status !== 417) checkAnswer(a, [a.status]);
-      }),
+      fc.asyncProperty(
+        fc.uuid(),
+        fc.array(extraHeader, { maxLength: 4 }),
+        fc.boolean(),
+        async (uuid, extra, signedFirst) => {
+          const id = freshId(uuid);
+          const body = Buffer.from(envelope(id));
+          const ts = String(NOW);
+          const signature: Header[] = [
+            ['telnyx-timestamp', ts],
+            ['telnyx-signature-ed25519', sign(ts, body)],
+          ];
+          const headers: Header[] = signedFirst ? [...signature, ...extra] : [...extra, ...signature];
+          sent('headers: hostile extra headers on a signed webhook');
+          const a = await rawRequest(url, { headers, body, timeoutMs: 3000 });
+          if (a.status === null) {
+            // Node dropped a request it could not frame (e.g. a body it was told to expect later); nothing may be stored.
+            expect(a.closedByServer, 'the server neither answered nor closed the connection').toBe(true);
+            expect(await storedWithId(id)).toBe(0);
+            return;
+          }
+          statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
+          // 415 is bug B1 (see 'known violations' below); 417 is Node's own answer to an Expect it does not know.
+          expect([200, 400, 401, 413, 415, 417, 431], `status ${a.status}: ${a.body}`).toContain(a.status);
+          if (a.status !== 200) expect(await storedWithId(id)).toBe(0);
+          else expect(await storedWithId(id)).toBe(1);
+          if (a.status !== 417) checkAnswer(a, [a.status]);
+        },
+      ),
       runs(300),
     );
     console.log('ingest: statuses among hostile headers', Object.fromEntries(statuses));
@@ -523,12 +766,30 @@ describe('header injection and odd header values', () => {
     const sig = sign(ts, body);
     const smuggled = `POST /webhooks/telnyx HTTP/1.1\r\nhost: x\r\ncontent-length: ${body.length}\r\ntelnyx-timestamp: ${ts}\r\ntelnyx-signature-ed25519: ${sig}\r\n\r\n${body.toString()}`;
     const cases: Header[][] = [
-      [['telnyx-timestamp', `${ts}\r`], ['telnyx-signature-ed25519', sig]],
-      [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', Buffer.from(`${sig}\u0000`, 'latin1')]],
-      [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', Buffer.from(`x\n${sig}`, 'latin1')]],
+      [
+        ['telnyx-timestamp', `${ts}\r`],
+        ['telnyx-signature-ed25519', sig],
+      ],
+      [
+        ['telnyx-timestamp', ts],
+        ['telnyx-signature-ed25519', Buffer.from(`${sig}\u0000`, 'latin1')],
+      ],
+      [
+        ['telnyx-timestamp', ts],
+        ['telnyx-signature-ed25519', Buffer.from(`x\n${sig}`, 'latin1')],
+      ],
       [['x-a', Buffer.from(`1\r\n\r\n${smuggled}`, 'latin1')]],
-      [['content-length', '0'], ['content-length', String(body.length)], ['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sig]],
-      [['transfer-encoding', 'chunked'], ['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sig]],
+      [
+        ['content-length', '0'],
+        ['content-length', String(body.length)],
+        ['telnyx-timestamp', ts],
+        ['telnyx-signature-ed25519', sig],
+      ],
+      [
+        ['transfer-encoding', 'chunked'],
+        ['telnyx-timestamp', ts],
+        ['telnyx-signature-ed25519', sig],
+      ],
     ];
     for (const headers of cases) {
       sent('headers: smuggling attempts');
@@ -545,8 +806,22 @@ describe('other methods and paths', () => {
     const method = fc.constantFrom('GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'POST', 'TRACE', 'PROPFIND', 'CONNECT');
     const path = fc.oneof(
       fc.constantFrom(
-        '/webhooks/telnyx/', '/WEBHOOKS/TELNYX', '/webhooks/%74elnyx', '/webhooks/telnyx%00', '/webhooks/telnyx%ZZ', '/webhooks/telnyx?x=%ZZ', '/webhooks/../webhooks/telnyx',
-        '/webhooks/twilio', '/webhooks/', '//webhooks/telnyx', '/webhooks/telnyx;x', '*', '/%', `/${'a'.repeat(8000)}`, '/metrics?x=1', '/readyz/',
+        '/webhooks/telnyx/',
+        '/WEBHOOKS/TELNYX',
+        '/webhooks/%74elnyx',
+        '/webhooks/telnyx%00',
+        '/webhooks/telnyx%ZZ',
+        '/webhooks/telnyx?x=%ZZ',
+        '/webhooks/../webhooks/telnyx',
+        '/webhooks/twilio',
+        '/webhooks/',
+        '//webhooks/telnyx',
+        '/webhooks/telnyx;x',
+        '*',
+        '/%',
+        `/${'a'.repeat(8000)}`,
+        '/metrics?x=1',
+        '/readyz/',
       ),
       fc.string({ unit: 'binary-ascii', maxLength: 40 }).map((s) => `/${encodeURIComponent(s)}`),
     );
@@ -554,7 +829,13 @@ describe('other methods and paths', () => {
       fc.asyncProperty(method, path, async (m, p) => {
         const before = await events();
         sent('methods and paths');
-        const a = await rawRequest(url, { method: m, path: p, headers: [['content-type', 'application/json']], body: envelope(freshId('path')), timeoutMs: 3000 });
+        const a = await rawRequest(url, {
+          method: m,
+          path: p,
+          headers: [['content-type', 'application/json']],
+          body: envelope(freshId('path')),
+          timeoutMs: 3000,
+        });
         if (m === 'POST' && a.status === 401) return; // the route itself, reached by an equivalent path: covered above
         expect(a.status === null ? a.closedByServer : a.status < 500, `${m} ${p}: ${a.status} ${a.body}`).toBe(true);
         if (a.status !== null && a.status !== 200 && a.body) {
@@ -583,7 +864,16 @@ describe('with the database down', () => {
         fc.asyncProperty(kind, signedGarbage, fc.uuid(), async (k, garbage, uuid) => {
           const body = k === 'envelope' ? Buffer.from(envelope(`fz-down-${freshId(uuid)}`)) : garbage;
           const ts = String(NOW);
-          const headers: Header[] = k === 'unsigned' ? [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, Buffer.from('other'))]] : [['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, body)]];
+          const headers: Header[] =
+            k === 'unsigned'
+              ? [
+                  ['telnyx-timestamp', ts],
+                  ['telnyx-signature-ed25519', sign(ts, Buffer.from('other'))],
+                ]
+              : [
+                  ['telnyx-timestamp', ts],
+                  ['telnyx-signature-ed25519', sign(ts, body)],
+                ];
           sent('database down: mixed requests');
           const a = await post(body, headers, ingest.url);
           const verdict = bodyVerdict(body);
@@ -613,7 +903,14 @@ describe('regressions: bugs these tests found, now fixed', () => {
       const ts = String(NOW);
       sent('known violations: malformed content-type');
       const unsigned = await rawRequest(url, { headers: [['content-type', contentType]], body });
-      const signed = await rawRequest(url, { headers: [['content-type', contentType], ['telnyx-timestamp', ts], ['telnyx-signature-ed25519', sign(ts, body)]], body });
+      const signed = await rawRequest(url, {
+        headers: [
+          ['content-type', contentType],
+          ['telnyx-timestamp', ts],
+          ['telnyx-signature-ed25519', sign(ts, body)],
+        ],
+        body,
+      });
       results.push({ contentType, unsigned: [unsigned.status, unsigned.body], signed: [signed.status, signed.body] });
     }
     const wrong = results.filter((r) => {

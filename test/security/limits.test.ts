@@ -85,7 +85,10 @@ const events = () => count(db.pool, 'SELECT * FROM carrier_events');
 
 function signed(body: Buffer): [string, string][] {
   const h = signTelnyxWebhook(keys.privateKey, Math.floor(Date.now() / 1000), body);
-  return [['telnyx-timestamp', h['telnyx-timestamp']], ['telnyx-signature-ed25519', h['telnyx-signature-ed25519']]];
+  return [
+    ['telnyx-timestamp', h['telnyx-timestamp']],
+    ['telnyx-signature-ed25519', h['telnyx-signature-ed25519']],
+  ];
 }
 
 type Slow = 'trickled body' | 'trickled headers' | 'stalled body';
@@ -94,10 +97,21 @@ type Slow = 'trickled body' | 'trickled headers' | 'stalled body';
  * A client that sends the request head (or part of it) and then either trickles
  * one byte every `everyMs` or goes silent; resolves when the server hangs up.
  */
-function slowClient(url: string, how: Slow, headers: [string, string][], everyMs: number, giveUpMs: number): Promise<RawAnswer> {
+function slowClient(
+  url: string,
+  how: Slow,
+  headers: [string, string][],
+  everyMs: number,
+  giveUpMs: number,
+): Promise<RawAnswer> {
   const { host, port, path } = urlParts(url);
   const body = Buffer.from(envelope(`slow-${how}-${Math.random()}`));
-  const head = requestHead('POST', path, [['host', `${host}:${port}`], ['content-type', 'application/json'], ['content-length', String(body.length)], ...headers]);
+  const head = requestHead('POST', path, [
+    ['host', `${host}:${port}`],
+    ['content-type', 'application/json'],
+    ['content-length', String(body.length)],
+    ...headers,
+  ]);
   return exchange(
     host,
     port,
@@ -126,7 +140,7 @@ function slowClient(url: string, how: Slow, headers: [string, string][], everyMs
 // ---------------------------------------------------------------------------
 
 describe('configured limits', () => {
-  it('both servers set a request timeout, an idle timeout and Node\'s 16 KiB header limit', () => {
+  it("both servers set a request timeout, an idle timeout and Node's 16 KiB header limit", () => {
     const read = (app: FastifyInstance) => ({
       requestTimeout: app.server.requestTimeout,
       headersTimeout: app.server.headersTimeout,
@@ -142,10 +156,7 @@ describe('configured limits', () => {
 });
 
 describe('header floods', () => {
-  const targets = () => [
-    ['ingest', ingestUrl] as const,
-    ['api', `${apiUrl}/v1/tenants`] as const,
-  ];
+  const targets = () => [['ingest', ingestUrl] as const, ['api', `${apiUrl}/v1/tenants`] as const];
 
   it('a single 20 KiB header, or 3,000 headers, is 431 (or the connection closed) within seconds, never a hang or a 500', async () => {
     for (const [name, url] of targets()) {
@@ -166,9 +177,13 @@ describe('header floods', () => {
     expect(await events()).toBe(0);
   });
 
-  it('just under the limit (2,500 tiny headers, past Node\'s 2,000-header count) is answered normally: 401, not a hang or a 500', async () => {
+  it("just under the limit (2,500 tiny headers, past Node's 2,000-header count) is answered normally: 401, not a hang or a 500", async () => {
     for (const [name, url] of targets()) {
-      const a = await rawRequest(url, { headers: Array.from({ length: 2500 }, () => ['a', 'b'] as [string, string]), body: '{}', timeoutMs: 5000 });
+      const a = await rawRequest(url, {
+        headers: Array.from({ length: 2500 }, () => ['a', 'b'] as [string, string]),
+        body: '{}',
+        timeoutMs: 5000,
+      });
       expect([name, a.status]).toEqual([name, 401]);
     }
   });
@@ -177,7 +192,12 @@ describe('header floods', () => {
     const body = Buffer.from(envelope('flood-late-signature'));
     const junk = Array.from({ length: 2000 }, () => ['a', 'b'] as [string, string]);
     const a = await rawRequest(ingestUrl, {
-      headers: [['content-type', 'application/json'], ['content-length', String(body.length)], ...junk, ...signed(body)],
+      headers: [
+        ['content-type', 'application/json'],
+        ['content-length', String(body.length)],
+        ...junk,
+        ...signed(body),
+      ],
       body,
       timeoutMs: 5000,
     });
@@ -188,13 +208,26 @@ describe('header floods', () => {
   it('200 connections trickling headers and bodies do not keep a real webhook from being stored, nor an API call from being answered, well before the crowd gives up', async () => {
     const crowd: Promise<RawAnswer>[] = [];
     for (let i = 0; i < 100; i++) {
-      crowd.push(slowClient(ingestUrl, i % 2 ? 'trickled body' : 'trickled headers', signed(Buffer.from('x')), 200, 4000));
-      crowd.push(slowClient(`${apiUrl}/v1/tenants`, i % 2 ? 'trickled body' : 'trickled headers', [['authorization', `Bearer ${client.key}`]], 200, 4000));
+      crowd.push(
+        slowClient(ingestUrl, i % 2 ? 'trickled body' : 'trickled headers', signed(Buffer.from('x')), 200, 4000),
+      );
+      crowd.push(
+        slowClient(
+          `${apiUrl}/v1/tenants`,
+          i % 2 ? 'trickled body' : 'trickled headers',
+          [['authorization', `Bearer ${client.key}`]],
+          200,
+          4000,
+        ),
+      );
     }
     await new Promise((r) => setTimeout(r, 500));
     const body = Buffer.from(envelope('through-the-crowd'));
     let started = performance.now();
-    const hook = await rawRequest(ingestUrl, { headers: [['content-type', 'application/json'], ...signed(body)], body });
+    const hook = await rawRequest(ingestUrl, {
+      headers: [['content-type', 'application/json'], ...signed(body)],
+      body,
+    });
     const hookMs = performance.now() - started;
     started = performance.now();
     const call = await client.get('/v1/tenants');
@@ -216,7 +249,10 @@ describe('slow and stalled requests', () => {
     const cases: [string, Promise<RawAnswer>][] = [];
     for (const how of SLOW) {
       cases.push([`ingest ${how}`, slowClient(ingestUrl, how, signed(Buffer.from('x')), 500, giveUpMs.ingest)]);
-      cases.push([`api ${how}`, slowClient(`${apiUrl}/v1/tenants`, how, [['authorization', `Bearer ${client.key}`]], 500, giveUpMs.api)]);
+      cases.push([
+        `api ${how}`,
+        slowClient(`${apiUrl}/v1/tenants`, how, [['authorization', `Bearer ${client.key}`]], 500, giveUpMs.api),
+      ]);
     }
     const out: Record<string, number | null> = {};
     for (const [name, p] of cases) {
@@ -236,7 +272,11 @@ describe('slow and stalled requests', () => {
     try {
       const results = await Promise.all(SLOW.map((how) => slowClient(url, how, signed(Buffer.from('x')), 100, 5000)));
       for (const [i, r] of results.entries()) {
-        expect({ how: SLOW[i], closed: r.closedByServer, status: r.status }).toEqual({ how: SLOW[i], closed: true, status: 408 });
+        expect({ how: SLOW[i], closed: r.closedByServer, status: r.status }).toEqual({
+          how: SLOW[i],
+          closed: true,
+          status: 408,
+        });
         expect(r.closedAfterMs).toBeGreaterThanOrEqual(900);
         expect(r.closedAfterMs).toBeLessThan(3000); // Node's default 30 s check interval (B5) would be far past this
       }
@@ -253,13 +293,17 @@ describe('slow and stalled requests', () => {
     // this guards against held clients for 60 s + 30 s.
     const out = await hangUps({ ingest: 15_000, api: 35_000 });
     console.log('limits: ms until the real servers hung up within requestTimeout + 5 s (null: still open)', out);
-    expect(Object.entries(out).filter(([, ms]) => ms === null).map(([name]) => name)).toEqual([]);
+    expect(
+      Object.entries(out)
+        .filter(([, ms]) => ms === null)
+        .map(([name]) => name),
+    ).toEqual([]);
     expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id LIKE 'slow-%'`)).toBe(0);
   }, 60_000);
 
   // About 90 s, so only when asked for (HANDSET_SLOW_LIMITS=1): how long the real servers hold a slow client today.
   it.runIf(process.env.HANDSET_SLOW_LIMITS === '1')(
-    'the real servers do hang up on every slow client eventually, within Node\'s 60 s headersTimeout + its 30 s sweep',
+    "the real servers do hang up on every slow client eventually, within Node's 60 s headersTimeout + its 30 s sweep",
     async () => {
       const out = await hangUps({ ingest: 100_000, api: 100_000 });
       console.log('limits: ms until the real servers hung up on a slow client (null: still open after 100 s)', out);
@@ -281,8 +325,13 @@ describe('regressions: bugs these tests found, now fixed', () => {
       [['x-ctl', Buffer.from('a\u0001b', 'latin1')]],
       [['idempotency-key', Buffer.from('k\u0000', 'latin1')]],
     ] as [string, string | Buffer][][]) {
-      const a = await rawRequest(url, { headers: [['authorization', `Bearer ${client.key}`], ...headers], body: '{}', timeoutMs: 3000 });
-      if (!/^application\/problem\+json/.test(a.headers['content-type'] ?? '')) results.push(`${a.status} ${a.headers['content-type']}: ${a.body}`);
+      const a = await rawRequest(url, {
+        headers: [['authorization', `Bearer ${client.key}`], ...headers],
+        body: '{}',
+        timeoutMs: 3000,
+      });
+      if (!/^application\/problem\+json/.test(a.headers['content-type'] ?? ''))
+        results.push(`${a.status} ${a.headers['content-type']}: ${a.body}`);
     }
     expect(results).toEqual([]);
   });

@@ -70,24 +70,31 @@ describe('knobs at rate 1', () => {
     const finalizedFirst = ids.filter((id) => {
       const order = h.rx.received.filter((r) => messageId(r) === id).map((r) => r.json.data.event_type);
       expect(order.sort()).toEqual(['message.finalized', 'message.sent']);
-      return h.rx.received.findIndex((r) => messageId(r) === id) === h.rx.received.findIndex((r) => messageId(r) === id && r.json.data.event_type === 'message.finalized');
+      return (
+        h.rx.received.findIndex((r) => messageId(r) === id) ===
+        h.rx.received.findIndex((r) => messageId(r) === id && r.json.data.event_type === 'message.finalized')
+      );
     });
     expect(finalizedFirst.length).toBeGreaterThan(0);
   });
 
-  test('without a reorder window one resource\'s events arrive in order', async () => {
+  test("without a reorder window one resource's events arrive in order", async () => {
     for (let i = 0; i < 10; i++) await sendSms();
     await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: '+15555550113' });
     await h.sim.idle();
-    const types = (key: (r: Received) => unknown, id: unknown) => h.rx.received.filter((r) => key(r) === id).map((r) => r.json.data.event_type);
-    for (const id of new Set(h.rx.received.filter((r) => r.json.data.event_type.startsWith('message.')).map(messageId))) {
+    const types = (key: (r: Received) => unknown, id: unknown) =>
+      h.rx.received.filter((r) => key(r) === id).map((r) => r.json.data.event_type);
+    for (const id of new Set(
+      h.rx.received.filter((r) => r.json.data.event_type.startsWith('message.')).map(messageId),
+    )) {
       expect(types(messageId, id)).toEqual(['message.sent', 'message.finalized']);
     }
-    expect(types((r) => r.json.data.payload['call_control_id'], h.rx.ofType('call.initiated')[0]!.json.data.payload['call_control_id'])).toEqual([
-      'call.initiated',
-      'call.answered',
-      'call.hangup',
-    ]);
+    expect(
+      types(
+        (r) => r.json.data.payload['call_control_id'],
+        h.rx.ofType('call.initiated')[0]!.json.data.payload['call_control_id'],
+      ),
+    ).toEqual(['call.initiated', 'call.answered', 'call.hangup']);
   });
 
   test('contradictionRate: a delivered message is also reported delivery_failed, under a new id', async () => {
@@ -110,7 +117,9 @@ describe('knobs at rate 1', () => {
     h.sim.setBehaviour({ earlyReceiptRate: 1 });
     const res = await sendSms();
     // Nothing awaited in between: the receiver already holds both receipts.
-    const seen = h.rx.received.filter((r) => messageId(r) === res.json.data.id).map((r) => `${r.json.data.event_type}:${status(r)}`);
+    const seen = h.rx.received
+      .filter((r) => messageId(r) === res.json.data.id)
+      .map((r) => `${r.json.data.event_type}:${status(r)}`);
     expect(seen).toEqual(['message.sent:sent', 'message.finalized:delivered']);
     expect(res.json.data.to[0].status).toBe('queued');
   });
@@ -137,11 +146,20 @@ describe('knobs at rate 1', () => {
 
   test('rateLimitRate: 429 with retry-after and error 10011', async () => {
     h.sim.setBehaviour({ rateLimitRate: 1 });
-    for (const res of [await sendSms(), await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: DELIVERED })]) {
+    for (const res of [
+      await sendSms(),
+      await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: DELIVERED }),
+    ]) {
       expect(res.status).toBe(429);
       expect(res.headers.get('retry-after')).toBe('1');
       expect(res.json).toEqual({
-        errors: [{ code: '10011', title: 'Too many requests', detail: 'You have exceeded the maximum number of allowed requests.' }],
+        errors: [
+          {
+            code: '10011',
+            title: 'Too many requests',
+            detail: 'You have exceeded the maximum number of allowed requests.',
+          },
+        ],
       });
     }
     expect(h.sim.counts).toMatchObject({ messages: 0, callLegs: 0 });
@@ -169,11 +187,13 @@ describe('webhook delivery', () => {
     h.answer = () => (n++ < 2 ? 500 : 200);
     const id = (await sendSms('+15555550105')).json.data.id; // message.sent only
     await h.sim.idle();
-    expect(h.rx.received.map((r) => [r.json.data.id, r.json.meta.attempt, r.json.meta.delivered_to, r.status])).toEqual([
-      [h.rx.received[0]!.json.data.id, 1, h.rx.url, 500],
-      [h.rx.received[0]!.json.data.id, 2, h.rx.url, 500],
-      [h.rx.received[0]!.json.data.id, 3, h.rx.url, 200],
-    ]);
+    expect(h.rx.received.map((r) => [r.json.data.id, r.json.meta.attempt, r.json.meta.delivered_to, r.status])).toEqual(
+      [
+        [h.rx.received[0]!.json.data.id, 1, h.rx.url, 500],
+        [h.rx.received[0]!.json.data.id, 2, h.rx.url, 500],
+        [h.rx.received[0]!.json.data.id, 3, h.rx.url, 200],
+      ],
+    );
     expect(messageId(h.rx.received[0]!)).toBe(id);
     const verifier = new TelnyxWebhook(h.sim.publicKeyBase64);
     for (const r of h.rx.received) await expect(verifier.verify(r.raw, headersOf(r.headers))).resolves.toBeUndefined();
@@ -209,7 +229,9 @@ describe('webhook delivery', () => {
       await sendSms('+15555550105', { webhook_url: own.url, webhook_failover_url: failover.url });
       await h.sim.idle();
       expect(own.received.map((r) => r.json.meta.attempt)).toEqual([1, 2, 3]);
-      expect(failover.received.map((r) => [r.json.meta.attempt, r.json.meta.delivered_to])).toEqual([[4, failover.url]]);
+      expect(failover.received.map((r) => [r.json.meta.attempt, r.json.meta.delivered_to])).toEqual([
+        [4, failover.url],
+      ]);
       expect(h.rx.received).toHaveLength(0);
       // use_profile_webhooks: false and no URL of its own: nobody hears about it.
       await sendSms('+15555550105', { use_profile_webhooks: false });
@@ -225,7 +247,12 @@ describe('webhook delivery', () => {
   test('a per-call webhook_url wins for every event of that leg', async () => {
     const own = await startReceiver();
     try {
-      await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: '+15555550111', webhook_url: own.url });
+      await telnyx(h.sim, 'POST', '/calls', {
+        connection_id: '1',
+        from: FROM,
+        to: '+15555550111',
+        webhook_url: own.url,
+      });
       await h.sim.idle();
       expect(own.received.map((r) => r.json.data.event_type)).toEqual(['call.initiated', 'call.hangup']);
       expect(h.rx.received).toHaveLength(0);
@@ -245,7 +272,13 @@ describe('seed', () => {
       const before = s.webhooks.length;
       await telnyx(s, 'POST', '/messages', { from: FROM, to: DELIVERED, text: `m${i}` });
       await s.idle();
-      copies.push(s.webhooks.slice(before).map((w) => `${w.eventType}:${w.copy}`).sort().join(','));
+      copies.push(
+        s.webhooks
+          .slice(before)
+          .map((w) => `${w.eventType}:${w.copy}`)
+          .sort()
+          .join(','),
+      );
     }
     await s.close();
     await r.close();

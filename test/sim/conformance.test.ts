@@ -61,7 +61,12 @@ async function everything() {
   expect(failed.status).toBe(200);
   expect(dial.status).toBe(200);
   await h.sim.idle();
-  return { messageId: delivered.json.data.id as string, failedId: failed.json.data.id as string, inbound, dial: dial.json.data };
+  return {
+    messageId: delivered.json.data.id as string,
+    failedId: failed.json.data.id as string,
+    inbound,
+    dial: dial.json.data,
+  };
 }
 
 describe('webhooks', () => {
@@ -127,10 +132,19 @@ describe('webhooks', () => {
 
     const failure = byMessage(failedId, 'message.finalized')!.json.data.payload;
     expect(failure['errors']).toEqual([
-      { code: '40008', title: 'Undeliverable', detail: 'The carrier did not accept the message.', source: { pointer: '/to/0/phone_number' } },
+      {
+        code: '40008',
+        title: 'Undeliverable',
+        detail: 'The carrier did not accept the message.',
+        source: { pointer: '/to/0/phone_number' },
+      },
     ]);
     const initiated = byLeg(dial.call_control_id, 'call.initiated')!.json.data.payload;
-    expect(initiated).toMatchObject({ direction: 'outgoing', state: 'bridging', client_state: 'aGF2ZSBhIG5pY2UgZGF5ID1d' });
+    expect(initiated).toMatchObject({
+      direction: 'outgoing',
+      state: 'bridging',
+      client_state: 'aGF2ZSBhIG5pY2UgZGF5ID1d',
+    });
     expect(byLeg(inbound.callControlId, 'call.initiated')!.json.data.payload).toMatchObject({
       direction: 'incoming',
       state: 'parked',
@@ -141,21 +155,44 @@ describe('webhooks', () => {
   test('the payload builders produce the same shapes, for tests to craft and replay', () => {
     const leg = { callControlId: 'v3:abc_-', from: FROM, to: '+15555550100' };
     const shapes: Array<[string, string]> = [
-      [telnyxWebhook.messageReceived({ from: '+13125550009', to: FROM, text: 'hi', webhookUrl: 'https://example.com/webhooks' }), 'message-received'],
+      [
+        telnyxWebhook.messageReceived({
+          from: '+13125550009',
+          to: FROM,
+          text: 'hi',
+          webhookUrl: 'https://example.com/webhooks',
+        }),
+        'message-received',
+      ],
       [telnyxWebhook.messageSent({ from: FROM, to: '+13125550002', text: 'hi' }), 'message-sent'],
-      [telnyxWebhook.messageFinalized({ from: FROM, to: '+13125550002', text: 'hi', status: 'delivered' }), 'message-finalized-delivered'],
-      [telnyxWebhook.messageFinalized({ from: FROM, to: '+13125550002', text: 'hi', status: 'delivery_failed' }), 'message-finalized-failed'],
+      [
+        telnyxWebhook.messageFinalized({ from: FROM, to: '+13125550002', text: 'hi', status: 'delivered' }),
+        'message-finalized-delivered',
+      ],
+      [
+        telnyxWebhook.messageFinalized({ from: FROM, to: '+13125550002', text: 'hi', status: 'delivery_failed' }),
+        'message-finalized-failed',
+      ],
       [telnyxWebhook.callInitiated({ ...leg, direction: 'incoming' }), 'call-initiated-inbound'],
       [telnyxWebhook.callInitiated(leg), 'call-initiated-outbound'],
       [telnyxWebhook.callAnswered(leg), 'call-answered'],
-      [telnyxWebhook.callHangup({ ...leg, hangupCause: 'normal_clearing', answeredAt: Date.now() - 61_000 }), 'call-hangup'],
+      [
+        telnyxWebhook.callHangup({ ...leg, hangupCause: 'normal_clearing', answeredAt: Date.now() - 61_000 }),
+        'call-hangup',
+      ],
       [telnyxWebhook.callBridged(leg), 'call-bridged'],
     ];
     for (const [body, name] of shapes) {
       expect(keyPaths(JSON.parse(body)).sort(), name).toEqual(keyPaths(fixture(name)).sort());
       expect(body).toBe(canonicalJson(JSON.parse(body)));
     }
-    const replay = telnyxWebhook.callHangup({ ...leg, hangupCause: 'timeout', eventId: 'evt-1', attempt: 2, deliveredTo: 'http://x/y' });
+    const replay = telnyxWebhook.callHangup({
+      ...leg,
+      hangupCause: 'timeout',
+      eventId: 'evt-1',
+      attempt: 2,
+      deliveredTo: 'http://x/y',
+    });
     expect(JSON.parse(replay)).toMatchObject({
       data: { id: 'evt-1', payload: { hangup_cause: 'timeout', sip_hangup_cause: '487', call_quality_stats: null } },
       meta: { attempt: 2, delivered_to: 'http://x/y' },
@@ -163,21 +200,51 @@ describe('webhooks', () => {
   });
 
   test('deliver() posts a crafted body, signed with a fresh timestamp, byte for byte', async () => {
-    const body = telnyxWebhook.messageFinalized({ from: FROM, to: '+13125550002', status: 'delivered', eventId: 'crafted-1' });
+    const body = telnyxWebhook.messageFinalized({
+      from: FROM,
+      to: '+13125550002',
+      status: 'delivered',
+      eventId: 'crafted-1',
+    });
     expect(await h.sim.deliver(body)).toBe(200);
     expect(h.rx.received).toHaveLength(1);
     expect(h.rx.received[0]!.raw).toBe(body);
-    await expect(new TelnyxWebhook(h.sim.publicKeyBase64).verify(body, headersOf(h.rx.received[0]!.headers))).resolves.toBeUndefined();
+    await expect(
+      new TelnyxWebhook(h.sim.publicKeyBase64).verify(body, headersOf(h.rx.received[0]!.headers)),
+    ).resolves.toBeUndefined();
     expect(h.sim.webhooks.at(-1)).toMatchObject({ eventId: 'crafted-1', copy: 'manual', status: 200 });
   });
 });
 
 // The keys of the OpenAPI example response of POST /v2/messages (telnyx.md §4.1).
 const OUTBOUND_MESSAGE_KEYS = [
-  'record_type', 'direction', 'id', 'type', 'messaging_profile_id', 'organization_id', 'from', 'to', 'cc', 'text',
-  'subject', 'media', 'webhook_url', 'webhook_failover_url', 'encoding', 'parts', 'tags', 'cost', 'cost_breakdown',
-  'tcr_campaign_id', 'tcr_campaign_billable', 'tcr_campaign_registered', 'received_at', 'sent_at', 'completed_at',
-  'valid_until', 'errors',
+  'record_type',
+  'direction',
+  'id',
+  'type',
+  'messaging_profile_id',
+  'organization_id',
+  'from',
+  'to',
+  'cc',
+  'text',
+  'subject',
+  'media',
+  'webhook_url',
+  'webhook_failover_url',
+  'encoding',
+  'parts',
+  'tags',
+  'cost',
+  'cost_breakdown',
+  'tcr_campaign_id',
+  'tcr_campaign_billable',
+  'tcr_campaign_registered',
+  'received_at',
+  'sent_at',
+  'completed_at',
+  'valid_until',
+  'errors',
 ];
 
 function expectTelnyxError(res: { status: number; json: any }, status: number, code: string) {
@@ -193,7 +260,11 @@ function expectTelnyxError(res: { status: number; json: any }, status: number, c
 
 describe('REST', () => {
   test('POST /v2/messages answers an OutboundMessagePayload, queued, with parts and encoding computed', async () => {
-    const res = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550100', text: 'é'.repeat(10) + 'x'.repeat(151) });
+    const res = await telnyx(h.sim, 'POST', '/messages', {
+      from: FROM,
+      to: '+15555550100',
+      text: 'é'.repeat(10) + 'x'.repeat(151),
+    });
     expect(res.status).toBe(200);
     expect(Object.keys(res.json)).toEqual(['data']);
     const m = res.json.data;
@@ -211,7 +282,11 @@ describe('REST', () => {
       errors: [],
     });
     expect(m.id).toMatch(/^[0-9a-f-]{36}$/);
-    const mms = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550100', media_urls: ['https://example.com/a.png'] });
+    const mms = await telnyx(h.sim, 'POST', '/messages', {
+      from: FROM,
+      to: '+15555550100',
+      media_urls: ['https://example.com/a.png'],
+    });
     expect(mms.json.data).toMatchObject({ type: 'MMS', parts: 1, media: [{ url: 'https://example.com/a.png' }] });
     const ucs2 = await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550100', text: '😀'.repeat(36) });
     expect(ucs2.json.data).toMatchObject({ encoding: 'UCS-2', parts: 2 });
@@ -223,11 +298,27 @@ describe('REST', () => {
     expectTelnyxError(await telnyx(h.sim, 'POST', '/messages', { from: FROM, text: 'x' }), 422, '10004');
     const missing = await telnyx(h.sim, 'POST', '/messages', { from: FROM, text: 'x' });
     expect(missing.json.errors[0].source).toEqual({ pointer: '/to' });
-    expectTelnyxError(await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '3125550002', text: 'x' }), 422, '40310');
-    expectTelnyxError(await telnyx(h.sim, 'POST', '/messages', { from: 'not a sender!', to: '+13125550002', text: 'x' }), 422, '40305');
+    expectTelnyxError(
+      await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '3125550002', text: 'x' }),
+      422,
+      '40310',
+    );
+    expectTelnyxError(
+      await telnyx(h.sim, 'POST', '/messages', { from: 'not a sender!', to: '+13125550002', text: 'x' }),
+      422,
+      '40305',
+    );
     expectTelnyxError(await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+13125550002' }), 422, '10004');
-    expectTelnyxError(await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550103', text: 'x' }), 422, '40310');
-    const unauthenticated = await fetch(`${h.sim.url}/messages`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+    expectTelnyxError(
+      await telnyx(h.sim, 'POST', '/messages', { from: FROM, to: '+15555550103', text: 'x' }),
+      422,
+      '40310',
+    );
+    const unauthenticated = await fetch(`${h.sim.url}/messages`, {
+      method: 'POST',
+      body: '{}',
+      headers: { 'content-type': 'application/json' },
+    });
     expectTelnyxError({ status: unauthenticated.status, json: await unauthenticated.json() }, 401, '10009');
     const badJson = await fetch(`${h.sim.url}/messages`, {
       method: 'POST',
@@ -241,9 +332,21 @@ describe('REST', () => {
   });
 
   test('POST /v2/calls answers the dial shape and validates like Telnyx', async () => {
-    const dial = await telnyx(h.sim, 'POST', '/calls', { connection_id: '7267', from: FROM, to: '+15555550115', client_state: 'aGk=' });
+    const dial = await telnyx(h.sim, 'POST', '/calls', {
+      connection_id: '7267',
+      from: FROM,
+      to: '+15555550115',
+      client_state: 'aGk=',
+    });
     expect(dial.status).toBe(200);
-    expect(Object.keys(dial.json.data)).toEqual(['call_control_id', 'call_leg_id', 'call_session_id', 'client_state', 'is_alive', 'record_type']);
+    expect(Object.keys(dial.json.data)).toEqual([
+      'call_control_id',
+      'call_leg_id',
+      'call_session_id',
+      'client_state',
+      'is_alive',
+      'record_type',
+    ]);
     expect(dial.json.data).toMatchObject({ client_state: 'aGk=', is_alive: false, record_type: 'call' });
     expect(dial.json.data.call_control_id).toMatch(/^v3:[A-Za-z0-9_-]{54}$/);
 
@@ -270,12 +373,19 @@ describe('REST', () => {
     expectTelnyxError(await telnyx(h.sim, 'POST', `/calls/${id}/actions/hangup`, {}), 422, '90018');
     expectTelnyxError(await telnyx(h.sim, 'POST', `/calls/${encodeURIComponent(id)}/actions/answer`, {}), 422, '90018');
     expectTelnyxError(await telnyx(h.sim, 'POST', '/calls/v3:abc_-/actions/hangup', {}), 422, '90015');
-    const noBody = await fetch(`${h.sim.url}/calls/v3:abc_-/actions/hangup`, { method: 'POST', headers: { authorization: `Bearer ${h.sim.apiKey}` } });
+    const noBody = await fetch(`${h.sim.url}/calls/v3:abc_-/actions/hangup`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.sim.apiKey}` },
+    });
     expect(noBody.status).toBe(422);
     await h.sim.idle();
     const hangups = h.rx.ofType('call.hangup');
     expect(hangups).toHaveLength(1);
-    expect(hangups[0]!.json.data.payload).toMatchObject({ hangup_cause: 'originator_cancel', hangup_source: 'caller', sip_hangup_cause: '487' });
+    expect(hangups[0]!.json.data.payload).toMatchObject({
+      hangup_cause: 'originator_cancel',
+      hangup_source: 'caller',
+      sip_hangup_cause: '487',
+    });
   });
 
   test('the official SDK client works against it, errors included', async () => {
@@ -287,7 +397,9 @@ describe('REST', () => {
     expect(await client.calls.actions.hangup(id, {})).toEqual({ data: { result: 'ok' } });
     const again = await client.calls.actions.hangup(id, {}).catch((e: unknown) => e);
     expect(again).toBeInstanceOf(UnprocessableEntityError);
-    expect((again as UnprocessableEntityError).error).toMatchObject({ errors: [{ code: '90018', title: 'Call has already ended' }] });
+    expect((again as UnprocessableEntityError).error).toMatchObject({
+      errors: [{ code: '90018', title: 'Call has already ended' }],
+    });
   });
 });
 
@@ -318,7 +430,11 @@ describe('command_id', () => {
     expect([first.status, repeat.status]).toEqual([200, 200]);
     expect(repeat.json).toEqual({ data: { result: 'ok' } });
     expect(h.sim.requests.at(-1)).toMatchObject({ commandId: 'hangup-1', deduplicated: true, status: 200 });
-    expectTelnyxError(await telnyx(h.sim, 'POST', `/calls/${id}/actions/hangup`, { command_id: 'hangup-2' }), 422, '90018');
+    expectTelnyxError(
+      await telnyx(h.sim, 'POST', `/calls/${id}/actions/hangup`, { command_id: 'hangup-2' }),
+      422,
+      '90018',
+    );
     await h.sim.idle();
     expect(h.rx.ofType('call.hangup')).toHaveLength(1);
   });

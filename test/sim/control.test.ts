@@ -29,7 +29,10 @@ describe('control API', () => {
   });
 
   test('PUT /_sim/personas/{number} gives a number a persona', async () => {
-    const put = await h.control('PUT', `/personas/${encodeURIComponent('+14155550123')}`, { sms: 'sent_only', call: { manual: true } });
+    const put = await h.control('PUT', `/personas/${encodeURIComponent('+14155550123')}`, {
+      sms: 'sent_only',
+      call: { manual: true },
+    });
     expect(put.status).toBe(200);
     expect((await h.control('PUT', '/personas/+14155550123', { sms: 'lost' })).status).toBe(400);
     expect((await h.control('PUT', '/personas/not-a-number', { sms: 'delivered' })).status).toBe(400);
@@ -39,7 +42,12 @@ describe('control API', () => {
   });
 
   test('POST /_sim/inbound/sms and /inbound/call, then answer and hang up through /_sim/calls', async () => {
-    const sms = await h.control('POST', '/inbound/sms', { from: '+13125550009', to: FROM, text: 'hi', media_urls: ['https://example.com/cat.png'] });
+    const sms = await h.control('POST', '/inbound/sms', {
+      from: '+13125550009',
+      to: FROM,
+      text: 'hi',
+      media_urls: ['https://example.com/cat.png'],
+    });
     expect(sms.status).toBe(200);
     const call = await h.control('POST', '/inbound/call', { from: '+18124040851', to: FROM });
     expect(call.json.call_control_id).toMatch(/^v3:/);
@@ -52,7 +60,11 @@ describe('control API', () => {
     expect((await h.control('POST', '/inbound/sms', { from: 'me', to: FROM, text: 'x' })).status).toBe(400);
     await h.sim.idle();
     const received = h.rx.ofType('message.received')[0]!.json.data.payload;
-    expect(received).toMatchObject({ id: sms.json.message_id, type: 'MMS', media: [{ url: 'https://example.com/cat.png', content_type: 'image/png' }] });
+    expect(received).toMatchObject({
+      id: sms.json.message_id,
+      type: 'MMS',
+      media: [{ url: 'https://example.com/cat.png', content_type: 'image/png' }],
+    });
     expect(h.rx.received.map((r) => r.json.data.event_type)).toEqual([
       'message.received',
       'call.initiated',
@@ -80,14 +92,20 @@ describe('control API', () => {
     expect(state.recentRequests).toHaveLength(2);
     expect(state.recentWebhooks[0]).not.toHaveProperty('body');
     expect((await h.control('POST', '/reset')).json).toEqual({ result: 'ok' });
-    expect((await h.control('GET', '/state')).json).toMatchObject({ counts: { requests: 0, messages: 0, callLegs: 0 }, liveCalls: [] });
+    expect((await h.control('GET', '/state')).json).toMatchObject({
+      counts: { requests: 0, messages: 0, callLegs: 0 },
+      liveCalls: [],
+    });
   });
 
   test('PUT /_sim/webhook_url points the carrier elsewhere; POST /_sim/deliver sends a crafted body', async () => {
     const other = await startReceiver();
     try {
       expect((await h.control('PUT', '/webhook_url', { url: other.url })).json).toEqual({ webhookUrl: other.url });
-      const body = JSON.stringify({ data: { id: 'x', event_type: 'message.sent' }, meta: { attempt: 1, delivered_to: other.url } });
+      const body = JSON.stringify({
+        data: { id: 'x', event_type: 'message.sent' },
+        meta: { attempt: 1, delivered_to: other.url },
+      });
       expect((await h.control('POST', '/deliver', { body })).json).toEqual({ status: 200 });
       expect(other.received.map((r) => r.raw)).toEqual([body]);
       expect((await h.control('PUT', '/webhook_url', { url: 'ftp://nope' })).status).toBe(400);
@@ -99,7 +117,7 @@ describe('control API', () => {
 });
 
 describe('idle and reset', () => {
-  test('idle() waits for the carrier\'s pending timers', async () => {
+  test("idle() waits for the carrier's pending timers", async () => {
     h.sim.setPersona('+14155550177', { call: { answerAfterMs: 50_000, talkMs: null } }); // 50 ms real
     await telnyx(h.sim, 'POST', '/calls', { connection_id: '1', from: FROM, to: '+14155550177', timeout_secs: 600 });
     await h.sim.idle();
@@ -121,8 +139,22 @@ describe('idle and reset', () => {
 describe('handset sim', () => {
   test('flags set the options and one flag per knob', () => {
     const { options, keyFile } = parseSimArgs([
-      '--port', '0', '--webhook-url', 'http://127.0.0.1:3999/webhooks/telnyx', '--seed', '7', '--time-scale', '0.5',
-      '--duplicate-rate', '0.5', '--reorder-window-ms', '200', '--early-receipt-rate', '1', '--key-file', '/tmp/k.pem',
+      '--port',
+      '0',
+      '--webhook-url',
+      'http://127.0.0.1:3999/webhooks/telnyx',
+      '--seed',
+      '7',
+      '--time-scale',
+      '0.5',
+      '--duplicate-rate',
+      '0.5',
+      '--reorder-window-ms',
+      '200',
+      '--early-receipt-rate',
+      '1',
+      '--key-file',
+      '/tmp/k.pem',
     ]);
     expect(options).toMatchObject({
       port: 0,
@@ -139,9 +171,22 @@ describe('handset sim', () => {
 
   test('the loss knobs have flags too: per-type rates as TYPE=P, a hold window that is not upside down', () => {
     const { options } = parseSimArgs([
-      '--drop-rate', '0.1', '--drop-rates', 'call.hangup=1,message.finalized=0.5', '--hold-rate', '0.2',
-      '--hold-min-ms', '100', '--hold-max-ms', '900', '--answer-delay-ms', '1500', '--lost-answer-rate', '0.3',
-      '--stalled-body-rate', '0.4',
+      '--drop-rate',
+      '0.1',
+      '--drop-rates',
+      'call.hangup=1,message.finalized=0.5',
+      '--hold-rate',
+      '0.2',
+      '--hold-min-ms',
+      '100',
+      '--hold-max-ms',
+      '900',
+      '--answer-delay-ms',
+      '1500',
+      '--lost-answer-rate',
+      '0.3',
+      '--stalled-body-rate',
+      '0.4',
     ]);
     expect(options.behaviour).toEqual({
       dropRate: 0.1,

@@ -12,8 +12,15 @@ const FROM = '+13125550001';
 const PERSONA = '+14155550170';
 const VOICE_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
 const STATUS_KEYS = [
-  'call_control_id', 'call_leg_id', 'call_session_id', 'client_state', 'is_alive', 'start_time', 'end_time',
-  'call_duration', 'record_type',
+  'call_control_id',
+  'call_leg_id',
+  'call_session_id',
+  'client_state',
+  'is_alive',
+  'start_time',
+  'end_time',
+  'call_duration',
+  'record_type',
 ];
 
 const h = useSimulator({ seed: 'lookups' });
@@ -122,14 +129,12 @@ describe('GET /v2/calls/{call_control_id}', () => {
     expect(status.start_time).toBe(payload(legEvent(inbound.callControlId, 'call.initiated')!)['start_time']);
   });
 
-  test('kept 10 minutes of the leg\'s time after it ended, then refused like an unknown id', async () => {
+  test("kept 10 minutes of the leg's time after it ended, then refused like an unknown id", async () => {
     const id = await dial('+15555550111'); // busy after 1 s
     await h.sim.idle();
     const unknown = await lookup('v3:never-issued');
     expect(unknown.status).toBe(422);
-    expect(unknown.json).toEqual(
-      (await telnyx(h.sim, 'POST', '/calls/v3:never-issued/actions/hangup', {})).json,
-    );
+    expect(unknown.json).toEqual((await telnyx(h.sim, 'POST', '/calls/v3:never-issued/actions/hangup', {})).json);
     expect(unknown.json.errors[0]).toMatchObject({ code: '90015', title: 'Invalid Call Control ID' });
     h.offsetMs = 500; // ≈ 500 s later at timeScale 0.001
     expect((await lookup(id)).status).toBe(200);

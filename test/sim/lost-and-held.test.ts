@@ -209,7 +209,10 @@ describe('knobs and personas refuse bad input and change nothing', () => {
     expect((await h.control('PUT', `/personas/${number}`, { hold: { 'call.answered': -1 } })).status).toBe(400);
     expect((await h.control('PUT', `/personas/${number}`, { hold: { nope: 1 } })).status).toBe(400);
     expect(h.sim.state().personas[PERSONA]).toBeUndefined();
-    const put = await h.control('PUT', `/personas/${number}`, { lose: ['call.hangup'], hold: { 'call.answered': 8000 } });
+    const put = await h.control('PUT', `/personas/${number}`, {
+      lose: ['call.hangup'],
+      hold: { 'call.answered': 8000 },
+    });
     expect(put.json).toEqual({ number: PERSONA, persona: { lose: ['call.hangup'], hold: { 'call.answered': 8000 } } });
   });
 });

@@ -75,7 +75,7 @@ describe('SMS personas', () => {
     expect(await smsStory('+14155550123')).toEqual(['message.sent:sent', 'message.finalized:delivered']);
   });
 
-  test('receipts are dated on the persona\'s schedule: sent 100 ms, finalized 1 s later', async () => {
+  test("receipts are dated on the persona's schedule: sent 100 ms, finalized 1 s later", async () => {
     await smsStory('+15555550100');
     const [sent, finalized] = h.rx.received;
     expect(ms(payload(sent!)['sent_at']) - ms(payload(sent!)['received_at'])).toBe(100);
@@ -188,13 +188,24 @@ describe('inbound calls and bridging', () => {
   test('an inbound call is parked; answer gives call.answered, the caller hanging up ends it', async () => {
     const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
     await h.sim.idle();
-    expect(payload(legEvents(inbound.callControlId)[0]!)).toMatchObject({ direction: 'incoming', state: 'parked', from: '+18124040851', to: FROM });
+    expect(payload(legEvents(inbound.callControlId)[0]!)).toMatchObject({
+      direction: 'incoming',
+      state: 'parked',
+      from: '+18124040851',
+      to: FROM,
+    });
     expect(legEvents(inbound.callControlId)[0]!.json.data.id).toBe(inbound.eventId);
-    const answered = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, { client_state: 'aGk=' });
+    const answered = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {
+      client_state: 'aGk=',
+    });
     expect(answered.json).toEqual({ data: { result: 'ok' } });
     h.sim.hangup(inbound.callControlId);
     await h.sim.idle();
-    expect(legStory(inbound.callControlId)).toEqual(['call.initiated', 'call.answered', 'call.hangup:normal_clearing:caller']);
+    expect(legStory(inbound.callControlId)).toEqual([
+      'call.initiated',
+      'call.answered',
+      'call.hangup:normal_clearing:caller',
+    ]);
   });
 
   test('the caller giving up while parked is originator_cancel; reject is call_rejected', async () => {
@@ -215,31 +226,52 @@ describe('inbound calls and bridging', () => {
     await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
     const out = await dial('+15555550113', { link_to: inbound.callControlId, bridge_on_answer: true });
     await h.sim.idle();
-    expect(legStory(out)).toEqual(['call.initiated', 'call.answered', 'call.bridged', 'call.hangup:normal_clearing:callee']);
+    expect(legStory(out)).toEqual([
+      'call.initiated',
+      'call.answered',
+      'call.bridged',
+      'call.hangup:normal_clearing:callee',
+    ]);
     expect(legStory(inbound.callControlId)).toEqual(['call.initiated', 'call.answered', 'call.bridged']);
     // link_to shares the session.
-    expect(payload(legEvents(out)[0]!)['call_session_id']).toBe(payload(legEvents(inbound.callControlId)[0]!)['call_session_id']);
-    expect(h.sim.state().liveCalls).toMatchObject([{ call_control_id: inbound.callControlId, state: 'answered', bridged_with: null }]);
+    expect(payload(legEvents(out)[0]!)['call_session_id']).toBe(
+      payload(legEvents(inbound.callControlId)[0]!)['call_session_id'],
+    );
+    expect(h.sim.state().liveCalls).toMatchObject([
+      { call_control_id: inbound.callControlId, state: 'answered', bridged_with: null },
+    ]);
   });
 
   test('actions/bridge bridges two answered legs (call.bridged for both) and refuses a ringing one', async () => {
     const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
     await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
     const out = await dial('+15555550115');
-    const early = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out });
+    const early = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, {
+      call_control_id: out,
+    });
     expect(early.status).toBe(422);
     expect(early.json.errors[0].code).toBe('90034');
     const missing = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, {});
     expect(missing.json.errors[0].code).toBe('10004');
     h.sim.answer(out);
-    const bridged = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out, client_state: 'aGk=' });
+    const bridged = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, {
+      call_control_id: out,
+      client_state: 'aGk=',
+    });
     expect(bridged.json).toEqual({ data: { result: 'ok' } });
     await telnyx(h.sim, 'POST', `/calls/${out}/actions/hangup`, {});
     await h.sim.idle();
     expect(legStory(inbound.callControlId)).toEqual(['call.initiated', 'call.answered', 'call.bridged']);
     expect(payload(legEvents(inbound.callControlId)[2]!)['client_state']).toBe('aGk=');
-    expect(legStory(out)).toEqual(['call.initiated', 'call.answered', 'call.bridged', 'call.hangup:normal_clearing:caller']);
-    const other = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, { call_control_id: out });
+    expect(legStory(out)).toEqual([
+      'call.initiated',
+      'call.answered',
+      'call.bridged',
+      'call.hangup:normal_clearing:caller',
+    ]);
+    const other = await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/bridge`, {
+      call_control_id: out,
+    });
     expect(other.json.errors[0].code).toBe('90018');
   });
 
@@ -249,6 +281,8 @@ describe('inbound calls and bridging', () => {
     const inbound = h.sim.injectInboundCall({ from: '+18124040851', to: FROM });
     await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/answer`, {});
     expect((await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/reject`, {})).status).toBe(422);
-    expect((await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/transfer`, { to: '+1' })).status).toBe(422);
+    expect((await telnyx(h.sim, 'POST', `/calls/${inbound.callControlId}/actions/transfer`, { to: '+1' })).status).toBe(
+      422,
+    );
   });
 });

@@ -19,7 +19,14 @@ export interface ApiClient {
   delete(path: string): Promise<ApiResponse>;
 }
 
-export async function request(baseUrl: string, method: string, path: string, key: string | null, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse> {
+export async function request(
+  baseUrl: string,
+  method: string,
+  path: string,
+  key: string | null,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<ApiResponse> {
   const res = await fetch(baseUrl + path, {
     method,
     headers: {

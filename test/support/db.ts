@@ -1,7 +1,7 @@
 // A database of its own for one test file, cloned from the migrated template.
 
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import { inject } from 'vitest';
 import { createPool } from '../../src/db/pool.js';
 import { createDatabase, dropDatabase } from '../../src/db/databases.js';
@@ -31,7 +31,11 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 }
 
 /** Polls until fn returns a truthy value (or throws after timeoutMs). */
-export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000, stepMs = 50): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | null | undefined | false>,
+  timeoutMs = 15_000,
+  stepMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -41,7 +45,8 @@ export async function eventually<T>(fn: () => Promise<T | null | undefined | fal
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }

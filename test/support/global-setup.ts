@@ -33,7 +33,10 @@ export default async function setup(project: TestProject) {
   }
   const runId = `${process.pid}_${Date.now().toString(36)}`;
   const templateDb = `handset_tpl_${runId}`;
-  const pool = createPool(await createDatabase(adminUrl, templateDb), { max: 2, applicationName: 'handset-test-setup' });
+  const pool = createPool(await createDatabase(adminUrl, templateDb), {
+    max: 2,
+    applicationName: 'handset-test-setup',
+  });
   await migrate(pool, log);
   await pool.end();
 
@@ -44,10 +47,9 @@ export default async function setup(project: TestProject) {
     // Drop the template and any database a crashed test file left behind.
     const admin = new pg.Client({ connectionString: adminUrl });
     await admin.connect();
-    const { rows } = await admin.query<{ datname: string }>(
-      `SELECT datname FROM pg_database WHERE datname LIKE $1`,
-      [`handset_%${runId}%`],
-    );
+    const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [
+      `handset_%${runId}%`,
+    ]);
     await admin.end();
     for (const { datname } of rows) await dropDatabase(adminUrl!, datname);
     if (embedded) await embedded.stop();

@@ -84,9 +84,18 @@ export interface Served {
 
 /** `handset serve --roles …` as a real process on ports the OS picks; resolves once each role says it is up. */
 export async function serveRoles(roles: string, env: Record<string, string | undefined>): Promise<Served> {
-  const proc = spawnHandset(['serve', '--roles', roles], { HANDSET_HOST: '127.0.0.1', HANDSET_API_PORT: '0', HANDSET_INGEST_PORT: '0', ...env });
-  const apiUrl = roles.includes('api') ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"api listening"/, 60_000))[1]! : null;
-  const ingestUrl = roles.includes('ingest') ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"ingest listening"/, 60_000))[1]! : null;
+  const proc = spawnHandset(['serve', '--roles', roles], {
+    HANDSET_HOST: '127.0.0.1',
+    HANDSET_API_PORT: '0',
+    HANDSET_INGEST_PORT: '0',
+    ...env,
+  });
+  const apiUrl = roles.includes('api')
+    ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"api listening"/, 60_000))[1]!
+    : null;
+  const ingestUrl = roles.includes('ingest')
+    ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"ingest listening"/, 60_000))[1]!
+    : null;
   if (roles.includes('worker')) await proc.waitFor(/worker running/, 60_000);
   return { proc, apiUrl, ingestUrl, alive: () => proc.child.exitCode === null && proc.child.signalCode === null };
 }

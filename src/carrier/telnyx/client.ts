@@ -46,7 +46,13 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     path: string,
     body: string | null,
     idempotencyKey?: string,
-  ): Promise<{ status: number | null; json: TelnyxAnswer<T>; retryAfterMs: number | null; date: Date; detail: string }> {
+  ): Promise<{
+    status: number | null;
+    json: TelnyxAnswer<T>;
+    retryAfterMs: number | null;
+    date: Date;
+    detail: string;
+  }> {
     let res: Response;
     let text: string;
     try {
@@ -64,7 +70,13 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       // Inside the try: headers followed by a body that never finishes is as unknown an outcome as no answer.
       text = await res.text();
     } catch (err) {
-      return { status: null, json: {}, retryAfterMs: null, date: new Date(), detail: `no answer: ${(err as Error).message}` };
+      return {
+        status: null,
+        json: {},
+        retryAfterMs: null,
+        date: new Date(),
+        detail: `no answer: ${(err as Error).message}`,
+      };
     }
     let json: TelnyxAnswer<T> = {};
     try {
@@ -85,17 +97,25 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
 
   async function command<T>(path: string, body: object, idempotencyKey?: string): Promise<CommandResult<{ data: T }>> {
     const r = await request<T>('POST', path, JSON.stringify(body), idempotencyKey);
-    if (r.status !== null && r.status >= 200 && r.status < 300 && r.json.data !== undefined) return { ok: true, data: r.json.data };
+    if (r.status !== null && r.status >= 200 && r.status < 300 && r.json.data !== undefined)
+      return { ok: true, data: r.json.data };
     if (r.status === null || r.status === 429 || r.status >= 500 || r.status < 400) {
       return { ok: false, kind: 'retry', status: r.status, retryAfterMs: r.retryAfterMs, detail: r.detail };
     }
-    return { ok: false, kind: 'rejected', status: r.status, code: String(r.json.errors?.[0]?.code ?? r.status), detail: r.detail };
+    return {
+      ok: false,
+      kind: 'rejected',
+      status: r.status,
+      code: String(r.json.errors?.[0]?.code ?? r.status),
+      detail: r.detail,
+    };
   }
 
   async function lookup<T, R>(path: string, read: (data: T, observedAt: Date) => R | null): Promise<LookupResult<R>> {
     const r = await request<T>('GET', path, null);
     const code = String(r.json.errors?.[0]?.code ?? '');
-    if (r.status === 404 || (r.status === 422 && code === INVALID_CALL_CONTROL_ID)) return { ok: false, kind: 'unknown', detail: r.detail };
+    if (r.status === 404 || (r.status === 422 && code === INVALID_CALL_CONTROL_ID))
+      return { ok: false, kind: 'unknown', detail: r.detail };
     if (r.status !== 200 || r.json.data === undefined) return { ok: false, kind: 'retry', detail: r.detail };
     const found = read(r.json.data, r.date);
     return found ? { ok: true, ...found } : { ok: false, kind: 'retry', detail: 'an answer we could not read' };
@@ -117,7 +137,8 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
         m.idempotencyKey,
       );
       if (!r.ok) return r;
-      const parts = typeof r.data.parts === 'number' && Number.isInteger(r.data.parts) && r.data.parts > 0 ? r.data.parts : null;
+      const parts =
+        typeof r.data.parts === 'number' && Number.isInteger(r.data.parts) && r.data.parts > 0 ? r.data.parts : null;
       return { ok: true, carrierMessageId: r.data.id, parts };
     },
     async dial(d: Dial) {
@@ -137,7 +158,10 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       return r.ok ? { ok: true, callControlId: r.data.call_control_id, callLegId: r.data.call_leg_id } : r;
     },
     async callAction(callControlId: string, a: CallAction, commandId: string) {
-      const body = a.action === 'bridge' ? { call_control_id: a.otherCallControlId, command_id: commandId } : { command_id: commandId };
+      const body =
+        a.action === 'bridge'
+          ? { call_control_id: a.otherCallControlId, command_id: commandId }
+          : { command_id: commandId };
       const r = await command<unknown>(`/calls/${callControlId}/actions/${a.action}`, body);
       if (r.ok) return { ok: true, alreadyEnded: false };
       if (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED) return { ok: true, alreadyEnded: true };
@@ -157,20 +181,23 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       });
     },
     lookupMessage(carrierMessageId: string) {
-      return lookup<Record<string, unknown>, MessageLookup>(`/messages/${encodeURIComponent(carrierMessageId)}`, (data, observedAt) => {
-        const to = Array.isArray(data['to']) ? (data['to'][0] as Record<string, unknown> | undefined) : undefined;
-        const carrierStatus = to?.['status'];
-        if (typeof carrierStatus !== 'string') return null;
-        const errors = Array.isArray(data['errors']) ? (data['errors'] as Record<string, unknown>[]) : [];
-        const code = errors[0]?.['code'];
-        return {
-          carrierStatus,
-          status: receiptStatusOf(carrierStatus),
-          errorCode: typeof code === 'string' || typeof code === 'number' ? String(code) : null,
-          at: time(data['completed_at']) ?? time(data['sent_at']) ?? observedAt,
-          observedAt,
-        };
-      });
+      return lookup<Record<string, unknown>, MessageLookup>(
+        `/messages/${encodeURIComponent(carrierMessageId)}`,
+        (data, observedAt) => {
+          const to = Array.isArray(data['to']) ? (data['to'][0] as Record<string, unknown> | undefined) : undefined;
+          const carrierStatus = to?.['status'];
+          if (typeof carrierStatus !== 'string') return null;
+          const errors = Array.isArray(data['errors']) ? (data['errors'] as Record<string, unknown>[]) : [];
+          const code = errors[0]?.['code'];
+          return {
+            carrierStatus,
+            status: receiptStatusOf(carrierStatus),
+            errorCode: typeof code === 'string' || typeof code === 'number' ? String(code) : null,
+            at: time(data['completed_at']) ?? time(data['sent_at']) ?? observedAt,
+            observedAt,
+          };
+        },
+      );
     },
   };
 }

@@ -46,7 +46,14 @@ export const telnyxEventTypes = (kind: CarrierEventKind): readonly string[] => E
 
 // A hangup cause that means the leg was never connected; any other cause (a
 // normal clearing, a time limit, one we do not know) may follow an answer.
-const NEVER_CONNECTED = new Set(['timeout', 'user_busy', 'call_rejected', 'originator_cancel', 'no_answer', 'not_found']);
+const NEVER_CONNECTED = new Set([
+  'timeout',
+  'user_busy',
+  'call_rejected',
+  'originator_cancel',
+  'no_answer',
+  'not_found',
+]);
 
 /**
  * Whether a hangup says its leg was connected. An event Handset built from a
@@ -162,7 +169,14 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
   }
 }
 
-const KNOWN = new Set(['message.received', 'message.sent', 'message.finalized', 'call.initiated', 'call.answered', 'call.hangup']);
+const KNOWN = new Set([
+  'message.received',
+  'message.sent',
+  'message.finalized',
+  'call.initiated',
+  'call.answered',
+  'call.hangup',
+]);
 
 function callLeg(payload: Json) {
   return {

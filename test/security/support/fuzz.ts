@@ -3,7 +3,7 @@
 // HANDSET_FUZZ_SEED is set (to replay a failure fast-check reported), and a
 // tally of inputs actually sent, printed once per file.
 
-import fc from 'fast-check';
+import type fc from 'fast-check';
 
 const scale = Number(process.env.HANDSET_FUZZ_SCALE ?? '1') || 1;
 const seed = process.env.HANDSET_FUZZ_SEED === undefined ? undefined : Number(process.env.HANDSET_FUZZ_SEED);
@@ -27,4 +27,5 @@ export function tallySummary(title: string): string {
 }
 
 /** Text a response body must never contain: stack frames, SQL, internals. */
-export const LEAK = /\bat (?:async )?[\w.<>]+ \(|node:internal|node_modules|\.ts:\d+|\.js:\d+|SELECT |INSERT |relation "|syntax error|duplicate key|violates|pg_|ECONN/;
+export const LEAK =
+  /\bat (?:async )?[\w.<>]+ \(|node:internal|node_modules|\.ts:\d+|\.js:\d+|SELECT |INSERT |relation "|syntax error|duplicate key|violates|pg_|ECONN/;

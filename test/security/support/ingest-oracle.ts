@@ -16,7 +16,9 @@ const trimOws = (s: string) => s.replace(/^[ \t]+|[ \t]+$/g, '');
 /** The header value Node hands to the app for these raw values (undefined when absent). */
 export function seenHeader(values: (string | Buffer)[]): string | undefined {
   if (values.length === 0) return undefined;
-  return values.map((v) => trimOws((typeof v === 'string' ? Buffer.from(v, 'latin1') : v).toString('latin1'))).join(', ');
+  return values
+    .map((v) => trimOws((typeof v === 'string' ? Buffer.from(v, 'latin1') : v).toString('latin1')))
+    .join(', ');
 }
 
 export function signatureVerdict(

@@ -37,7 +37,10 @@ export function operationsOf(doc: { paths: Record<string, Record<string, any>> }
         parameters: (op.parameters ?? []) as Parameter[],
         body: op.requestBody?.content?.['application/json']?.schema ?? null,
         responses: Object.fromEntries(
-          Object.entries((op.responses ?? {}) as Record<string, any>).map(([code, r]) => [code, r?.content?.['application/json']?.schema ?? {}]),
+          Object.entries((op.responses ?? {}) as Record<string, any>).map(([code, r]) => [
+            code,
+            r?.content?.['application/json']?.schema ?? {},
+          ]),
         ),
       });
     }
@@ -49,7 +52,9 @@ export const pathParams = (path: string) => [...path.matchAll(/\{(\w+)\}/g)].map
 
 /** A list operation answers {data: [...], has_more}. */
 export const isList = (op: Operation) =>
-  op.method === 'GET' && op.responses['200']?.properties?.data?.type === 'array' && op.responses['200']?.properties?.has_more !== undefined;
+  op.method === 'GET' &&
+  op.responses['200']?.properties?.data?.type === 'array' &&
+  op.responses['200']?.properties?.has_more !== undefined;
 
 // ---------------------------------------------------------------------------
 // Encoding
@@ -80,9 +85,37 @@ const E164 = '^\\+[1-9][0-9]{1,14}$';
 
 /** Strings the schema may accept but the layers behind it may not. */
 export const HOSTILE_STRINGS = [
-  '', ' ', '\u0000', 'a\u0000b', '\ud800', 'x\udfff', '\u202e\u2066', '💥'.repeat(40), "' OR 1=1 --", '"; DROP TABLE messages; --', '../../etc/passwd',
-  '%00', '%', '${7*7}', '{{7*7}}', '<script>alert(1)</script>', 'null', 'undefined', '__proto__', 'constructor', 'NaN', '\\', '\\u0000', '\r\n',
-  'ǅ̸̢̛͍̟͔̯̩', 'ﷺ'.repeat(30), '\ufeff', '\u00a0', 'msg_', 'acct_00000000000000000000000000000', '+14155550100',
+  '',
+  ' ',
+  '\u0000',
+  'a\u0000b',
+  '\ud800',
+  'x\udfff',
+  '\u202e\u2066',
+  '💥'.repeat(40),
+  "' OR 1=1 --",
+  '"; DROP TABLE messages; --',
+  '../../etc/passwd',
+  '%00',
+  '%',
+  '$' + '{7*7}',
+  '{{7*7}}',
+  '<script>alert(1)</script>',
+  'null',
+  'undefined',
+  '__proto__',
+  'constructor',
+  'NaN',
+  '\\',
+  '\\u0000',
+  '\r\n',
+  'ǅ̸̢̛͍̟͔̯̩',
+  'ﷺ'.repeat(30),
+  '\ufeff',
+  '\u00a0',
+  'msg_',
+  'acct_00000000000000000000000000000',
+  '+14155550100',
 ];
 
 /** date-time strings RFC 3339 (and so Ajv's format) accepts, including the odd ones Date cannot read. */
@@ -96,13 +129,34 @@ const ODD_VALID_DATES = [
   '2024-01-01T00:00:00+23:59',
   '2024-01-01T00:00:00-23:59',
 ];
-const INVALID_DATES = ['2024-02-30T00:00:00Z', '2024-13-01T00:00:00Z', '2024-01-01', '2024-01-01T24:00:00Z', 'now', '', 'yesterday', '1e9', '-0001-01-01T00:00:00Z', '+275760-09-13T00:00:00Z', '2024-01-01T00:00:00+24:00', '2024-01-01 00:00:00Z'];
+const INVALID_DATES = [
+  '2024-02-30T00:00:00Z',
+  '2024-13-01T00:00:00Z',
+  '2024-01-01',
+  '2024-01-01T24:00:00Z',
+  'now',
+  '',
+  'yesterday',
+  '1e9',
+  '-0001-01-01T00:00:00Z',
+  '+275760-09-13T00:00:00Z',
+  '2024-01-01T00:00:00+24:00',
+  '2024-01-01 00:00:00Z',
+];
 
 export function dateTime(): fc.Arbitrary<string> {
   const day = 86_400_000;
   return fc.oneof(
-    { arbitrary: fc.integer({ min: -40 * day, max: 40 * day }).map((ms) => new Date(Date.now() + ms).toISOString()), weight: 4 },
-    { arbitrary: fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }).map((d) => d.toISOString()), weight: 2 },
+    {
+      arbitrary: fc.integer({ min: -40 * day, max: 40 * day }).map((ms) => new Date(Date.now() + ms).toISOString()),
+      weight: 4,
+    },
+    {
+      arbitrary: fc
+        .date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true })
+        .map((d) => d.toISOString()),
+      weight: 2,
+    },
     { arbitrary: fc.constantFrom(...ODD_VALID_DATES), weight: 1 },
   );
 }
@@ -111,7 +165,9 @@ export function dateTime(): fc.Arbitrary<string> {
 export function valid(schema: Schema, hints: Hints, name?: string): fc.Arbitrary<unknown> {
   const hinted = name !== undefined ? hints.byName[name] : undefined;
   const own = valid_(schema, hints);
-  return hinted && hinted.length > 0 ? fc.oneof({ arbitrary: fc.constantFrom(...hinted), weight: 2 }, { arbitrary: own, weight: 1 }) : own;
+  return hinted && hinted.length > 0
+    ? fc.oneof({ arbitrary: fc.constantFrom(...hinted), weight: 2 }, { arbitrary: own, weight: 1 })
+    : own;
 }
 
 function valid_(schema: Schema, hints: Hints): fc.Arbitrary<unknown> {
@@ -124,8 +180,15 @@ function valid_(schema: Schema, hints: Hints): fc.Arbitrary<unknown> {
       if (schema['format'] === 'date-time') return dateTime();
       const max = Math.min(schema['maxLength'] ?? 60, 60);
       if (schema['pattern'] === E164) return fc.stringMatching(/^\+[1-9][0-9]{6,14}$/);
-      if (schema['pattern']) return fc.stringMatching(new RegExp(schema['pattern'] as string)).filter((s) => s.length <= (schema['maxLength'] ?? Infinity));
-      return fc.string({ unit: 'grapheme', minLength: schema['minLength'] ?? 0, maxLength: Math.max(max, schema['minLength'] ?? 0) });
+      if (schema['pattern'])
+        return fc
+          .stringMatching(new RegExp(schema['pattern'] as string))
+          .filter((s) => s.length <= (schema['maxLength'] ?? Infinity));
+      return fc.string({
+        unit: 'grapheme',
+        minLength: schema['minLength'] ?? 0,
+        maxLength: Math.max(max, schema['minLength'] ?? 0),
+      });
     }
     case 'integer':
       return fc.integer({ min: schema['minimum'] ?? -1_000_000, max: schema['maximum'] ?? 1_000_000 });
@@ -138,7 +201,9 @@ function valid_(schema: Schema, hints: Hints): fc.Arbitrary<unknown> {
     case 'array': {
       const item = valid_((schema['items'] ?? {}) as Schema, hints);
       const constraints = { minLength: schema['minItems'] ?? 0, maxLength: Math.min(schema['maxItems'] ?? 4, 4) };
-      return schema['uniqueItems'] ? fc.uniqueArray(item, { ...constraints, selector: (v) => JSON.stringify(v) }) : fc.array(item, constraints);
+      return schema['uniqueItems']
+        ? fc.uniqueArray(item, { ...constraints, selector: (v) => JSON.stringify(v) })
+        : fc.array(item, constraints);
     }
     case 'object':
       return objectOf(schema, hints, 'valid');
@@ -170,13 +235,38 @@ export function hostile(schema: Schema, hints: Hints): fc.Arbitrary<unknown> {
         fc.constantFrom(max + 1, max * 10, 70_000).map((n) => 'é'.repeat(n)),
         fc.string({ unit: 'binary', maxLength: 30 }),
         fc.constantFrom(...INVALID_DATES, ...ODD_VALID_DATES),
-        ...(Array.isArray(schema['enum']) ? [fc.constantFrom(...(schema['enum'] as string[]).flatMap((e) => [e.toUpperCase(), ` ${e}`, `${e}\u0000`, `${e},${e}`]))] : []),
+        ...(Array.isArray(schema['enum'])
+          ? [
+              fc.constantFrom(
+                ...(schema['enum'] as string[]).flatMap((e) => [e.toUpperCase(), ` ${e}`, `${e}\u0000`, `${e},${e}`]),
+              ),
+            ]
+          : []),
       );
     case 'integer':
     case 'number':
       return fc.oneof(
         wrongType,
-        fc.constantFrom(-1, 0, 4, 121, 1.5, -0, 2 ** 31, -(2 ** 31) - 1, 2 ** 53 + 1, 1e308, -1e308, 5e-324, '20', ' 20 ', '1e3', '0x10', '', '20abc'),
+        fc.constantFrom(
+          -1,
+          0,
+          4,
+          121,
+          1.5,
+          -0,
+          2 ** 31,
+          -(2 ** 31) - 1,
+          2 ** 53 + 1,
+          1e308,
+          -1e308,
+          5e-324,
+          '20',
+          ' 20 ',
+          '1e3',
+          '0x10',
+          '',
+          '20abc',
+        ),
         fc.integer().filter((n) => n < (schema['minimum'] ?? -Infinity) || n > (schema['maximum'] ?? Infinity)),
       );
     case 'boolean':
@@ -185,7 +275,9 @@ export function hostile(schema: Schema, hints: Hints): fc.Arbitrary<unknown> {
       return fc.oneof(
         wrongType,
         fc.array(hostile((schema['items'] ?? {}) as Schema, hints), { minLength: 1, maxLength: 3 }),
-        fc.constantFrom((schema['maxItems'] ?? 10) + 1, 1000, 20_000).chain((n) => valid_((schema['items'] ?? {}) as Schema, hints).map((v) => Array(n).fill(v))),
+        fc
+          .constantFrom((schema['maxItems'] ?? 10) + 1, 1000, 20_000)
+          .chain((n) => valid_((schema['items'] ?? {}) as Schema, hints).map((v) => Array(n).fill(v))),
         fc.constant([[[[[]]]]]),
       );
     case 'object':
@@ -195,31 +287,67 @@ export function hostile(schema: Schema, hints: Hints): fc.Arbitrary<unknown> {
   }
 }
 
-const UNKNOWN_KEYS = ['colour', '__proto__', 'constructor', 'prototype', 'id', 'account_id', 'status', 'secret', 'created_at', '', ' ', 'a'.repeat(300), '\u0000'];
+const UNKNOWN_KEYS = [
+  'colour',
+  '__proto__',
+  'constructor',
+  'prototype',
+  'id',
+  'account_id',
+  'status',
+  'secret',
+  'created_at',
+  '',
+  ' ',
+  'a'.repeat(300),
+  '\u0000',
+];
 
 /**
  * An object for an object schema. 'valid': every property valid, optional ones
  * sometimes absent. 'hostile': the same, but some properties hostile, a required
  * one sometimes missing, an unknown one sometimes added.
  */
-export function objectOf(schema: Schema, hints: Hints, mode: 'valid' | 'hostile'): fc.Arbitrary<Record<string, unknown>> {
+export function objectOf(
+  schema: Schema,
+  hints: Hints,
+  mode: 'valid' | 'hostile',
+): fc.Arbitrary<Record<string, unknown>> {
   const props = (schema['properties'] ?? {}) as Record<string, Schema>;
   const required = new Set<string>((schema['required'] ?? []) as string[]);
   const names = Object.keys(props);
   const model: Record<string, fc.Arbitrary<unknown>> = {};
   for (const n of names) {
-    model[n] = mode === 'valid' ? valid(props[n]!, hints, n) : fc.oneof({ arbitrary: valid(props[n]!, hints, n), weight: 2 }, { arbitrary: hostile(props[n]!, hints), weight: 1 });
+    model[n] =
+      mode === 'valid'
+        ? valid(props[n]!, hints, n)
+        : fc.oneof(
+            { arbitrary: valid(props[n]!, hints, n), weight: 2 },
+            { arbitrary: hostile(props[n]!, hints), weight: 1 },
+          );
   }
-  let arb: fc.Arbitrary<Record<string, unknown>> = fc.record(model, { requiredKeys: names.filter((n) => required.has(n)) }) as fc.Arbitrary<Record<string, unknown>>;
+  let arb: fc.Arbitrary<Record<string, unknown>> = fc.record(model, {
+    requiredKeys: names.filter((n) => required.has(n)),
+  }) as fc.Arbitrary<Record<string, unknown>>;
   const minProperties = (schema['minProperties'] as number | undefined) ?? 0;
   if (mode === 'valid' && minProperties > 0) arb = arb.filter((o) => Object.keys(o).length >= minProperties);
   if (mode === 'hostile') {
     arb = fc
-      .tuple(arb, required.size > 0 ? fc.option(fc.constantFrom(...required), { freq: 4 }) : fc.constant(null), fc.option(fc.tuple(fc.constantFrom(...UNKNOWN_KEYS), fc.jsonValue({ maxDepth: 1 })), { freq: 3 }))
+      .tuple(
+        arb,
+        required.size > 0 ? fc.option(fc.constantFrom(...required), { freq: 4 }) : fc.constant(null),
+        fc.option(fc.tuple(fc.constantFrom(...UNKNOWN_KEYS), fc.jsonValue({ maxDepth: 1 })), { freq: 3 }),
+      )
       .map(([o, drop, extra]) => {
         const copy: Record<string, unknown> = { ...o };
         if (drop !== null) delete copy[drop];
-        if (extra !== null) Object.defineProperty(copy, extra[0], { value: extra[1], enumerable: true, writable: true, configurable: true });
+        if (extra !== null)
+          Object.defineProperty(copy, extra[0], {
+            value: extra[1],
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
         return copy;
       });
   }
@@ -247,7 +375,7 @@ export const rawBodies = fc.constantFrom<{ text: string; contentType: string | n
   { text: '{}', contentType: null },
   { text: '{}', contentType: 'APPLICATION/JSON' },
   { text: '{}', contentType: 'application/merge-patch+json' },
-  { text: '[' .repeat(100_000) + ']'.repeat(100_000), contentType: 'application/json' },
+  { text: '['.repeat(100_000) + ']'.repeat(100_000), contentType: 'application/json' },
   { text: `{"a":${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}}`, contentType: 'application/json' },
   { text: JSON.stringify({ x: 'y'.repeat(300 * 1024) }), contentType: 'application/json' },
   { text: `{${Array.from({ length: 20_000 }, (_, i) => `"k${i}":${i}`).join(',')}}`, contentType: 'application/json' },
@@ -274,7 +402,9 @@ export function exampleOf(schema: Schema, name?: string, full = false): unknown 
     case 'boolean':
       return false;
     case 'array':
-      return Array.from({ length: (schema['minItems'] as number | undefined) ?? 0 }, () => exampleOf((schema['items'] ?? {}) as Schema));
+      return Array.from({ length: (schema['minItems'] as number | undefined) ?? 0 }, () =>
+        exampleOf((schema['items'] ?? {}) as Schema),
+      );
     case 'object': {
       const props = (schema['properties'] ?? {}) as Record<string, Schema>;
       const out: Record<string, unknown> = {};

@@ -37,7 +37,11 @@ export function urlParts(url: string): { host: string; port: number; path: strin
 export function requestHead(method: string, path: string, headers: [string, string | Buffer][]): Buffer {
   const parts: Buffer[] = [Buffer.from(`${method} ${path} HTTP/1.1\r\n`, 'latin1')];
   for (const [name, value] of headers) {
-    parts.push(Buffer.from(`${name}: `, 'latin1'), typeof value === 'string' ? Buffer.from(value, 'latin1') : value, Buffer.from('\r\n'));
+    parts.push(
+      Buffer.from(`${name}: `, 'latin1'),
+      typeof value === 'string' ? Buffer.from(value, 'latin1') : value,
+      Buffer.from('\r\n'),
+    );
   }
   parts.push(Buffer.from('\r\n'));
   return Buffer.concat(parts);
@@ -46,21 +50,36 @@ export function requestHead(method: string, path: string, headers: [string, stri
 /** Sends one request and reads until the server closes the connection. */
 export function rawRequest(baseUrl: string, req: RawRequest): Promise<RawAnswer> {
   const { host, port, path: basePath } = urlParts(baseUrl);
-  const body = req.body === undefined ? undefined : Buffer.isBuffer(req.body) ? req.body : Buffer.from(req.body, 'utf8');
-  const headers: [string, string | Buffer][] = [['host', `${host}:${port}`], ['connection', 'close'], ...(req.headers ?? [])];
+  const body =
+    req.body === undefined ? undefined : Buffer.isBuffer(req.body) ? req.body : Buffer.from(req.body, 'utf8');
+  const headers: [string, string | Buffer][] = [
+    ['host', `${host}:${port}`],
+    ['connection', 'close'],
+    ...(req.headers ?? []),
+  ];
   const hasLength = headers.some(([n]) => n.toLowerCase() === 'content-length');
   if (body !== undefined && (req.contentLength ?? !hasLength)) headers.push(['content-length', String(body.length)]);
   const head = requestHead(req.method ?? 'POST', req.path ?? basePath, headers);
-  return exchange(host, port, (socket) => {
-    socket.write(body ? Buffer.concat([head, body]) : head);
-  }, req.timeoutMs ?? 5000);
+  return exchange(
+    host,
+    port,
+    (socket) => {
+      socket.write(body ? Buffer.concat([head, body]) : head);
+    },
+    req.timeoutMs ?? 5000,
+  );
 }
 
 /**
  * Opens a connection, lets `drive` write to it (at any pace), and resolves when
  * the server closes it or after `timeoutMs`.
  */
-export function exchange(host: string, port: number, drive: (socket: net.Socket) => void, timeoutMs: number): Promise<RawAnswer> {
+export function exchange(
+  host: string,
+  port: number,
+  drive: (socket: net.Socket) => void,
+  timeoutMs: number,
+): Promise<RawAnswer> {
   return new Promise((resolve) => {
     const started = performance.now();
     const chunks: Buffer[] = [];

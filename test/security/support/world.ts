@@ -29,30 +29,73 @@ export interface World {
   ids: Record<string, string>;
 }
 
-function ok(res: { status: number; json: any }, what: string, status = 201) { // eslint-disable-line @typescript-eslint/no-explicit-any
-  if (res.status !== status) throw new Error(`${what}: expected ${status}, got ${res.status} ${JSON.stringify(res.json)}`);
+function ok(res: { status: number; json: any }, what: string, status = 201) {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
+  if (res.status !== status)
+    throw new Error(`${what}: expected ${status}, got ${res.status} ${JSON.stringify(res.json)}`);
   return res.json;
 }
 
 /** `numberBase` is a unique E.164 stem per account, e.g. "+1415555" (numbers are unique across accounts). */
-export async function seedWorld(pool: pg.Pool, client: ApiClient, numberBase: string, endpointUrl: string): Promise<World> {
+export async function seedWorld(
+  pool: pg.Pool,
+  client: ApiClient,
+  numberBase: string,
+  endpointUrl: string,
+): Promise<World> {
   const tenant = ok(await client.post('/v1/tenants', { name: `tenant of ${client.accountId}` }), 'tenant');
   const numbers = [`${numberBase}0001`, `${numberBase}0002`];
-  const number = ok(await client.post('/v1/phone_numbers', { number: numbers[0], tenant_id: tenant.id, inbound_ring: [`${numberBase}0009`] }), 'number');
+  const number = ok(
+    await client.post('/v1/phone_numbers', {
+      number: numbers[0],
+      tenant_id: tenant.id,
+      inbound_ring: [`${numberBase}0009`],
+    }),
+    'number',
+  );
   ok(await client.post('/v1/phone_numbers', { number: numbers[1] }), 'second number');
-  const endpoint = ok(await client.post('/v1/webhook_endpoints', { url: endpointUrl, description: `endpoint of ${client.accountId}` }), 'endpoint');
+  const endpoint = ok(
+    await client.post('/v1/webhook_endpoints', { url: endpointUrl, description: `endpoint of ${client.accountId}` }),
+    'endpoint',
+  );
   const sendAt = new Date(Date.now() + 86_400_000).toISOString();
-  const scheduled = ok(await client.post('/v1/messages', { from: numbers[0], to: `${numberBase}0100`, body: 'still scheduled', send_at: sendAt }), 'message');
-  const toCancel = ok(await client.post('/v1/messages', { from: numbers[0], to: `${numberBase}0101`, body: 'to be canceled', send_at: sendAt }), 'message');
+  const scheduled = ok(
+    await client.post('/v1/messages', {
+      from: numbers[0],
+      to: `${numberBase}0100`,
+      body: 'still scheduled',
+      send_at: sendAt,
+    }),
+    'message',
+  );
+  const toCancel = ok(
+    await client.post('/v1/messages', {
+      from: numbers[0],
+      to: `${numberBase}0101`,
+      body: 'to be canceled',
+      send_at: sendAt,
+    }),
+    'message',
+  );
   ok(await client.post(`/v1/messages/${toCancel.id}/cancel`), 'cancel', 200);
-  const call = ok(await client.post('/v1/calls', { from: numbers[0], to: [`${numberBase}0200`, `${numberBase}0201`] }), 'call');
+  const call = ok(
+    await client.post('/v1/calls', { from: numbers[0], to: [`${numberBase}0200`, `${numberBase}0201`] }),
+    'call',
+  );
   const events = ok(await client.get('/v1/events'), 'events', 200);
   const event = events.data.find((e: { type: string }) => e.type === 'message.canceled');
   if (!event) throw new Error(`no message.canceled event: ${JSON.stringify(events)}`);
   const deliveries = await count(pool, 'SELECT * FROM webhook_deliveries WHERE event_id = $1', [event.id]);
   if (deliveries === 0) throw new Error('the event has no delivery');
   await withTx(pool, (tx) =>
-    bill(tx, { accountId: client.accountId, tenantId: tenant.id, kind: 'sms_segment_outbound', quantity: 3, sourceId: scheduled.id, occurredAt: new Date() }),
+    bill(tx, {
+      accountId: client.accountId,
+      tenantId: tenant.id,
+      kind: 'sms_segment_outbound',
+      quantity: 3,
+      sourceId: scheduled.id,
+      occurredAt: new Date(),
+    }),
   );
   const ids = {
     tenant: tenant.id as string,
@@ -85,8 +128,21 @@ export async function seedWorld(pool: pg.Pool, client: ApiClient, numberBase: st
  */
 export async function snapshot(pool: pg.Pool): Promise<string> {
   const tables = [
-    'accounts', 'api_keys', 'tenants', 'phone_numbers', 'messages', 'message_status_history', 'calls', 'call_legs', 'webhook_endpoints',
-    'outbound_events', 'webhook_deliveries', 'webhook_attempts', 'idempotency_keys', 'usage_records', 'carrier_events',
+    'accounts',
+    'api_keys',
+    'tenants',
+    'phone_numbers',
+    'messages',
+    'message_status_history',
+    'calls',
+    'call_legs',
+    'webhook_endpoints',
+    'outbound_events',
+    'webhook_deliveries',
+    'webhook_attempts',
+    'idempotency_keys',
+    'usage_records',
+    'carrier_events',
   ];
   const union = tables.map((t) => `SELECT '${t}' || row_to_json(x)::text AS r FROM ${t} x`).join(' UNION ALL ');
   const { rows } = await pool.query<{ h: string; jobs: number }>(
@@ -115,7 +171,9 @@ export async function installWriteCounter(pool: pg.Pool): Promise<() => Promise<
       WHERE (schemaname = 'public' AND tablename <> 'security_writes') OR (schemaname = 'graphile_worker' AND tablename = '_private_jobs')`,
   );
   for (const { name } of rows) {
-    await pool.query(`CREATE OR REPLACE TRIGGER security_count_write AFTER INSERT OR UPDATE OR DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION security_count_write()`);
+    await pool.query(
+      `CREATE OR REPLACE TRIGGER security_count_write AFTER INSERT OR UPDATE OR DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION security_count_write()`,
+    );
   }
   return async () => Number((await pool.query<{ n: string }>('SELECT n FROM security_writes')).rows[0]!.n);
 }

@@ -21,7 +21,7 @@ export function SignInPage() {
     try {
       await api('/v1/messages?limit=1', { key: key.trim() });
       const next = new URLSearchParams(location.search).get('next');
-      signIn(key.trim(), next && next.startsWith('/console/') ? next : '/console/messages');
+      signIn(key.trim(), next?.startsWith('/console/') ? next : '/console/messages');
     } catch (err) {
       setError(/** @type {Error} */ (err));
       setBusy(false);
