@@ -225,7 +225,7 @@ export const CHECKS: readonly CheckDef[] = [
     // and ended_at are the carrier's clock (the webhook's occurred_at): a caller
     // hanging up while we claim the next target is recorded as ending before a
     // claim that in fact came first. Only a call without such an event (itself a
-    // broken §7.3-style promise) falls back to comparing created_at with them.
+    // broken one-event-per-transition promise) falls back to comparing created_at with them.
     key: 'legs.claimed_while_ringing',
     invariant: 5,
     name: 'no leg claimed after the call was answered or ended',

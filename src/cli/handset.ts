@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The `handset` command: one entry point for every role and tool (CONTRACT §1).
+// The `handset` command: one entry point for every role and tool.
 // It reads the environment once into a Config, and translates a ConfigError into
 // one line on stderr naming the variable.
 

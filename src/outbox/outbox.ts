@@ -86,7 +86,7 @@ export function deliveryLane(e: string): string {
   return `CASE WHEN ${e}.consecutive_failures > 0 THEN 'endpoint:' || ${e}.id END`;
 }
 
-/** The customer-facing event body (CONTRACT §5); the same bytes on every attempt. */
+/** The customer-facing event body (Standard Webhooks); the same bytes on every attempt. */
 export function eventBody(ev: OutboundEventRow): string {
   return JSON.stringify(eventResource(ev));
 }

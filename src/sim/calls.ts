@@ -34,16 +34,8 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Account } from './account.js';
-import {
-  callEvents,
-  newCallControlId,
-  SIP_HANGUP_CAUSE,
-  voiceMicros,
-  voiceTime,
-  type HangupSource,
-  type LegFacts,
-  type TelnyxEvent,
-} from './events.js';
+import { newCallControlId, voiceMicros, voiceTime, type TelnyxEvent } from './events.js';
+import { callEvents, SIP_HANGUP_CAUSE, type HangupSource, type LegFacts } from './voice-events.js';
 import {
   isBlank,
   isBody,
@@ -70,7 +62,7 @@ export type LegState = 'ringing' | 'parked' | 'answered' | 'ended';
 export type CallAction = 'answer' | 'hangup' | 'bridge' | 'reject';
 export const CALL_ACTIONS: readonly CallAction[] = ['answer', 'hangup', 'bridge', 'reject'];
 
-/** The hangup causes Telnyx reports (telnyx.md §2.2). */
+/** The hangup causes Telnyx reports (call.hangup payload.hangup_cause). */
 export const HANGUP_CAUSES = [
   'call_rejected',
   'normal_clearing',

@@ -23,9 +23,30 @@ import type { FastifyInstance } from 'fastify';
 import { BehaviourError, parseBehaviour } from './behaviour.js';
 import { isBody, SimInputError } from './fields.js';
 import { parsePersona, PersonaError } from './personas.js';
-import type { Simulator } from './simulator.js';
+import type { Behaviour } from './behaviour.js';
+import type { InboundCall, InboundCallResult } from './calls.js';
+import type { InboundSms } from './messages.js';
+import type { Persona } from './personas.js';
+import type { DroppedEvent } from './webhooks.js';
 
-export function registerControlApi(app: FastifyInstance, sim: Simulator): void {
+/** What the control API drives: the simulator's own operations (simulator.ts hands itself in). */
+export interface Controls {
+  readonly webhookUrl: string | null;
+  readonly dropped: readonly DroppedEvent[];
+  state(): unknown;
+  idle(): Promise<void>;
+  setBehaviour(partial: Partial<Behaviour>): Behaviour;
+  setPersona(number: string, persona: Persona): void;
+  setWebhookUrl(url: string | null): void;
+  injectInboundSms(input: InboundSms): { messageId: string; eventId: string };
+  injectInboundCall(input: InboundCall): InboundCallResult;
+  answer(callControlId: string): void;
+  hangup(callControlId: string, cause?: string): void;
+  deliver(body: string, url?: string): Promise<number>;
+  reset(): void;
+}
+
+export function registerControlApi(app: FastifyInstance, sim: Controls): void {
   void app.register(
     async (c) => {
       c.setErrorHandler(async (err: Error & { statusCode?: number }, _req, reply) => {

@@ -1,5 +1,5 @@
 // Simulated Telnyx messaging: accepts POST /v2/messages (validation, persona
-// refusals, the answer of telnyx.md §4.1), then plays the recipient persona's
+// refusals, Telnyx's OutboundMessagePayload answer), then plays the recipient persona's
 // receipts (message.sent, message.finalized) as webhooks; receives inbound SMS
 // (message.received). The message-level rumours live here: a contradicting
 // `delivery_failed` after `delivered` (contradictionRate), and receipts fired and
@@ -19,7 +19,7 @@ import {
   outboundMessageResource,
   type FinalStatus,
   type MessageRecord,
-} from './events.js';
+} from './messaging-events.js';
 import { isBlank, isBody, isE164, isRefusal, optionalString, optionalUrl, SimInputError, type Body } from './fields.js';
 import { SMS_FINALIZED_AFTER_MS, SMS_SENT_AFTER_MS, type ResolvedPersona } from './personas.js';
 import { refuse, type Outcome, type Refusal } from './refusals.js';

@@ -1,6 +1,6 @@
 // How the simulated carrier says no: Telnyx's REST error body
 // {"errors":[{"code","title","detail","source"?}]} (code a string) with the HTTP
-// status and code Telnyx uses for each case (telnyx.md §4). Where the reference
+// status and code Telnyx uses for each case. Where Telnyx's documentation
 // names no code for a case (answering an outgoing leg, an unsupported action, the
 // Idempotency-Key conflicts, whose statuses Telnyx documents but not their codes),
 // the simulator answers 10015 "Bad Request" with a detail saying what was wrong.

@@ -27,7 +27,8 @@ import { registerCarrierApi, refusal, type CarrierApiCounts, type RequestRecord 
 import { Scheduler } from './scheduler.js';
 import { WebhookSender, type DroppedEvent, type WebhookAttempt, type WebhookCounts } from './webhooks.js';
 
-export { telnyxWebhook, envelopeBody, canonicalJson, messagingTime, voiceTime } from './events.js';
+export { envelopeBody, canonicalJson, messagingTime, voiceTime } from './events.js';
+export { telnyxWebhook } from './webhook-builders.js';
 export type { Behaviour } from './behaviour.js';
 export type { Persona, CallPersona, SmsOutcome } from './personas.js';
 export { MAGIC_PERSONAS } from './personas.js';

@@ -1,4 +1,4 @@
-// Sends the simulated carrier's webhooks the way Telnyx does (telnyx.md §1–3):
+// Sends the simulated carrier's webhooks the way Telnyx does:
 // POST with content-type application/json and user-agent telnyx-webhooks, signed
 // with Ed25519 over "<timestamp>|<body>" with a fresh timestamp on every attempt.
 // A non-2xx answer (3xx included) or no answer within 2 s is a failure: up to 3

@@ -8,7 +8,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from '../../src/chaos/chaos.js';
+import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from '../../src/tools/chaos/chaos.js';
 import { createLogger } from '../../src/telemetry/log.js';
 
 describe('chaos', () => {

@@ -34,7 +34,7 @@ describe('configuration', () => {
     expect(r.output.trim()).toBe('handset: configuration error: TELNYX_PUBLIC_KEY: is required by the ingest role');
   });
 
-  it('defaults follow CONTRACT §2', () => {
+  it('every variable has its documented default', () => {
     const c = loadConfig({}, 'serve');
     expect(c).toMatchObject({
       databaseUrl: null,

@@ -1,5 +1,6 @@
 // The ingest endpoint: verify, store once, enqueue in the same transaction, and
-// answer exactly as CONTRACT §3 says. Real PostgreSQL, real HTTP, real signatures.
+// answer 200 stored or duplicate, 401 bad signature, 400 not an envelope, 413 too
+// large, 503 when the database cannot store. Real PostgreSQL, real HTTP, real signatures.
 
 import { generateKeyPairSync } from 'node:crypto';
 import type { AddressInfo } from 'node:net';

@@ -1,6 +1,6 @@
 // Isolation between accounts and authentication, generated from the route table
 // (the paths of /openapi.json), so a route added tomorrow is covered tomorrow
-// (CONTRACT §4 "404, not 403"; issue 8 item 5). Alice owns one resource of every
+// (another account's resource is 404, never 403). Alice owns one resource of every
 // kind (tenant, phone number, webhook endpoint, message, call, event with a
 // delivery, usage); Bob owns the same kinds. Then:
 //   - every /v1 path with an {id}, with every HTTP method, answers Bob 404 for

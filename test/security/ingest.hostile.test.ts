@@ -1,4 +1,4 @@
-// Hostile input at the carrier door (CONTRACT §3, issue 8 item 4). Property-based:
+// Hostile input at the carrier door. Property-based:
 // whatever bytes and headers arrive at POST /webhooks/telnyx, the answer is 200
 // only for a correctly signed envelope, otherwise 400/401/413 (431 from Node for a
 // header flood), 503 only while the database is down, never a 500; nothing is

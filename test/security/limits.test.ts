@@ -1,5 +1,5 @@
 // Slow bodies, stalled requests and header floods against both HTTP servers
-// (ingest and API), as built by src (issue 8 item 4). The timeouts are fixed in
+// (ingest and API), as built by src. The timeouts are fixed in
 // the code (ingest: requestTimeout 10 s, connectionTimeout 15 s; API: 30 s and
 // 30 s) with no setting to shorten them, so:
 //   - the configured values are read off the built servers;

@@ -1,4 +1,4 @@
-// The simulator is byte-compatible with Telnyx (reference/telnyx.md): its webhooks
+// The simulator is byte-compatible with Telnyx: its webhooks
 // verify with the official SDK, are canonically ordered and carry exactly the key
 // sets of the reference fixtures; its REST answers have Telnyx's shapes, error
 // bodies and codes; a repeated command_id within 60 s does nothing twice.
@@ -216,7 +216,7 @@ describe('webhooks', () => {
   });
 });
 
-// The keys of the OpenAPI example response of POST /v2/messages (telnyx.md §4.1).
+// The keys of the OpenAPI example response of POST /v2/messages .
 const OUTBOUND_MESSAGE_KEYS = [
   'record_type',
   'direction',

@@ -1,4 +1,4 @@
-// What CONTRACT §3 says the ingest endpoint must answer for a given request,
+// What the ingest endpoint must answer for a given request, by its contract,
 // computed independently of src/: the signature rules (digits-only seconds,
 // padded base64 of 64 bytes, tolerance both ways, Ed25519 over "<ts>|<body>")
 // and the body rules (UTF-8 JSON with data.id and data.event_type as non-empty

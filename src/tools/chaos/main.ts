@@ -5,7 +5,7 @@
 // Flags: --messages N --calls N --workers N --ingest-processes N --load-seconds N --seed S --no-db-cuts
 
 import { parseArgs } from 'node:util';
-import { createLogger } from '../telemetry/log.js';
+import { createLogger } from '../../telemetry/log.js';
 import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from './chaos.js';
 
 const { values } = parseArgs({

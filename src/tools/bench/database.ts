@@ -11,11 +11,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type pg from 'pg';
-import { createDatabase, dropDatabase } from '../db/databases.js';
-import { startEmbeddedPostgres } from '../db/embedded.js';
-import { migrate } from '../db/migrate.js';
-import { createPool } from '../db/pool.js';
-import type { Logger } from '../telemetry/log.js';
+import { createDatabase, dropDatabase } from '../../db/databases.js';
+import { startEmbeddedPostgres } from '../../db/embedded.js';
+import { migrate } from '../../db/migrate.js';
+import { createPool } from '../../db/pool.js';
+import type { Logger } from '../../telemetry/log.js';
 
 export interface BenchDatabase {
   url: string;

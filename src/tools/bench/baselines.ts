@@ -15,9 +15,9 @@
 
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { carrierEventStore } from '../carrier/events.sql.js';
-import { createPool } from '../db/pool.js';
-import { CarrierEventWriter } from '../ingest/group-commit.js';
+import { carrierEventStore } from '../../carrier/events.sql.js';
+import { createPool } from '../../db/pool.js';
+import { CarrierEventWriter } from '../../ingest/group-commit.js';
 import type { LoadResult } from './http-load.js';
 import { Latencies } from './stats.js';
 

@@ -14,11 +14,11 @@
 
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { accountCreate } from '../accounts/accounts.js';
-import { withTx } from '../db/tx.js';
-import { endpointCreate } from '../delivery/endpoints.sql.js';
-import { newEndpointSecret } from '../delivery/signature.js';
-import { emit } from '../outbox/outbox.js';
+import { accountCreate } from '../../accounts/accounts.js';
+import { withTx } from '../../db/tx.js';
+import { endpointCreate } from '../../delivery/endpoints.sql.js';
+import { newEndpointSecret } from '../../delivery/signature.js';
+import { emit } from '../../outbox/outbox.js';
 import { drive, WebhookClient } from './http-load.js';
 import type { Receiver } from './receiver.js';
 import { Latencies, summarize, type LatencySummary } from './stats.js';

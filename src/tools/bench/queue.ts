@@ -5,7 +5,7 @@
 // (two jobs per message) and delivery (one job per event) throughput from above.
 
 import { Logger, run, type Runner } from 'graphile-worker';
-import { createPool } from '../db/pool.js';
+import { createPool } from '../../db/pool.js';
 import { summarize, type LatencySummary } from './stats.js';
 
 export interface QueueFloor {

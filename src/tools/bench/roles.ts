@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const HANDSET_BIN = fileURLToPath(new URL('../cli/handset.js', import.meta.url));
+const HANDSET_BIN = fileURLToPath(new URL('../../cli/handset.js', import.meta.url));
 
 export interface RoleEnv {
   databaseUrl: string;

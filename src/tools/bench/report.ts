@@ -330,7 +330,7 @@ export function renderTable(r: BenchReport): string {
   );
   if (r.targets.length) {
     lines.push('');
-    lines.push('targets (issue 7):');
+    lines.push('targets:');
     for (const t of r.targets)
       lines.push(`  ${t.met === null ? '?' : t.met ? 'met    ' : 'NOT met'}  ${t.target}: ${t.value}`);
   }

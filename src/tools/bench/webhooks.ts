@@ -4,8 +4,8 @@
 // signed before a measurement starts: signing is the carrier's cost, not ours.
 
 import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
-import { signTelnyxWebhook, telnyxPublicKeyBase64 } from '../carrier/telnyx/signature.js';
-import { telnyxWebhook } from '../sim/events.js';
+import { signTelnyxWebhook, telnyxPublicKeyBase64 } from '../../carrier/telnyx/signature.js';
+import { telnyxWebhook } from '../../sim/webhook-builders.js';
 
 export interface SignedWebhook {
   eventId: string;

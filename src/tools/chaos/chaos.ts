@@ -20,21 +20,21 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
-import { formatAuditReport, runAudit, type AuditReport } from '../audit/audit.js';
-import { loadConfig } from '../config.js';
-import { createDatabase, dropDatabase } from '../db/databases.js';
-import { freePort, startEmbeddedPostgres } from '../db/embedded.js';
-import { migrate } from '../db/migrate.js';
-import { createPool } from '../db/pool.js';
-import { withTx } from '../db/tx.js';
-import { startPlatform } from '../platform.js';
-import { startSimulator, type Behaviour } from '../sim/simulator.js';
-import type { Logger } from '../telemetry/log.js';
+import { accountCreate, apiKeyCreate } from '../../accounts/accounts.js';
+import { formatAuditReport, runAudit, type AuditReport } from '../../audit/audit.js';
+import { loadConfig } from '../../config.js';
+import { createDatabase, dropDatabase } from '../../db/databases.js';
+import { freePort, startEmbeddedPostgres } from '../../db/embedded.js';
+import { migrate } from '../../db/migrate.js';
+import { createPool } from '../../db/pool.js';
+import { withTx } from '../../db/tx.js';
+import { startPlatform } from '../../platform.js';
+import { startSimulator, type Behaviour } from '../../sim/simulator.js';
+import type { Logger } from '../../telemetry/log.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 // The built CLI (from src/ under tests, from dist/ when built: both resolve to dist/).
-const HANDSET_BIN = fileURLToPath(new URL('../../dist/cli/handset.js', import.meta.url));
+const HANDSET_BIN = fileURLToPath(new URL('../../../dist/cli/handset.js', import.meta.url));
 
 export interface ChaosOptions {
   outboundMessages: number;

@@ -13,8 +13,8 @@
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { newEndpointSecret } from '../delivery/signature.js';
-import { createLogger } from '../telemetry/log.js';
+import { newEndpointSecret } from '../../delivery/signature.js';
+import { createLogger } from '../../telemetry/log.js';
 import { runStatement, type Statement } from './baselines.js';
 import {
   carrierEventCount,
