@@ -8,8 +8,14 @@ import { ListQuery, listOf, page } from '../api/pagination.js';
 import { ApiError, notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
-import { EVENT_TYPES, eventGet } from '../outbox/outbox.js';
-import { attemptListForEndpoint, deliveryListForEvent, deliveryRedeliver, type AttemptRow } from './deliveries.sql.js';
+import { EVENT_TYPES, eventOfAccount } from '../outbox/outbox.sql.js';
+import {
+  attemptListForEndpoint,
+  deliveriesToRedeliver,
+  deliveryListForEvent,
+  type AttemptRow,
+} from './deliveries.sql.js';
+import { scheduleDeliveries } from './schedule.js';
 import {
   endpointCreate,
   endpointDelete,
@@ -285,7 +291,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
+      const ev = await eventOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!ev) throw notFound('event');
       const rows = await deliveryListForEvent(ctx.pool, ev.id);
       return {
@@ -324,9 +330,13 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req, reply) => {
-      const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
+      const ev = await eventOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!ev) throw notFound('event');
-      const ids = await withTx(ctx.pool, (tx) => deliveryRedeliver(tx, ev.id));
+      const ids = await withTx(ctx.pool, async (tx) => {
+        const deliveries = await deliveriesToRedeliver(tx, ev.id);
+        await scheduleDeliveries(tx, deliveries, 'redeliver');
+        return deliveries.map((d) => d.id);
+      });
       if (ids.length === 0) {
         throw new ApiError(
           409,

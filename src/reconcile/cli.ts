@@ -3,8 +3,7 @@
 // what it would ask the carrier, and why, and asks nothing.
 
 import { parseArgs } from 'node:util';
-import { telnyxAdapter } from '../carrier/telnyx/adapter.js';
-import { telnyxClient } from '../carrier/telnyx/client.js';
+import { carriers } from '../carrier/registry.js';
 import { ConfigError, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { Logger } from '../telemetry/log.js';
@@ -40,13 +39,7 @@ export async function runReconcileCommand(
   try {
     const deps: ReconcileDeps = {
       pool,
-      carrier: telnyxClient({
-        apiUrl: config.telnyx.apiUrl,
-        apiKey: config.telnyx.apiKey,
-        connectionId: config.telnyx.connectionId,
-        messagingProfileId: config.telnyx.messagingProfileId,
-      }),
-      adapter: telnyxAdapter(),
+      carriers: carriers(config),
       log,
       intervalMs: config.reconcileIntervalMs,
       afterMs: config.reconcileAfterMs,

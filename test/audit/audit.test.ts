@@ -12,7 +12,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { formatAuditReport, runAudit, type AuditReport } from '../../src/audit/audit.js';
 import { runAuditCommand } from '../../src/audit/cli.js';
-import { bill } from '../../src/billing/usage.js';
+import { bill } from '../../src/billing/usage.sql.js';
 import { createPool } from '../../src/db/pool.js';
 import { withTx } from '../../src/db/tx.js';
 import { messageResource } from '../../src/messages/messages.js';
