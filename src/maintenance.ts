@@ -7,7 +7,7 @@
 // (terminal status, ended_at, the ring cursor) with nothing left to do.
 
 import type pg from 'pg';
-import { idempotencyKeysExpire } from './api/idempotency.js';
+import { idempotencyKeysExpire } from './api/idempotency.sql.js';
 import { legEndingsExpire } from './calls/calls.sql.js';
 import { carrierEventDeleteProcessed } from './carrier/events.sql.js';
 import type { TaskHandler } from './jobs/runner.js';

@@ -19,6 +19,10 @@ export interface CarrierEventRow {
   error: string | null;
   created_at: Date;
 }
+const CARRIER_EVENT_COLUMNS = 'id, carrier, carrier_event_id, event_type, subject, payload, processed_at, error, created_at';
+
+/** The column list the row above is typed from, held to the table by a test. */
+export const CARRIER_EVENT_TABLE_COLUMNS = { carrier_events: CARRIER_EVENT_COLUMNS };
 
 export type StoreResult = { stored: true; id: string } | { stored: false };
 
@@ -120,7 +124,7 @@ export async function carrierEventPendingAbout(
 export async function carrierEventLock(tx: Tx, id: string): Promise<CarrierEventRow | null> {
   const { rows } = await tx.query<CarrierEventRow>({
     name: 'carrier_event_lock',
-    text: 'SELECT * FROM carrier_events WHERE id = $1 FOR UPDATE',
+    text: `SELECT ${CARRIER_EVENT_COLUMNS} FROM carrier_events WHERE id = $1 FOR UPDATE`,
     values: [id],
   });
   return rows[0] ?? null;

@@ -17,9 +17,9 @@ import {
 } from './deliveries.sql.js';
 import { scheduleDeliveries } from './schedule.js';
 import {
-  endpointCreate,
+  endpointInsert,
   endpointDelete,
-  endpointGet,
+  endpointOfAccount,
   endpointList,
   endpointRotateSecret,
   endpointUpdate,
@@ -127,7 +127,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       const { accountId } = req.principal;
       const url = await validUrl(req.body.url);
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        const e = await endpointCreate(tx, {
+        const e = await endpointInsert(tx, {
           accountId,
           url,
           description: req.body.description ?? null,
@@ -159,7 +159,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     '/webhook_endpoints/:id',
     { schema: { tags, summary: 'Get an endpoint', params: IdParams, response: { 200: Endpoint } } },
     async (req) => {
-      const e = await endpointGet(ctx.pool, req.principal.accountId, req.params.id);
+      const e = await endpointOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!e) throw notFound('webhook endpoint');
       return endpointResource(e);
     },
@@ -253,7 +253,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const e = await endpointGet(ctx.pool, req.principal.accountId, req.params.id);
+      const e = await endpointOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!e) throw notFound('webhook endpoint');
       const rows = await attemptListForEndpoint(ctx.pool, e.id, req.query.limit, req.query.starting_after ?? null);
       const p = page(rows, req.query.limit);
