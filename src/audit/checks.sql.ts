@@ -17,8 +17,9 @@
 // can be wrong where it is defined.
 
 import { DELIVERY_KEY_PREFIX } from '../jobs/keys.js';
+import { UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
 
-export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8;
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 11;
 
 export interface CheckOptions {
   graceSeconds: number;
@@ -445,5 +446,26 @@ export const CHECKS: readonly CheckDef[] = [
        WHERE ce.event_type = ANY ($2::text[]) AND ce.subject IS NOT NULL
          AND ce.created_at < now() - make_interval(secs => $3::float8)`,
     values: (o) => [o.receiptEventTypes, o.graceSeconds],
+  },
+
+  // 11 ─────────────────────────────────────────────────────────────────────────
+  {
+    // The events about one resource, in the order their transitions happened,
+    // carry strictly increasing sequences. Event ids start with the millisecond
+    // they were made in, under the resource's row lock, so they give that order;
+    // two made in the same millisecond are taken in either order. Events that
+    // report no transition (a test, an exhausted delivery) carry the sequence as
+    // it was and are not counted.
+    key: 'events.sequence_increases',
+    invariant: 11,
+    name: "each event's sequence is above the previous event about the same resource",
+    unit: () => 'events with a sequence',
+    subjects: `
+      SELECT id, seq > coalesce(lag(seq) OVER w, 0) AS ok
+        FROM (SELECT id, subject_id, substr(id, 1, strpos(id, '_') + 12) AS ms, (data->>'sequence')::bigint AS seq
+                FROM outbound_events
+               WHERE data ? 'sequence' AND NOT type = ANY ($2::text[])) e
+      WINDOW w AS (PARTITION BY subject_id ORDER BY ms, seq)`,
+    values: () => [UNSEQUENCED_EVENT_TYPES],
   },
 ];

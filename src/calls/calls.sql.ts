@@ -51,9 +51,11 @@ export interface CallRow {
   ended_at: Date | null;
   duration_seconds: number | null;
   created_at: Date;
+  /** Grows by one with each transition of the call row (guarded statements below); customers order events by it. */
+  sequence: number;
 }
 const CALL_COLUMNS = `id, account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
-  caller_ref, caller_checked_at, caller_reconciled, answered_leg_id, answered_at, ended_at, duration_seconds, created_at`;
+  caller_ref, caller_checked_at, caller_reconciled, answered_leg_id, answered_at, ended_at, duration_seconds, created_at, sequence`;
 
 export interface LegRow {
   id: string;
@@ -188,7 +190,7 @@ export async function callList(
 export async function callClaimNext(tx: Tx, id: string, expected: number): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_claim_next',
-    text: `UPDATE calls SET ring_plan = jsonb_set(ring_plan, '{next}', to_jsonb($3::int))
+    text: `UPDATE calls SET ring_plan = jsonb_set(ring_plan, '{next}', to_jsonb($3::int)), sequence = sequence + 1
             WHERE id = $1 AND (ring_plan->>'next')::int = $2 AND status = 'ringing'
             RETURNING ${CALL_COLUMNS}`,
     values: [id, expected, expected + 1],
@@ -200,7 +202,7 @@ export async function callClaimNext(tx: Tx, id: string, expected: number): Promi
 export async function callAnswer(tx: Tx, id: string, legId: string, at: Date): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_answer',
-    text: `UPDATE calls SET status = 'in_progress', answered_at = $3, answered_leg_id = $2
+    text: `UPDATE calls SET status = 'in_progress', answered_at = $3, answered_leg_id = $2, sequence = sequence + 1
             WHERE id = $1 AND status = 'ringing'
             RETURNING ${CALL_COLUMNS}`,
     values: [id, legId, at],
@@ -229,7 +231,8 @@ export async function callEnd(
                                       THEN greatest(0, ceil(extract(epoch FROM ($2::timestamptz - answered_at))))::int
                                       ELSE 0 END,
               ended_at = $2,
-              caller_reconciled = caller_reconciled OR $4
+              caller_reconciled = caller_reconciled OR $4,
+              sequence = sequence + 1
             WHERE id = $1 AND ended_at IS NULL
               AND ($3::int IS NULL OR (status = 'ringing' AND (ring_plan->>'next')::int = $3))
             RETURNING ${CALL_COLUMNS}`,

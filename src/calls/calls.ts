@@ -40,6 +40,7 @@ export function callResource(c: CallRow, legs: LegRow[]) {
     ended_at: c.ended_at?.toISOString() ?? null,
     duration_seconds: c.duration_seconds,
     created_at: c.created_at.toISOString(),
+    sequence: c.sequence,
     legs: legs.map((l) => ({
       id: l.id,
       position: l.position,

@@ -1,6 +1,7 @@
 // Customer API for calls: place a sequential-ring call, read one with its legs, list.
 
 import { Type } from 'typebox';
+import { Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { notFound, unprocessable } from '../api/problem.js';
@@ -17,10 +18,6 @@ import {
   LEG_STATUSES,
   legsOf,
 } from './calls.sql.js';
-
-const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) =>
-  Type.Union([t, Type.Null()]);
-const Time = Type.String({ format: 'date-time' });
 
 const Leg = Type.Object({
   id: Type.String(),
@@ -49,6 +46,7 @@ const Call = Type.Object({
   ended_at: Nullable(Time),
   duration_seconds: Nullable(Type.Integer()),
   created_at: Time,
+  sequence: Sequence,
   legs: Type.Array(Leg),
 });
 

@@ -19,7 +19,8 @@ export interface CarrierEventRow {
   error: string | null;
   created_at: Date;
 }
-const CARRIER_EVENT_COLUMNS = 'id, carrier, carrier_event_id, event_type, subject, payload, processed_at, error, created_at';
+const CARRIER_EVENT_COLUMNS =
+  'id, carrier, carrier_event_id, event_type, subject, payload, processed_at, error, created_at';
 
 /** The column list the row above is typed from, held to the table by a test. */
 export const CARRIER_EVENT_TABLE_COLUMNS = { carrier_events: CARRIER_EVENT_COLUMNS };

@@ -21,11 +21,13 @@ export interface EndpointRow {
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
+  /** Grows by one with each change of the endpoint (guarded statements below); customers order events by it. */
+  sequence: number;
 }
 
 const ENDPOINT_COLUMNS = `id, account_id, url, description, event_types, secret, previous_secret,
   previous_secret_expires_at, enabled, disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
-  deleted_at`;
+  deleted_at, sequence`;
 
 /** The column list the row above is typed from, held to the table by a test. */
 export const ENDPOINT_TABLE_COLUMNS = { webhook_endpoints: ENDPOINT_COLUMNS };
@@ -96,7 +98,7 @@ export async function endpointUpdate(
         consecutive_failures = CASE WHEN $7 THEN 0 ELSE consecutive_failures END,
         disabled_reason = CASE WHEN $7 THEN NULL WHEN $7 = false AND enabled THEN 'manual' ELSE disabled_reason END,
         disabled_at = CASE WHEN $7 THEN NULL WHEN $7 = false AND enabled THEN now() ELSE disabled_at END,
-        updated_at = now()
+        updated_at = now(), sequence = sequence + 1
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
       RETURNING ${ENDPOINT_COLUMNS}`,
     values: [
@@ -115,7 +117,7 @@ export async function endpointUpdate(
 export async function endpointDelete(tx: Tx, accountId: string, id: string): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'endpoint_delete',
-    text: `UPDATE webhook_endpoints SET deleted_at = now(), enabled = false, updated_at = now()
+    text: `UPDATE webhook_endpoints SET deleted_at = now(), enabled = false, updated_at = now(), sequence = sequence + 1
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
     values: [id, accountId],
   });
@@ -133,7 +135,7 @@ export async function endpointRotateSecret(
   const { rows } = await tx.query<EndpointRow>({
     name: 'endpoint_rotate_secret',
     text: `UPDATE webhook_endpoints
-        SET previous_secret = secret, previous_secret_expires_at = $4, secret = $3, updated_at = now()
+        SET previous_secret = secret, previous_secret_expires_at = $4, secret = $3, updated_at = now(), sequence = sequence + 1
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
       RETURNING ${ENDPOINT_COLUMNS}`,
     values: [id, accountId, secret, graceUntil],
@@ -174,7 +176,8 @@ export async function endpointRecordFailure(tx: Tx, id: string): Promise<number>
 export async function endpointDisable(tx: Tx, id: string, reason: DisableReason, now: Date): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'endpoint_disable',
-    text: `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, disabled_at = $3, updated_at = $3
+    text: `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, disabled_at = $3, updated_at = $3,
+                                     sequence = sequence + 1
             WHERE id = $1 AND enabled`,
     values: [id, reason, now],
   });

@@ -3,6 +3,7 @@
 // delivery log, redeliver).
 
 import { Type } from 'typebox';
+import { Sequence } from '../api/fields.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
 import { ApiError, notFound, unprocessable } from '../api/problem.js';
@@ -46,6 +47,7 @@ const Endpoint = Type.Object({
   consecutive_failures: Type.Integer(),
   created_at: Type.String({ format: 'date-time' }),
   updated_at: Type.String({ format: 'date-time' }),
+  sequence: Sequence,
   secret: Type.Optional(Type.String({ description: 'whsec_…; shown only on create and rotate_secret' })),
 });
 
@@ -63,6 +65,7 @@ function endpointResource(e: EndpointRow, withSecret = false) {
     consecutive_failures: e.consecutive_failures,
     created_at: e.created_at.toISOString(),
     updated_at: e.updated_at.toISOString(),
+    sequence: e.sequence,
     ...(withSecret ? { secret: e.secret } : {}),
   };
 }

@@ -44,9 +44,11 @@ export interface MessageRow {
   completed_at: Date | null;
   /** When the carrier was last asked about this message (reconciliation). */
   checked_at: Date | null;
+  /** Grows by one with each transition (guarded statements below); customers order events by it. */
+  sequence: number;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
-  segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at`;
+  segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence`;
 
 export interface HistoryRow {
   source: HistorySource;
@@ -172,7 +174,7 @@ export async function messageList(
 export async function messageClaimScheduled(tx: Tx, id: string, now: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_claim_scheduled',
-    text: `UPDATE messages SET status = 'queued' WHERE id = $1 AND status = 'scheduled' AND send_at <= $2 RETURNING ${MESSAGE_COLUMNS}`,
+    text: `UPDATE messages SET status = 'queued', sequence = sequence + 1 WHERE id = $1 AND status = 'scheduled' AND send_at <= $2 RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, now],
   });
   return rows[0] ?? null;
@@ -187,7 +189,7 @@ export async function messageMarkSent(
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
-    text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3
+    text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3, sequence = sequence + 1
             WHERE id = $1 AND status IN ('queued', 'scheduled')
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, carrierMessageId, at],
@@ -199,7 +201,7 @@ export async function messageMarkSent(
 export async function messageMarkRejected(tx: Tx, id: string, errorCode: string, at: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_rejected',
-    text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3
+    text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3, sequence = sequence + 1
             WHERE id = $1 AND status IN ('queued', 'scheduled')
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, errorCode, at],
@@ -210,7 +212,7 @@ export async function messageMarkRejected(tx: Tx, id: string, errorCode: string,
 export async function messageCancel(tx: Tx, accountId: string, id: string, at: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_cancel',
-    text: `UPDATE messages SET status = 'canceled', completed_at = $3
+    text: `UPDATE messages SET status = 'canceled', completed_at = $3, sequence = sequence + 1
             WHERE id = $1 AND account_id = $2 AND status = 'scheduled'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, accountId, at],
@@ -228,7 +230,7 @@ export async function messageFinalize(
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_finalize',
-    text: `UPDATE messages SET status = $2, error_code = $3, completed_at = $4
+    text: `UPDATE messages SET status = $2, error_code = $3, completed_at = $4, sequence = sequence + 1
             WHERE id = $1 AND direction = 'outbound' AND status NOT IN ('delivered', 'failed')
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, status, errorCode, at],

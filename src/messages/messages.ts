@@ -32,6 +32,7 @@ export function messageResource(m: MessageRow) {
     created_at: m.created_at.toISOString(),
     sent_at: m.sent_at?.toISOString() ?? null,
     completed_at: m.completed_at?.toISOString() ?? null,
+    sequence: m.sequence,
   };
 }
 

@@ -2,6 +2,7 @@
 // read one with its status history, and list them.
 
 import { Type } from 'typebox';
+import { Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { conflict, notFound, unprocessable } from '../api/problem.js';
@@ -19,9 +20,6 @@ import {
   messageList,
   messageOfAccount,
 } from './messages.sql.js';
-
-const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
-const Time = Type.String({ format: 'date-time' });
 
 const Message = Type.Object({
   id: Type.String(),
@@ -42,6 +40,7 @@ const Message = Type.Object({
   created_at: Time,
   sent_at: Nullable(Time),
   completed_at: Nullable(Time),
+  sequence: Sequence,
 });
 
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });

@@ -19,6 +19,9 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
+/** Events that report no transition of their subject: they carry its sequence unchanged. */
+export const UNSEQUENCED_EVENT_TYPES = [] as const satisfies readonly EventType[];
+
 export interface OutboundEventRow {
   id: string;
   account_id: string;

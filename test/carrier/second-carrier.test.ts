@@ -79,6 +79,12 @@ describe('a second carrier', () => {
     expect(await count(db.pool, 'SELECT * FROM usage_records WHERE source_id = $1', [id])).toBe(1);
     expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier = 'relay'`)).toBeGreaterThanOrEqual(2);
     expect(delivered('message.sent', id)).toBe(1);
+    // The events carry the message's sequence, so a receiver can order them however they arrive.
+    const seq = (type: string) =>
+      receiver.events().find((e) => e.type === type && e.data['id'] === id)!.data['sequence'] as number;
+    expect(Number.isInteger(seq('message.sent'))).toBe(true);
+    expect(seq('message.delivered')).toBeGreaterThan(seq('message.sent'));
+    expect((await acme.get(`/v1/messages/${id}`)).json.sequence).toBe(seq('message.delivered'));
     relay.statusWebhooks = 'once';
   });
 

@@ -128,7 +128,7 @@ describe('inbound SMS', () => {
       `SELECT error FROM carrier_events WHERE payload->'data'->'payload'->>'id' = $1`,
       [carrierId],
     );
-    expect(rows).toEqual([{ error: 'no account owns +19995550000' }]);
+    expect(rows).toEqual([{ error: 'no account owns +19995550000 at telnyx' }]);
     expect(await count(db.pool, 'SELECT * FROM messages WHERE carrier_message_id = $1', [carrierId])).toBe(0);
   });
 });
