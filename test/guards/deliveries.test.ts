@@ -154,7 +154,7 @@ describe('deliveryMarkRedelivered: a redelivery’s 2xx makes the delivery succe
 
 describe('endpointDisable: enabled → disabled, once', () => {
   it.each(allBut(ENDPOINT_STATES, 'disabled', 'deleted'))(
-    'an %s endpoint is disabled once; the second caller finds it disabled',
+    'an endpoint still %s is disabled once; the second caller finds it disabled',
     (state) =>
       inRolledBackTx(db.pool, async (tx) => {
         const e = await endpoint(tx, { state });
