@@ -121,6 +121,22 @@ export async function carrierEventPendingAbout(
   return rows.length > 0;
 }
 
+/** The payloads of the stored events of `eventTypes` about `subject`, oldest first. */
+export async function carrierEventPayloadsAbout(
+  db: Db,
+  carrier: string,
+  subject: string,
+  eventTypes: readonly string[],
+): Promise<unknown[]> {
+  const { rows } = await db.query<{ payload: unknown }>({
+    name: 'carrier_event_payloads_about',
+    text: `SELECT payload FROM carrier_events WHERE carrier = $1 AND subject = $2 AND event_type = ANY ($3::text[])
+            ORDER BY created_at, id`,
+    values: [carrier, subject, eventTypes],
+  });
+  return rows.map((r) => r.payload);
+}
+
 /** Locks the event row for the processing transaction, so two runs of one job serialize. */
 export async function carrierEventLock(tx: Tx, id: string): Promise<CarrierEventRow | null> {
   const { rows } = await tx.query<CarrierEventRow>({

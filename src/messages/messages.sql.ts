@@ -51,6 +51,8 @@ const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_n
   segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence`;
 
 export interface HistoryRow {
+  id: string;
+  message_id: string;
   source: HistorySource;
   carrier_event_id: string | null;
   status: string;
@@ -59,8 +61,10 @@ export interface HistoryRow {
   effect: HistoryEffect;
   note: string | null;
   occurred_at: Date;
+  created_at: Date;
 }
-const HISTORY_COLUMNS = 'source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at';
+const HISTORY_COLUMNS =
+  'id, message_id, source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at, created_at';
 
 /** The column lists the rows above are typed from, held to the tables by a test. */
 export const MESSAGE_TABLE_COLUMNS = { messages: MESSAGE_COLUMNS, message_status_history: HISTORY_COLUMNS };
@@ -190,7 +194,7 @@ export async function messageMarkSent(
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
     text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3, sequence = sequence + 1
-            WHERE id = $1 AND status IN ('queued', 'scheduled')
+            WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, carrierMessageId, at],
   });
@@ -202,7 +206,7 @@ export async function messageMarkRejected(tx: Tx, id: string, errorCode: string,
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_rejected',
     text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3, sequence = sequence + 1
-            WHERE id = $1 AND status IN ('queued', 'scheduled')
+            WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, errorCode, at],
   });
@@ -231,7 +235,7 @@ export async function messageFinalize(
   const { rows } = await tx.query<MessageRow>({
     name: 'message_finalize',
     text: `UPDATE messages SET status = $2, error_code = $3, completed_at = $4, sequence = sequence + 1
-            WHERE id = $1 AND direction = 'outbound' AND status NOT IN ('delivered', 'failed')
+            WHERE id = $1 AND status = 'sent'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, status, errorCode, at],
   });

@@ -158,7 +158,16 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
       const m = await messageOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!m) throw notFound('message');
       const rows = await historyList(ctx.pool, m.id);
-      return { data: rows.map((h) => ({ ...h, occurred_at: h.occurred_at.toISOString() })), has_more: false };
+      const data = rows.map((h) => ({
+        source: h.source,
+        status: h.status,
+        carrier_status: h.carrier_status,
+        error_code: h.error_code,
+        effect: h.effect,
+        note: h.note,
+        occurred_at: h.occurred_at.toISOString(),
+      }));
+      return { data, has_more: false };
     },
   );
 

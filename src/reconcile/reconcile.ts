@@ -31,7 +31,7 @@ import {
 } from '../calls/calls.sql.js';
 import type { LegState } from '../calls/handlers.js';
 import type { ReconciledEvent, ReconciledFact, ReconciledLeg } from '../carrier/carrier.js';
-import { carrierEventStoreMany } from '../carrier/events.sql.js';
+import { carrierEventPayloadsAbout, carrierEventStoreMany } from '../carrier/events.sql.js';
 import { type Carriers, carrierNamed, clientOf, voiceOf } from '../carrier/registry.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
@@ -145,8 +145,20 @@ async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutc
   const found = await voiceOf(deps.carriers, leg.carrier).lookupLeg(leg.carrier_ref);
   if (!found.ok && found.kind === 'retry') return 'unreachable';
   if (!found.ok) {
-    // The carrier keeps a call's record only minutes after it ended: it ended
-    // while we were not listening, when exactly nobody can say any more. An
+    // The carrier keeps a call's record only minutes after it ended. Its own
+    // hangup, stored and waiting, still says how the leg ended: that decides, not
+    // a guess of ours. One that says the leg was connected, with its answer lost
+    // for good, makes the answer the carrier's end time: the leg connected, for
+    // how long nobody can prove any more, so nothing is billed for it.
+    const told = await storedHangup(deps, leg.carrier, leg.carrier_ref);
+    if (told) {
+      const facts: ReconciledFact[] =
+        told.connected === true && !leg.answered_at
+          ? [{ kind: 'leg.answered', leg: who, answeredAt: told.endedAt ?? told.occurredAt }]
+          : [];
+      return store(deps, leg.carrier, facts, () => undefined);
+    }
+    // Ended while we were not listening, when exactly nobody can say any more. An
     // unanswered leg ended by the carrier's own rule, its ring timeout; an answered
     // one is billed only up to when the carrier last said it was alive.
     const endedAt = leg.answered_at ? (leg.checked_at ?? leg.answered_at) : ringTimeoutOf(leg, call);
@@ -258,6 +270,21 @@ async function store(
   deps.metrics?.reconciledFacts.inc(fresh);
   if (fresh > 0) deps.log.info({ events: events.map((e) => e.eventId) }, 'reconciliation stored what the carrier told');
   return 'applied';
+}
+
+/** The carrier's own hangup of a leg, if one is stored (processed or not). */
+async function storedHangup(deps: ReconcileDeps, carrier: string, leg: string) {
+  const adapter = carrierNamed(deps.carriers, carrier);
+  const payloads = await carrierEventPayloadsAbout(deps.pool, carrier, leg, adapter.eventTypes('call.hangup'));
+  for (const p of payloads) {
+    try {
+      const ev = adapter.parse(p);
+      if (ev.kind === 'call.hangup' && ev.source === 'webhook') return ev;
+    } catch {
+      // a malformed one is recorded by its own processing; it tells us nothing here
+    }
+  }
+  return null;
 }
 
 function ringTimeoutOf(leg: LegRow, call: CallRow): Date {

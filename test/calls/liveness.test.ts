@@ -180,6 +180,51 @@ describe('a hangup that overtakes its answer', () => {
   });
 });
 
+describe('a connected hangup the carrier can no longer explain', () => {
+  it('its answer lost for good and the carrier’s record gone: the call completes (it was picked up), no next target is dialed, and no minute it cannot prove is billed', async () => {
+    const placed = await acme.post('/v1/calls', { from: OUR, to: [B, C], ring_timeout_secs: 30 });
+    const callId: string = placed.json.id;
+    expect(await dialLeg(commandDeps(), (await legRow(callId, 0)).id)).toBe('dialed');
+    const ccid: string = (await legRow(callId, 0)).carrier_ref;
+    sim.answer(ccid);
+    sim.hangup(ccid); // a normal clearing: connected
+    const hangup = await webhook('call.hangup', ccid); // its call.answered never reaches us
+    // By the time the hangup is applied the carrier keeps no record of the leg (here: an id it never issued).
+    const forgotten = `v3:forgotten-${callId}`;
+    await db.pool.query('UPDATE call_legs SET carrier_ref = $1 WHERE carrier_ref = $2', [forgotten, ccid]);
+    const h = await store(hangup.raw.replaceAll(ccid, forgotten));
+
+    // Past the wait, the hangup asks the carrier; the carrier cannot say; its own hangup decides.
+    expect(await processCarrierEvent(processDeps(later(h.storedAt, 3_600_000)), h.id, 40)).toBe('waiting');
+    const reconcile = {
+      pool: db.pool,
+      carriers: carriers(),
+      log,
+      intervalMs: 60_000,
+      afterMs: 60_000,
+      messageAfterMs: 3_600_000,
+    };
+    const leg0 = await legRow(callId, 0);
+    await lookupTask(reconcile)(
+      { target: { kind: 'leg', legId: leg0.id } },
+      { jobId: '9', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
+    );
+    const { rows } = await db.pool.query('SELECT id FROM carrier_events WHERE carrier_event_id = $1', [
+      `reconcile:${forgotten}:answered`,
+    ]);
+    expect(rows).toHaveLength(1);
+    expect(await processCarrierEvent(processDeps(), rows[0].id)).toBe('applied');
+    expect(await processCarrierEvent(processDeps(later(h.storedAt, 3_600_000)), h.id, 41)).toBe('applied');
+
+    const call = await callOf(callId);
+    expect(call).toMatchObject({ status: 'completed', duration_seconds: 0 });
+    expect(call.ended_at).toBe(new Date(hangup.json.data.payload['end_time'] as string).toISOString());
+    expect((await minutes(callId)).reduce((a: number, b: number) => a + b, 0)).toBe(0);
+    expect(await legRow(callId, 1)).toBeUndefined();
+    expect(await events(callId, 'call.completed')).toBe(1);
+  });
+});
+
 describe('an inbound caller who gives up before their call is processed', () => {
   it('hangs up while call.initiated is delayed 60 s: the call is missed, no target is dialed, nothing is billed', async () => {
     const from = '+14155550790';

@@ -76,7 +76,7 @@ describe('callClaimNext: the ring cursor moves by compare-and-swap while the cal
     inRolledBackTx(db.pool, async (tx) => {
       const c = await call(tx, { status: 'ringing' });
       const claimed = await callClaimNext(tx, c.id, 1);
-      expect(claimed).toEqual({ ...c, ring_plan: { ...c.ring_plan, next: 2 } });
+      expect(claimed).toEqual({ ...c, sequence: c.sequence + 1, ring_plan: { ...c.ring_plan, next: 2 } });
       expect(await callClaimNext(tx, c.id, 1)).toBeNull();
       expect(await reread(tx, 'calls', c)).toEqual(claimed);
     }));
@@ -96,7 +96,13 @@ describe('callAnswer: ringing → in_progress, the first answer wins', () => {
     inRolledBackTx(db.pool, async (tx) => {
       const c = await call(tx, { status: 'ringing' });
       const answered = await callAnswer(tx, c.id, 'leg-1', later(3));
-      expect(answered).toEqual({ ...c, status: 'in_progress', answered_leg_id: 'leg-1', answered_at: later(3) });
+      expect(answered).toEqual({
+        ...c,
+        sequence: c.sequence + 1,
+        status: 'in_progress',
+        answered_leg_id: 'leg-1',
+        answered_at: later(3),
+      });
       expect(await callAnswer(tx, c.id, 'leg-2', later(4))).toBeNull();
       expect(await reread(tx, 'calls', c)).toEqual(answered);
     }));
@@ -116,7 +122,13 @@ describe('callEnd: ringing → missed, in_progress → completed, once', () => {
     inRolledBackTx(db.pool, async (tx) => {
       const c = await call(tx, { status: 'ringing' });
       const ended = await callEnd(tx, c.id, later(20));
-      expect(ended).toEqual({ ...c, status: 'missed', ended_at: later(20), duration_seconds: 0 });
+      expect(ended).toEqual({
+        ...c,
+        sequence: c.sequence + 1,
+        status: 'missed',
+        ended_at: later(20),
+        duration_seconds: 0,
+      });
       expect(await callEnd(tx, c.id, later(21))).toBeNull();
       expect(await reread(tx, 'calls', c)).toEqual(ended);
     }));
@@ -125,7 +137,13 @@ describe('callEnd: ringing → missed, in_progress → completed, once', () => {
     inRolledBackTx(db.pool, async (tx) => {
       const c = await call(tx, { status: 'in_progress', answered_at: T0 });
       const ended = await callEnd(tx, c.id, later(61.2));
-      expect(ended).toEqual({ ...c, status: 'completed', ended_at: later(61.2), duration_seconds: 62 });
+      expect(ended).toEqual({
+        ...c,
+        sequence: c.sequence + 1,
+        status: 'completed',
+        ended_at: later(61.2),
+        duration_seconds: 62,
+      });
       expect(await callEnd(tx, c.id, later(90))).toBeNull();
       expect(await reread(tx, 'calls', c)).toEqual(ended);
     }));

@@ -166,6 +166,7 @@ describe('endpointDisable: enabled → disabled, once', () => {
           disabled_reason: 'consecutive_failures',
           disabled_at: later(1),
           updated_at: later(1),
+          sequence: e.sequence + 1,
         });
         expect(await endpointDisable(tx, e.id, 'gone', later(2))).toBe(false);
         expect(await reread(tx, 'webhook_endpoints', e)).toEqual(disabled);

@@ -29,7 +29,7 @@ describe('messageClaimScheduled: scheduled → queued once send_at has come', ()
   it('a due scheduled message is claimed once; a second claim finds it queued', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'scheduled', send_at: T0 });
-      expect(await messageClaimScheduled(tx, m.id, T0)).toEqual({ ...m, status: 'queued' });
+      expect(await messageClaimScheduled(tx, m.id, T0)).toEqual({ ...m, sequence: m.sequence + 1, status: 'queued' });
       expect(await messageClaimScheduled(tx, m.id, T0)).toBeNull();
       expect((await reread(tx, 'messages', m)).status).toBe('queued');
     }));
@@ -56,7 +56,13 @@ describe('messageMarkSent: queued → sent with the carrier id, the transition t
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'queued' });
       const sent = await messageMarkSent(tx, m.id, 'carrier-1', T0);
-      expect(sent).toEqual({ ...m, status: 'sent', carrier_message_id: 'carrier-1', sent_at: T0 });
+      expect(sent).toEqual({
+        ...m,
+        sequence: m.sequence + 1,
+        status: 'sent',
+        carrier_message_id: 'carrier-1',
+        sent_at: T0,
+      });
       expect(await messageMarkSent(tx, m.id, 'carrier-2', later(1))).toBeNull();
       expect(await reread(tx, 'messages', m)).toEqual(sent);
     }));
@@ -70,11 +76,8 @@ describe('messageMarkSent: queued → sent with the carrier id, the transition t
       }
     }));
 
-  // WRONG GUARD: the guard is `status IN ('queued', 'scheduled')`, so a scheduled
-  // message can be marked sent without being claimed, and the claim is what makes
-  // a later cancel refuse. The dispatcher claims first, so no caller does this
-  // today; the guard should still say `status = 'queued'`, as its comment does.
-  it.fails('a scheduled message is not marked sent before it is claimed', () =>
+  // Only a claimed (queued) message is sent: the claim is what makes a later cancel refuse.
+  it('a scheduled message is not marked sent before it is claimed', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'scheduled', send_at: T0 });
       expect(await messageMarkSent(tx, m.id, unique('carrier'), T0)).toBeNull();
@@ -87,7 +90,13 @@ describe('messageMarkRejected: queued → failed when the carrier refuses the se
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'queued' });
       const failed = await messageMarkRejected(tx, m.id, '40310', T0);
-      expect(failed).toEqual({ ...m, status: 'failed', error_code: '40310', completed_at: T0 });
+      expect(failed).toEqual({
+        ...m,
+        sequence: m.sequence + 1,
+        status: 'failed',
+        error_code: '40310',
+        completed_at: T0,
+      });
       expect(await messageMarkRejected(tx, m.id, '40311', later(1))).toBeNull();
       expect(await reread(tx, 'messages', m)).toEqual(failed);
     }));
@@ -101,10 +110,8 @@ describe('messageMarkRejected: queued → failed when the carrier refuses the se
       }
     }));
 
-  // WRONG GUARD: `status IN ('queued', 'scheduled')` lets a send refusal fail a
-  // message that was never claimed (still cancelable). Unreachable today (the
-  // dispatcher claims first); the guard should say `status = 'queued'`.
-  it.fails('a scheduled message is not rejected before it is claimed', () =>
+  // A send refusal fails only a claimed message, never one still cancelable.
+  it('a scheduled message is not rejected before it is claimed', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'scheduled', send_at: T0 });
       expect(await messageMarkRejected(tx, m.id, '40310', T0)).toBeNull();
@@ -117,7 +124,7 @@ describe('messageCancel: scheduled → canceled, by the account that owns it', (
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'scheduled' });
       const canceled = await messageCancel(tx, m.account_id, m.id, T0);
-      expect(canceled).toEqual({ ...m, status: 'canceled', completed_at: T0 });
+      expect(canceled).toEqual({ ...m, sequence: m.sequence + 1, status: 'canceled', completed_at: T0 });
       expect(await messageCancel(tx, m.account_id, m.id, later(1))).toBeNull();
       expect(await reread(tx, 'messages', m)).toEqual(canceled);
     }));
@@ -145,7 +152,7 @@ describe('messageFinalize: sent → delivered | failed, the first terminal word 
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'sent' });
       const delivered = await messageFinalize(tx, m.id, 'delivered', null, later(5));
-      expect(delivered).toEqual({ ...m, status: 'delivered', completed_at: later(5) });
+      expect(delivered).toEqual({ ...m, sequence: m.sequence + 1, status: 'delivered', completed_at: later(5) });
       expect(await messageFinalize(tx, m.id, 'failed', '40300', later(6))).toBeNull();
       expect(await messageFinalize(tx, m.id, 'delivered', null, later(7))).toBeNull();
       expect(await reread(tx, 'messages', m)).toEqual(delivered);
@@ -160,13 +167,9 @@ describe('messageFinalize: sent → delivered | failed, the first terminal word 
       }
     }));
 
-  // WRONG GUARD: the guard is `status NOT IN ('delivered', 'failed')`, so a
-  // canceled message (already terminal) can be made delivered, and a scheduled or
-  // queued one finalized without ever being sent: a message would reach two
-  // terminal statuses. Receipts find a message by its carrier id, which only a
-  // sent message has, so no receipt does this today; the guard should say
-  // `status = 'sent'`, as the state diagram does.
-  it.fails('a message that was never sent refuses a receipt', () =>
+  // Only a sent message takes a receipt: a canceled one (terminal already) or one
+  // never sent would otherwise reach a second terminal status.
+  it('a message that was never sent refuses a receipt', () =>
     inRolledBackTx(db.pool, async (tx) => {
       for (const status of allBut(MESSAGE_STATUSES, 'sent', 'delivered', 'failed', 'received')) {
         const m = await message(tx, { status });

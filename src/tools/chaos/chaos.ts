@@ -529,8 +529,10 @@ async function compare(
     const wantEvents = want.events.map(terminal).sort().join(',');
     const gotEvents = (got?.events ?? []).map(terminal).sort().join(',');
     if (!got || status(got.status) !== status(want.status) || gotEvents !== wantEvents) {
-      out.push(`${id}: expected ${want.status} [${wantEvents}], got ${got?.status ?? 'nothing'} [${gotEvents}]`);
-      if (id.startsWith('call_')) out.push(...(await callStory(pool, id)).map((l) => `    ${l}`));
+      const story = id.startsWith('call_') ? (await callStory(pool, id)).map((l) => `\n      ${l}`).join('') : '';
+      out.push(
+        `${id}: expected ${want.status} [${wantEvents}], got ${got?.status ?? 'nothing'} [${gotEvents}]${story}`,
+      );
     }
   }
   for (const { from, kind } of inbound) {
