@@ -25,6 +25,7 @@ function nodes(cmd: Command, operands: OperandWords, prefix = ''): Node[] {
     ...(operands[prefix.trim()] ?? []),
     ...cmd.options.filter((o) => !o.hidden).flatMap((o) => [o.long, o.short].filter((f): f is string => !!f)),
     '--help',
+    '-h',
   ];
   return [{ path: prefix, words }, ...subs.flatMap((c) => nodes(c, operands, `${prefix} ${c.name()}`))];
 }
