@@ -36,19 +36,22 @@ export function completionScript(shell: Shell, program: Command, operands: Opera
   const fn = `_${name.replace(/\W/g, '_')}`;
   const paths = all.filter((n) => n.path !== '').map((n) => `"${n.path}"`);
   const cases = all.map((n) => `    "${n.path}") c="${n.words.join(' ')}" ;;`).join('\n');
-  if (shell === 'bash') {
-    return `# ${name} completion for bash: eval "$(${name} completion bash)" (e.g. in ~/.bashrc)
-${fn}() {
-  local cur="\${COMP_WORDS[COMP_CWORD]}" p="" w i c
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    w="\${COMP_WORDS[i]}"
+  // Both shells: find the command among the words before the cursor, then offer its words in c.
+  const walk = (first: number, before: string, word: string) => `  local p="" w i c
+  for ((i = ${first}; i < ${before}; i++)); do
+    w="${word}"
     case "$p $w" in
       ${paths.join('|')}) p="$p $w" ;;
     esac
   done
   case "$p" in
 ${cases}
-  esac
+  esac`;
+  if (shell === 'bash') {
+    return `# ${name} completion for bash: eval "$(${name} completion bash)" (e.g. in ~/.bashrc)
+${fn}() {
+  local cur="\${COMP_WORDS[COMP_CWORD]}"
+${walk(1, 'COMP_CWORD', `\${COMP_WORDS[i]}`)}
   COMPREPLY=($(compgen -W "$c" -- "$cur"))
 }
 complete -F ${fn} ${name}
@@ -57,16 +60,7 @@ complete -F ${fn} ${name}
   return `#compdef ${name}
 # ${name} completion for zsh: source <(${name} completion zsh) (e.g. in ~/.zshrc, after compinit)
 ${fn}() {
-  local p="" w i c
-  for ((i = 2; i < CURRENT; i++)); do
-    w="\${words[i]}"
-    case "$p $w" in
-      ${paths.join('|')}) p="$p $w" ;;
-    esac
-  done
-  case "$p" in
-${cases}
-  esac
+${walk(2, 'CURRENT', `\${words[i]}`)}
   compadd -- \${=c}
 }
 compdef ${fn} ${name}

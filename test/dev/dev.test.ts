@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signPayload } from '../../src/delivery/signature.js';
 import { verifyWebhook } from '../../src/dev/listen.js';
 import type { DevState } from '../../src/dev/state.js';
-import { HANDSET_BIN, spawnHandset, type HandsetProcess } from '../support/process.js';
+import { HANDSET_BIN, runHandset, spawnHandset, type HandsetProcess } from '../support/process.js';
 
 const procs: HandsetProcess[] = [];
 const dirs: string[] = [];
@@ -179,6 +179,21 @@ describe('handset dev in a terminal', () => {
     } finally {
       target.close();
     }
+  });
+
+  it('accounts create writes to the running dev’s database (no DATABASE_URL), and the key it prints works', async () => {
+    const made = await runHandset(['accounts', 'create', '--name', 'Acme', '--json'], env(dir));
+    expect(made.code, made.output).toBe(0);
+    const { account_id, api_key } = JSON.parse(made.output.trim().split('\n').at(-1)!);
+    expect(account_id).toMatch(/^acct_/);
+    const state = JSON.parse(await readFile(path.join(dir, 'dev.json'), 'utf8')) as DevState;
+    const res = await fetch(`${state.apiUrl}/v1/messages`, { headers: { authorization: `Bearer ${api_key}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ data: [], has_more: false }); // an account of its own
+
+    const text = await runHandset(['accounts', 'create', '--name', 'Beta'], env(dir));
+    expect(text.code).toBe(0);
+    expect(text.output).toMatch(/^Created account acct_\w+ \(Beta\)\.\nAPI key: hsk_\S+\nIt is shown only this once/m);
   });
 
   it('Ctrl-C (SIGINT to its whole process group) stops it quietly: "stopped", exit 0, no log lines, no PostgreSQL left', async () => {
