@@ -3,8 +3,7 @@
 // lists what it would ask the carrier, and why, and asks nothing.
 
 import { Command } from 'commander';
-import { telnyxAdapter } from '../carrier/telnyx/adapter.js';
-import { telnyxClient } from '../carrier/telnyx/client.js';
+import { carriers } from '../carrier/registry.js';
 import { EXIT } from '../cli/command.js';
 import { ConfigError, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
@@ -45,13 +44,7 @@ export async function runReconcile(
   try {
     const deps: ReconcileDeps = {
       pool,
-      carrier: telnyxClient({
-        apiUrl: config.telnyx.apiUrl,
-        apiKey: config.telnyx.apiKey,
-        connectionId: config.telnyx.connectionId,
-        messagingProfileId: config.telnyx.messagingProfileId,
-      }),
-      adapter: telnyxAdapter(),
+      carriers: carriers(config),
       log,
       intervalMs: config.reconcileIntervalMs,
       afterMs: config.reconcileAfterMs,

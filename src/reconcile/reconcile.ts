@@ -23,32 +23,28 @@ import {
   callById,
   callersAwaitingCarrier,
   callMarkCallerChecked,
-  legGet,
+  legById,
   legMarkChecked,
   legsAwaitingCarrier,
   type CallRow,
   type LegRow,
 } from '../calls/calls.sql.js';
-import type {
-  CarrierAdapter,
-  CarrierClient,
-  ReconciledEvent,
-  ReconciledFact,
-  ReconciledLeg,
-} from '../carrier/carrier.js';
+import type { LegState } from '../calls/handlers.js';
+import type { ReconciledEvent, ReconciledFact, ReconciledLeg } from '../carrier/carrier.js';
 import { carrierEventStoreMany } from '../carrier/events.sql.js';
+import { type Carriers, carrierNamed, clientOf, voiceOf } from '../carrier/registry.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys, type LookupTarget } from '../jobs/keys.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { messageById, messageMarkChecked, messagesAwaitingReceipt, type MessageRow } from '../messages/messages.sql.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import type { LookupTarget } from './requests.js';
 
 export interface ReconcileDeps {
   pool: pg.Pool;
-  carrier: CarrierClient;
-  adapter: CarrierAdapter;
+  /** Each resource is asked about at, and its facts written in the format of, its own carrier. */
+  carriers: Carriers;
   log: Logger;
   metrics?: Metrics;
   intervalMs: number;
@@ -141,17 +137,12 @@ export async function lookUp(deps: ReconcileDeps, target: LookupTarget): Promise
 }
 
 async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutcome> {
-  const leg = await legGet(deps.pool, legId);
+  const leg = await legById(deps.pool, legId);
   const call = leg ? await callById(deps.pool, leg.call_id) : null;
-  if (!leg || !call || leg.ended_at || !leg.call_control_id) return 'gone';
-  const who: ReconciledLeg = {
-    callControlId: leg.call_control_id,
-    carrierLegId: leg.carrier_leg_id,
-    clientState: { c: call.id, l: leg.id, p: leg.position },
-    from: call.number,
-    to: leg.to_number,
-  };
-  const found = await deps.carrier.lookupLeg(leg.call_control_id);
+  if (!leg || !call || leg.ended_at || !leg.carrier_ref) return 'gone';
+  const echo: LegState = { c: call.id, l: leg.id, p: leg.position };
+  const who: ReconciledLeg = { leg: leg.carrier_ref, echo, from: call.number, to: leg.to_number };
+  const found = await voiceOf(deps.carriers, leg.carrier).lookupLeg(leg.carrier_ref);
   if (!found.ok && found.kind === 'retry') return 'unreachable';
   if (!found.ok) {
     // The carrier keeps a call's record only minutes after it ended: it ended
@@ -164,6 +155,7 @@ async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutc
       : 0;
     return store(
       deps,
+      leg.carrier,
       [{ kind: 'leg.ended', leg: who, connectedSeconds, startedAt: leg.dialed_at, endedAt }],
       () => undefined,
     );
@@ -186,30 +178,27 @@ async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutc
       endedAt: found.endedAt ?? found.observedAt,
     });
   }
-  return store(deps, facts, () => legMarkChecked(deps.pool, leg.id, found.observedAt), found.alive);
+  return store(deps, leg.carrier, facts, () => legMarkChecked(deps.pool, leg.id, found.observedAt), found.alive);
 }
 
 async function lookUpCaller(deps: ReconcileDeps, callId: string): Promise<LookupOutcome> {
   const call = await callById(deps.pool, callId);
-  if (!call || call.ended_at || !call.caller_call_control_id) return 'gone';
-  const who: ReconciledLeg = {
-    callControlId: call.caller_call_control_id,
-    carrierLegId: call.caller_leg_id,
-    clientState: null,
-    from: call.from_number,
-    to: call.number,
-  };
-  const found = await deps.carrier.lookupLeg(call.caller_call_control_id);
+  if (!call || call.ended_at || !call.caller_ref) return 'gone';
+  const who: ReconciledLeg = { leg: call.caller_ref, echo: null, from: call.from_number, to: call.number };
+  const found = await voiceOf(deps.carriers, call.carrier).lookupLeg(call.caller_ref);
   if (!found.ok && found.kind === 'retry') return 'unreachable';
   if (!found.ok) {
     const endedAt = call.caller_checked_at ?? call.answered_at ?? call.created_at;
     return store(
       deps,
+      call.carrier,
       [{ kind: 'leg.ended', leg: who, connectedSeconds: 0, startedAt: call.created_at, endedAt }],
       () => undefined,
     );
   }
-  if (found.alive) return store(deps, [], () => callMarkCallerChecked(deps.pool, call.id, found.observedAt), true);
+  if (found.alive) {
+    return store(deps, call.carrier, [], () => callMarkCallerChecked(deps.pool, call.id, found.observedAt), true);
+  }
   const ended: ReconciledFact = {
     kind: 'leg.ended',
     leg: who,
@@ -217,16 +206,16 @@ async function lookUpCaller(deps: ReconcileDeps, callId: string): Promise<Lookup
     startedAt: found.startedAt,
     endedAt: found.endedAt ?? found.observedAt,
   };
-  return store(deps, [ended], () => undefined);
+  return store(deps, call.carrier, [ended], () => undefined);
 }
 
 async function lookUpMessage(deps: ReconcileDeps, messageId: string): Promise<LookupOutcome> {
   const m: MessageRow | null = await messageById(deps.pool, messageId);
   if (m?.status !== 'sent' || !m.carrier_message_id) return 'gone';
-  const found = await deps.carrier.lookupMessage(m.carrier_message_id);
+  const found = await clientOf(deps.carriers, m.carrier).lookupMessage(m.carrier_message_id);
   const now = deps.now?.() ?? new Date();
   if (!found.ok && found.kind === 'retry') return 'unreachable';
-  if (!found.ok) return store(deps, [], () => messageMarkChecked(deps.pool, m.id, now));
+  if (!found.ok) return store(deps, m.carrier, [], () => messageMarkChecked(deps.pool, m.id, now));
   const final = found.status === 'delivered' || found.status === 'failed' || found.status === 'unconfirmed';
   const facts: ReconciledFact[] = final
     ? [
@@ -240,23 +229,25 @@ async function lookUpMessage(deps: ReconcileDeps, messageId: string): Promise<Lo
         },
       ]
     : [];
-  return store(deps, facts, () => messageMarkChecked(deps.pool, m.id, found.observedAt));
+  return store(deps, m.carrier, facts, () => messageMarkChecked(deps.pool, m.id, found.observedAt));
 }
 
-/** Stores the facts as carrier events (each with its processing job), or records that nothing changed. */
+/** Stores the facts as the carrier's events (each with its processing job), or records that nothing changed. */
 async function store(
   deps: ReconcileDeps,
+  carrier: string,
   facts: ReconciledFact[],
   checked: () => Promise<void> | undefined,
   alive = false,
 ): Promise<LookupOutcome> {
   await checked();
   if (facts.length === 0) return alive ? 'alive' : 'unchanged';
-  const events: ReconciledEvent[] = facts.flatMap((f) => deps.adapter.reconciled(f));
+  const adapter = carrierNamed(deps.carriers, carrier);
+  const events: ReconciledEvent[] = facts.flatMap((f) => adapter.reconciled(f));
   const stored = await carrierEventStoreMany(
     deps.pool,
     events.map((e) => ({
-      carrier: deps.adapter.name,
+      carrier,
       carrierEventId: e.eventId,
       eventType: e.eventType,
       subject: e.subject,
@@ -302,7 +293,12 @@ export function scheduleReconcile(
   now: Date,
   mode: 'replace' | 'preserve_run_at' = 'replace',
 ) {
-  return enqueue(tx, 'reconcile', {}, { runAt: new Date(now.getTime() + inMs), jobKey: 'reconcile', jobKeyMode: mode });
+  return enqueue(
+    tx,
+    'reconcile',
+    {},
+    { runAt: new Date(now.getTime() + inMs), jobKey: jobKeys.reconcile, jobKeyMode: mode },
+  );
 }
 
 /** One lookup a handler asked for (requests.ts). An unreachable carrier is asked again by whoever still waits. */
