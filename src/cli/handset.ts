@@ -13,6 +13,7 @@ import path from 'node:path';
 import { Argument, Command, CommanderError, InvalidArgumentError } from 'commander';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { auditCommand, auditDatabase, type AuditFlags } from '../audit/cli.js';
+import { carriers } from '../carrier/registry.js';
 import { ConfigError, loadConfig, type Config, type Mode } from '../config.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { migrate } from '../db/migrate.js';
@@ -160,7 +161,7 @@ async function serve(config: Config, log: Logger, cmd: Command) {
   const roles = cmd.opts<{ roles: Role[] }>().roles;
   if (!config.databaseUrl)
     throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
-  checkRoleConfig(config, roles);
+  checkRoleConfig(carriers(config), roles);
   await assertPortsFree(config.host, [
     ...(roles.includes('api') ? [{ variable: 'HANDSET_API_PORT', port: config.apiPort }] : []),
     ...(roles.includes('ingest') ? [{ variable: 'HANDSET_INGEST_PORT', port: config.ingestPort }] : []),
