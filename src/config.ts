@@ -40,8 +40,19 @@ export interface Config {
   endpointDisableAfter: number;
   /** Allow customer endpoints on loopback/private addresses. Defaults to false (dev: true). */
   allowPrivateWebhookUrls: boolean;
-  /** Jobs run at once per worker process. Defaults to 10. */
+  /** Jobs run at once per worker process: carrier events, sends, dials, call commands. Defaults to 10. */
   workerConcurrency: number;
+  /**
+   * Customer webhook attempts run at once per worker process, in capacity of their
+   * own, so a customer's slow endpoints never delay carrier events. Defaults to 10.
+   */
+  deliveryConcurrency: number;
+  /** Of those, at most this many for one account at a time (and half as many for one endpoint). Defaults to half. */
+  deliveryPerAccount: number;
+  /** Webhook endpoints one account may have. Defaults to 50. */
+  endpointsPerAccount: number;
+  /** Keys that encrypt webhook signing secrets at rest: the first encrypts, all decrypt. Null: not set. */
+  secretKeys: Buffer[] | null;
   /** Processed raw carrier events older than this are deleted, in ms. Defaults to 30 days. */
   carrierEventRetentionMs: number;
   /**
@@ -148,6 +159,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     throw new ConfigError('HANDSET_DELIVERY_RETRY_SCHEDULE', 'at most 8 retries');
   }
 
+  const deliveryConcurrency = int('HANDSET_DELIVERY_CONCURRENCY', 10, 1, 1000);
+
   const logLevel = str('LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
@@ -173,6 +186,15 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     endpointDisableAfter: int('HANDSET_ENDPOINT_DISABLE_AFTER', 100, 1, 1_000_000),
     allowPrivateWebhookUrls: bool('HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS', dev),
     workerConcurrency: int('HANDSET_WORKER_CONCURRENCY', 10, 1, 1000),
+    deliveryConcurrency,
+    deliveryPerAccount: int(
+      'HANDSET_DELIVERY_PER_ACCOUNT',
+      Math.max(1, Math.floor(deliveryConcurrency / 2)),
+      1,
+      deliveryConcurrency,
+    ),
+    endpointsPerAccount: int('HANDSET_ENDPOINTS_PER_ACCOUNT', 50, 1, 10_000),
+    secretKeys: secretKeys(str('HANDSET_SECRET_KEY')),
     carrierEventRetentionMs: duration('HANDSET_CARRIER_EVENT_RETENTION', '30d'),
     // 30 s: with a heartbeat every 7.5 s and a sweep every 10 s, a dial job whose worker
     // died after the carrier accepted it runs again within ~45 s, inside the 60 s in
@@ -186,4 +208,16 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     logLevel,
     stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),
   };
+}
+
+/** HANDSET_SECRET_KEY: comma-separated base64 of 32 random bytes each. */
+function secretKeys(v: string | null): Buffer[] | null {
+  if (v === null) return null;
+  return v.split(',').map((part, i) => {
+    const key = Buffer.from(part.trim(), 'base64');
+    if (key.length !== 32 || !/^[A-Za-z0-9+/]+={0,2}$/.test(part.trim())) {
+      throw new ConfigError('HANDSET_SECRET_KEY', `key ${i + 1} must be the base64 of 32 random bytes`);
+    }
+    return key;
+  });
 }

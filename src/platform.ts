@@ -15,25 +15,34 @@ import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
 import { tenantRoutes } from './accounts/routes.js';
 import { buildApiServer, type ApiRoutes } from './api/server.js';
+import { Capacity } from './delivery/capacity.js';
 import { deliveryTask } from './delivery/deliver.js';
-import { deliveryRoutes } from './delivery/routes.js';
+import { keyring } from './delivery/keyring.js';
+import { recoverTask } from './delivery/recover.js';
+import { sealLegacySecrets } from './delivery/seal.js';
+import { deliveryRoutes, endpointEvents } from './delivery/routes.js';
 import { buildIngestServer } from './ingest/server.js';
 import { usageRoutes } from './billing/routes.js';
 import { commandTask, connectTask, dialTask } from './calls/commands.js';
 import { callHandlers } from './calls/handlers.js';
-import { callRoutes } from './calls/routes.js';
+import { callEvents, callRoutes } from './calls/routes.js';
 import { maintenanceTask, MAINTENANCE_CRONTAB } from './maintenance.js';
 import { dispatchTask } from './messages/dispatch.js';
 import { messageHandlers } from './messages/receipts.js';
-import { messageRoutes } from './messages/routes.js';
+import { messageEvents, messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
+import type { EventSchemas } from './outbox/outbox.sql.js';
 import { eventRoutes } from './outbox/routes.js';
+import { DELIVERY_TASKS } from './jobs/keys.js';
 import { retryPolicies } from './jobs/retry.js';
 import { startJobRunner, type JobRunner, type TaskRegistry } from './jobs/runner.js';
 import { lookupTask, reconcileTask, scheduleReconcile, type ReconcileDeps } from './reconcile/reconcile.js';
 import { withTx } from './db/tx.js';
 import type { Logger } from './telemetry/log.js';
 import { Metrics } from './telemetry/metrics.js';
+
+/** Every customer event type's `data` schema, from the domains that emit them. */
+export const EVENT_SCHEMAS: EventSchemas = { ...messageEvents, ...callEvents, ...endpointEvents };
 
 export const ROLES = ['ingest', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
@@ -56,14 +65,21 @@ export interface PlatformOptions {
 export interface Platform {
   ingestUrl: string | null;
   apiUrl: string | null;
-  runner: JobRunner | null;
+  /** The worker role's runners: carrier events and commands, and customer deliveries apart. */
+  runners: JobRunner[];
   metrics: Metrics;
   /** Graceful: stop taking work, finish in-flight requests and jobs, close the pools. */
   stop(): Promise<void>;
 }
 
 /** Ingest needs a carrier it can verify webhooks from, a worker one it can talk to. */
-export function checkRoleConfig(all: Carriers, roles: readonly Role[]): void {
+export function checkRoleConfig(config: Config, all: Carriers, roles: readonly Role[]): void {
+  if ((roles.includes('api') || roles.includes('worker')) && !config.secretKeys) {
+    throw new ConfigError(
+      'HANDSET_SECRET_KEY',
+      'is required by the api and worker roles: base64 of 32 random bytes (openssl rand -base64 32)',
+    );
+  }
   const first = [...all.values()][0];
   if (!first) throw new Error('no carrier is configured');
   if (roles.includes('ingest') && ![...all.values()].some((a) => a.verify)) {
@@ -77,11 +93,12 @@ export function checkRoleConfig(all: Carriers, roles: readonly Role[]): void {
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, log, roles } = opts;
   const carriers = configuredCarriers(config, opts.carriers);
-  checkRoleConfig(carriers, roles);
+  checkRoleConfig(config, carriers, roles);
+  const keys = config.secretKeys ? keyring(config.secretKeys) : null;
   const metrics = new Metrics();
   const pools: pg.Pool[] = [];
   const servers: FastifyInstance[] = [];
-  let runner: JobRunner | null = null;
+  const runners: JobRunner[] = [];
   const pool = (name: string, max: number) => {
     const p = createPool(opts.databaseUrl, { max, applicationName: `handset-${name}`, log });
     pools.push(p);
@@ -90,7 +107,9 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
   const stop = async () => {
     await Promise.allSettled(servers.map((s) => s.close()));
-    if (runner) await runner.stop().catch((err: Error) => log.error({ err: err.message }, 'worker stop failed'));
+    await Promise.all(
+      runners.map((r) => r.stop().catch((err: Error) => log.error({ err: err.message }, 'worker stop failed'))),
+    );
     await Promise.allSettled(pools.map((p) => p.end()));
   };
 
@@ -121,6 +140,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         pool: pool('api', 10),
         config,
         carriers,
+        keys: keys!,
+        events: EVENT_SCHEMAS,
         log,
         metrics,
         routes: [
@@ -140,7 +161,10 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     }
 
     if (roles.includes('worker')) {
+      // Two runners, each with its pool and its own slots: carrier events, sends,
+      // dials and call commands never wait behind a customer's slow endpoints.
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
+      const deliveryPool = pool('delivery', config.deliveryConcurrency * 2 + 2);
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
         pool: workerPool,
@@ -151,7 +175,17 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         afterMs: config.reconcileAfterMs,
         messageAfterMs: config.reconcileMessageAfterMs,
       };
-      const tasks: TaskRegistry = {
+      const capacity = new Capacity(config.deliveryPerAccount);
+      const delivering = {
+        pool: deliveryPool,
+        log,
+        metrics,
+        keys: keys!,
+        capacity,
+        allowPrivate: config.allowPrivateWebhookUrls,
+        timeoutMs: config.deliveryTimeoutMs,
+      };
+      const all: TaskRegistry = {
         'carrier_event.process': processCarrierEventTask({
           pool: workerPool,
           carriers,
@@ -160,15 +194,11 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           notReady: policies.notReady,
         }),
         'delivery.attempt': deliveryTask({
-          pool: workerPool,
-          log,
-          metrics,
+          ...delivering,
           retrySchedule: config.deliveryRetrySchedule,
           disableAfter: config.endpointDisableAfter,
-          allowPrivate: config.allowPrivateWebhookUrls,
-          timeoutMs: config.deliveryTimeoutMs,
-          parallelPerEndpoint: Math.max(1, Math.floor(config.workerConcurrency / 2)),
         }),
+        'delivery.recover': recoverTask(delivering),
         'message.dispatch': dispatchTask({ pool: workerPool, carriers, log, policy: policies.dispatch }),
         'call.dial': dialTask({ pool: workerPool, carriers, log, policies }),
         'call.command': commandTask({ pool: workerPool, carriers, log, policies }),
@@ -182,18 +212,29 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         }),
         ...opts.tasks,
       };
-      runner = await untilAvailable(
-        'start the job runner',
-        () =>
-          startJobRunner({
-            pool: workerPool,
-            log,
-            metrics,
-            tasks,
-            concurrency: config.workerConcurrency,
-            staleAfterMs: config.workerStaleAfterMs,
-            crontab: MAINTENANCE_CRONTAB,
-          }),
+      const isDelivery = (name: string) => (DELIVERY_TASKS as readonly string[]).includes(name);
+      const pick = (want: boolean) =>
+        Object.fromEntries(Object.entries(all).filter(([name]) => isDelivery(name) === want)) as TaskRegistry;
+      const start = (what: string, p: pg.Pool, tasks: TaskRegistry, concurrency: number, crontab?: string) =>
+        untilAvailable(
+          `start the ${what} runner`,
+          () =>
+            startJobRunner({
+              pool: p,
+              log,
+              metrics,
+              tasks,
+              concurrency,
+              staleAfterMs: config.workerStaleAfterMs,
+              ...(crontab ? { crontab } : {}),
+            }),
+          (f, m) => log.warn(f, m),
+        );
+      runners.push(await start('job', workerPool, pick(false), config.workerConcurrency, MAINTENANCE_CRONTAB));
+      runners.push(await start('delivery', deliveryPool, pick(true), config.deliveryConcurrency));
+      await untilAvailable(
+        'seal webhook secrets stored in clear',
+        () => sealLegacySecrets(workerPool, keys!, log),
         (f, m) => log.warn(f, m),
       );
       // The first pass one interval from now, unless one is scheduled already (another worker's).
@@ -206,10 +247,17 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       if (config.telnyx.apiKey && !config.telnyx.connectionId) {
         log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
       }
-      log.info({ concurrency: config.workerConcurrency }, 'worker running');
+      log.info(
+        {
+          concurrency: config.workerConcurrency,
+          deliveryConcurrency: config.deliveryConcurrency,
+          deliveryPerAccount: config.deliveryPerAccount,
+        },
+        'worker running',
+      );
     }
 
-    return { ingestUrl, apiUrl, runner, metrics, stop };
+    return { ingestUrl, apiUrl, runners, metrics, stop };
   } catch (err) {
     await stop();
     throw err;

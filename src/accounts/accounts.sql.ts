@@ -45,6 +45,19 @@ export async function accountExists(db: Db, id: string): Promise<boolean> {
   return rows.length === 1;
 }
 
+/**
+ * Serializes one account's changes that are bounded by a count of its rows (its
+ * endpoints, its recoveries), so two requests at once cannot both take the last place.
+ */
+export async function accountLock(tx: Tx, id: string): Promise<boolean> {
+  const { rows } = await tx.query({
+    name: 'account_lock',
+    text: 'SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE',
+    values: [id],
+  });
+  return rows.length === 1;
+}
+
 export async function apiKeyInsert(tx: Tx, accountId: string, prefix: string, secretHash: Buffer): Promise<string> {
   const { rows } = await tx.query<{ id: string }>({
     name: 'api_key_insert',

@@ -42,6 +42,8 @@ export class ApiError extends Error {
     readonly code: string,
     readonly detail?: string,
     readonly param?: string,
+    /** Sent with the problem (a 429's Retry-After). */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(detail ?? code);
     this.name = 'ApiError';
@@ -78,7 +80,10 @@ interface AjvError {
 /** Fastify's error handler for the API. */
 export function apiErrorHandler(log: Logger) {
   return (err: FastifyError & { validation?: AjvError[] }, req: FastifyRequest, reply: FastifyReply) => {
-    if (err instanceof ApiError) return sendProblem(reply, problem(err.status, err.code, err.detail, err.param));
+    if (err instanceof ApiError) {
+      if (err.headers) reply.headers(err.headers);
+      return sendProblem(reply, problem(err.status, err.code, err.detail, err.param));
+    }
     if (err.validation && err.validation.length > 0) {
       const first = err.validation[0]!;
       const where = (err as { validationContext?: string }).validationContext ?? 'body';

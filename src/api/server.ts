@@ -9,6 +9,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import rateLimit from '@fastify/rate-limit';
+import type { Keyring } from '../delivery/keyring.js';
+import { webhooksDocument } from '../outbox/catalogue.js';
+import type { EventSchemas } from '../outbox/outbox.sql.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type pg from 'pg';
@@ -35,6 +38,8 @@ export interface ApiContext {
   log: Logger;
   /** The carriers this deployment talks to; a number names one, its messages and calls go through it. */
   carriers: Carriers;
+  /** Seals webhook signing secrets (HANDSET_SECRET_KEY). */
+  keys: Keyring;
 }
 
 /** A domain's routes, registered under /v1 behind authentication. */
@@ -50,6 +55,8 @@ declare module 'fastify' {
 export interface ApiDeps extends ApiContext {
   metrics: Metrics;
   routes: ApiRoutes[];
+  /** Each customer event type's `data` schema, for the OpenAPI document's `webhooks`. */
+  events?: EventSchemas;
 }
 
 /**
@@ -129,6 +136,8 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
       },
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearerAuth: [] }],
+      // The OpenAPI types want every schema as their own; ours are plain JSON Schema.
+      webhooks: webhooksDocument(deps.events ?? {}) as Record<string, never>,
     },
     hideUntagged: true,
   });

@@ -17,7 +17,7 @@
 // can be wrong where it is defined.
 
 import { DELIVERY_KEY_PREFIX } from '../jobs/keys.js';
-import { UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
+import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE, UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
 
 export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 11;
 
@@ -333,7 +333,8 @@ export const CHECKS: readonly CheckDef[] = [
   {
     // emit() gives an event one delivery per endpoint of its account that is not
     // deleted and is subscribed to its type (a disabled one gets a `skipped`
-    // delivery), all in the event's transaction. "At the time" is read from
+    // delivery), all in the event's transaction; an operational event about an
+    // endpoint skips that endpoint, a test event goes to its endpoint alone. "At the time" is read from
     // timestamps, so this is approximate in two ways: event_types is today's,
     // so an endpoint that later subscribed to a type is held to events of that
     // type from before (a false alarm; one that later unsubscribed is simply not
@@ -353,10 +354,13 @@ export const CHECKS: readonly CheckDef[] = [
                 WHERE e.account_id = ev.account_id
                   AND e.created_at < ev.created_at
                   AND (e.deleted_at IS NULL OR e.deleted_at > ev.created_at)
-                  AND (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
+                  AND CASE WHEN ev.type = $3 THEN e.id = ev.subject_id
+                           ELSE (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
+                                AND NOT (ev.type = ANY ($2::text[]) AND e.id = ev.subject_id) END
                   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = ev.id AND d.endpoint_id = e.id)
              ) AS ok
         FROM outbound_events ev`,
+    values: () => [ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE],
   },
 
   // 7 ──────────────────────────────────────────────────────────────────────────

@@ -7,6 +7,7 @@ import { listOf, listQuery, page } from '../api/pagination.js';
 import { notFound, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
 import type { ApiRoutes } from '../api/server.js';
+import type { EventSchemas } from '../outbox/outbox.sql.js';
 import { E164 } from '../numbers/numbers.js';
 import { callResource, createOutboundCall, MAX_TARGETS } from './calls.js';
 import {
@@ -49,6 +50,14 @@ const Call = Type.Object({
   sequence: Sequence,
   legs: Type.Array(Leg),
 });
+
+/** The events about a call: each carries the call, with its legs, as it is after its transition. */
+export const callEvents = {
+  'call.initiated': Call,
+  'call.answered': Call,
+  'call.completed': Call,
+  'call.missed': Call,
+} as const satisfies EventSchemas;
 
 export const callRoutes: ApiRoutes = (app, ctx) => {
   const tags = ['Calls'];

@@ -161,7 +161,7 @@ async function serve(config: Config, log: Logger, cmd: Command) {
   const roles = cmd.opts<{ roles: Role[] }>().roles;
   if (!config.databaseUrl)
     throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
-  checkRoleConfig(carriers(config), roles);
+  checkRoleConfig(config, carriers(config), roles);
   await assertPortsFree(config.host, [
     ...(roles.includes('api') ? [{ variable: 'HANDSET_API_PORT', port: config.apiPort }] : []),
     ...(roles.includes('ingest') ? [{ variable: 'HANDSET_INGEST_PORT', port: config.ingestPort }] : []),

@@ -1,17 +1,21 @@
 // The delivery job: one HTTP attempt of one customer webhook, then its outcome
 // recorded in one transaction. 2xx within the timeout succeeds and resets the
-// endpoint's failure count. Anything else counts a failure atomically; at the
-// threshold (or on 410 Gone) the endpoint is disabled by one guarded UPDATE and
-// its pending deliveries are skipped. Otherwise the next attempt is scheduled per
-// the retry schedule (honouring Retry-After within bounds) by re-enqueueing this
-// job in the same transaction. No database connection is held during the HTTP
-// call. A crash after the receiver answered but before the record commits sends
-// the event again with the same webhook-id: delivery is at-least-once.
+// endpoint's health. Anything else counts a failure atomically; at the threshold
+// (or on 410 Gone) the endpoint is disabled by one guarded UPDATE, announced by
+// webhook_endpoint.disabled, and its pending deliveries are skipped. Otherwise the
+// next attempt is scheduled per the retry schedule (honouring Retry-After within
+// bounds) by re-enqueueing this job in the same transaction; a delivery that fails
+// its last retry is announced by webhook_delivery.exhausted. No database
+// connection is held during the HTTP call. A crash after the receiver answered
+// but before the record commits sends the event again with the same webhook-id:
+// delivery is at-least-once.
 //
-// Isolation: a healthy endpoint may hold up to `parallelPerEndpoint` worker slots
-// in this process; beyond that, or once it is failing, its jobs move into the
-// endpoint's serial queue, so a hanging endpoint holds one slot, for at most the
-// timeout, while every other endpoint's deliveries keep flowing.
+// Fairness: deliveries run in capacity of their own (never beside carrier
+// events); an account has at most its share of that capacity in flight
+// (capacity.ts), the rest of its attempts wait their turn; and an endpoint that is
+// failing runs in its own serial lane, with a short deadline while it times out,
+// so a hanging endpoint holds one slot for seconds while every other endpoint's
+// deliveries keep flowing.
 
 import type pg from 'pg';
 import { withTx } from '../db/tx.js';
@@ -19,40 +23,56 @@ import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys, lanes } from '../jobs/keys.js';
 import { parseRetryAfter } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
-import { eventBody } from '../outbox/outbox.js';
+import { emit } from '../outbox/outbox.js';
+import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE } from '../outbox/outbox.sql.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { attemptDelivery } from './attempt.js';
+import type { Capacity, Release } from './capacity.js';
 import {
   attemptRecord,
   deliveryFinish,
-  deliveryMarkRedelivered,
   deliveryLoad,
+  deliveryMarkRedelivered,
   deliveryScheduleRetry,
   deliverySkipForEndpoint,
   deliverySkipPending,
   type AttemptTrigger,
 } from './deliveries.sql.js';
-import { endpointDisable, endpointLock, endpointRecordFailure, endpointRecordSuccess } from './endpoints.sql.js';
-import { sendWebhook, type AttemptResult } from './http.js';
-import { webhookHeaders } from './signature.js';
+import { disableEndpoint, endpointResource } from './endpoints.js';
+import {
+  type EndpointRow,
+  endpointLock,
+  endpointRecordFailure,
+  endpointRecordSuccess,
+  endpointRecordTimeout,
+} from './endpoints.sql.js';
+import type { AttemptResult } from './http.js';
+import type { Keyring } from './keyring.js';
 
 export interface DeliveryDeps {
   pool: pg.Pool;
   log: Logger;
   metrics: Metrics;
+  keys: Keyring;
+  capacity: Capacity;
   /** Delays before each retry, in ms; its length is the number of retries. */
   retrySchedule: number[];
   disableAfter: number;
   allowPrivate: boolean;
   timeoutMs: number;
-  parallelPerEndpoint: number;
+  /** The clock; a parameter so tests move time instead of sleeping. */
+  now?: () => Date;
 }
+
+/** graphile-worker runs lower numbers first; first attempts are 0. */
+const BEYOND_SHARE_PRIORITY = 1;
 
 const jobKeyOf = (trigger: AttemptTrigger, deliveryId: string) =>
   trigger === 'redeliver' ? jobKeys.redelivery(deliveryId) : jobKeys.delivery(deliveryId);
 
 export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'> {
-  const inFlight = new Map<string, number>();
+  const clock = deps.now ?? (() => new Date());
   return async (payload, job) => {
     const { deliveryId, trigger } = payload;
     const redelivery = trigger === 'redeliver';
@@ -73,39 +93,50 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
       return;
     }
 
-    const busy = inFlight.get(endpoint.id) ?? 0;
-    if (!job.inSerialQueue && (endpoint.consecutive_failures > 0 || busy >= deps.parallelPerEndpoint)) {
-      await withTx(deps.pool, (tx) =>
-        enqueue(tx, 'delivery.attempt', payload, {
-          queueName: lanes.endpoint(endpoint.id),
-          jobKey: jobKeyOf(trigger, deliveryId),
-        }),
+    // Where the attempt runs: in parallel while its endpoint is healthy and has room;
+    // in the endpoint's lane (one at a time) once the endpoint fails or has its
+    // share in flight; in its account's lane once the account has its share, where
+    // the one attempt at the head waits here for a slot and the rest wait queued.
+    // A moved attempt yields to first attempts (a lower priority): it is an endpoint's or an
+    // account's beyond its share, and must not queue ahead of everyone else's.
+    const move = (lane: string) =>
+      withTx(deps.pool, (tx) =>
+        enqueue(
+          tx,
+          'delivery.attempt',
+          { ...payload, lane },
+          { queueName: lane, jobKey: jobKeyOf(trigger, deliveryId), priority: BEYOND_SHARE_PRIORITY },
+        ),
       );
-      return;
+    const accountLane = lanes.account(endpoint.account_id);
+    const endpointLane = lanes.endpoint(endpoint.id);
+    let release: Release | null;
+    if (payload.lane === accountLane && job.inSerialQueue) {
+      release = await deps.capacity.acquire(endpoint.account_id, endpoint.id, Date.now() + deps.timeoutMs);
+      if (!release) {
+        await move(accountLane); // still no slot: look again, behind the others
+        deps.metrics.deliveriesDeferred.inc();
+        return;
+      }
+    } else {
+      const failing = endpoint.consecutive_failures > 0 || endpoint.timing_out;
+      const inEndpointLane = payload.lane === endpointLane && job.inSerialQueue;
+      if (failing && !inEndpointLane) return move(endpointLane);
+      const full = deps.capacity.full(endpoint.account_id, endpoint.id);
+      if (full === 'endpoint' && !inEndpointLane) return move(endpointLane);
+      release = full ? null : deps.capacity.take(endpoint.account_id, endpoint.id);
+      if (!release) {
+        deps.metrics.deliveriesDeferred.inc();
+        return move(accountLane);
+      }
     }
 
-    inFlight.set(endpoint.id, busy + 1);
-    const startedAt = new Date();
+    const startedAt = clock();
     let result: AttemptResult;
     try {
-      const secrets = [endpoint.secret];
-      if (
-        endpoint.previous_secret &&
-        endpoint.previous_secret_expires_at &&
-        endpoint.previous_secret_expires_at > startedAt
-      ) {
-        secrets.push(endpoint.previous_secret);
-      }
-      const body = eventBody(event);
-      const headers = webhookHeaders(secrets, event.id, Math.floor(startedAt.getTime() / 1000), body);
-      result = await sendWebhook(endpoint.url, headers, body, {
-        timeoutMs: deps.timeoutMs,
-        allowPrivate: deps.allowPrivate,
-      });
+      result = await attemptDelivery(deps, endpoint, event, work.sealedSecrets, startedAt);
     } finally {
-      const left = (inFlight.get(endpoint.id) ?? 1) - 1;
-      if (left > 0) inFlight.set(endpoint.id, left);
-      else inFlight.delete(endpoint.id);
+      release();
     }
     deps.metrics.deliveryDuration.observe(result.durationMs / 1000);
 
@@ -115,8 +146,16 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
       // endpoint finishing together must not take them in opposite orders.
       const counted = !succeeded && !redelivery;
       let failures: number | null = null;
-      if (counted) failures = await endpointRecordFailure(tx, endpoint.id);
-      else await endpointLock(tx, endpoint.id);
+      if (counted) {
+        failures = await endpointRecordFailure(tx, endpoint.id, {
+          at: startedAt.toISOString(),
+          status: result.status,
+          error: result.error ?? `HTTP ${result.status}`,
+          timedOut: result.timedOut,
+        });
+      } else {
+        await endpointLock(tx, endpoint.id);
+      }
       const attempt = await attemptRecord(tx, {
         delivery_id: deliveryId,
         trigger,
@@ -133,7 +172,8 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
           await endpointRecordSuccess(tx, endpoint.id);
           return 'succeeded' as const;
         }
-        if (result.status === 410 && (await endpointDisable(tx, endpoint.id, 'gone', startedAt))) {
+        await endpointRecordTimeout(tx, endpoint.id, result.timedOut);
+        if (result.status === 410 && (await disableEndpoint(tx, endpoint.id, 'gone', startedAt))) {
           await deliverySkipPending(tx, endpoint.id);
           deps.metrics.endpointsDisabled.inc({ reason: 'gone' });
         }
@@ -148,7 +188,7 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
       }
 
       const reason = result.status === 410 ? 'gone' : failures >= deps.disableAfter ? 'consecutive_failures' : null;
-      if (reason && (await endpointDisable(tx, endpoint.id, reason, startedAt))) {
+      if (reason && (await disableEndpoint(tx, endpoint.id, reason, startedAt))) {
         await deliverySkipPending(tx, endpoint.id);
         deps.metrics.endpointsDisabled.inc({ reason });
         deps.log.warn({ endpointId: endpoint.id, reason, failures }, 'webhook endpoint disabled');
@@ -159,19 +199,50 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
         const delay = retryDelay(deps.retrySchedule, retryIndex, result.retryAfter, startedAt);
         const at = new Date(startedAt.getTime() + delay);
         if (await deliveryScheduleRetry(tx, deliveryId, at)) {
-          await enqueue(tx, 'delivery.attempt', payload, {
-            runAt: at,
-            jobKey: jobKeys.delivery(deliveryId),
-            queueName: lanes.endpoint(endpoint.id),
-          });
+          await enqueue(
+            tx,
+            'delivery.attempt',
+            { ...payload, lane: endpointLane },
+            {
+              runAt: at,
+              jobKey: jobKeys.delivery(deliveryId),
+              queueName: endpointLane,
+              priority: BEYOND_SHARE_PRIORITY,
+            },
+          );
           return 'retrying' as const;
         }
       }
-      await deliveryFinish(tx, deliveryId, 'failed');
+      if (await deliveryFinish(tx, deliveryId, 'failed')) await announceExhausted(tx, endpoint, event, deliveryId);
       return 'failed' as const;
     });
     deps.metrics.deliveries.inc({ outcome });
   };
+}
+
+const OPERATIONAL: readonly string[] = [...ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE];
+
+/**
+ * webhook_delivery.exhausted, to the account's other endpoints. Not for a
+ * delivery of an operational event itself: two failing endpoints would otherwise
+ * keep announcing each other's failures to each other.
+ */
+async function announceExhausted(
+  tx: Parameters<typeof emit>[0],
+  endpoint: EndpointRow,
+  event: { id: string; type: string },
+  deliveryId: string,
+) {
+  if (OPERATIONAL.includes(event.type)) return;
+  const locked = await endpointLock(tx, endpoint.id);
+  await emit(tx, {
+    accountId: endpoint.account_id,
+    tenantId: null,
+    type: 'webhook_delivery.exhausted',
+    subjectId: endpoint.id,
+    data: { ...endpointResource(locked ?? endpoint), event_id: event.id, delivery_id: deliveryId },
+    occurredAt: new Date(),
+  });
 }
 
 /**

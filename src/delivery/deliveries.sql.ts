@@ -5,13 +5,18 @@
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
-import type { EventType, OutboundEventRow } from '../outbox/outbox.sql.js';
+import {
+  ABOUT_ENDPOINT_EVENT_TYPES,
+  type EventType,
+  type OutboundEventRow,
+  TEST_EVENT_TYPE,
+} from '../outbox/outbox.sql.js';
 import type { EndpointRow } from './endpoints.sql.js';
 
 export const DELIVERY_STATUSES = ['pending', 'succeeded', 'failed', 'skipped'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
-/** What started an attempt: the schedule (first try and retries) or a customer's redeliver. */
-export const ATTEMPT_TRIGGERS = ['scheduled', 'redeliver'] as const;
+/** What started an attempt: the schedule (first try and retries), a customer's redeliver, or a recovery. */
+export const ATTEMPT_TRIGGERS = ['scheduled', 'redeliver', 'recover'] as const;
 export type AttemptTrigger = (typeof ATTEMPT_TRIGGERS)[number];
 
 export interface DeliveryRow {
@@ -59,11 +64,12 @@ export interface DeliveryToSchedule {
 /**
  * One delivery of the event per endpoint of its account, not deleted and
  * subscribed to its type (none subscribed: every type), at this moment: pending,
- * or skipped when the endpoint is disabled right now.
+ * or skipped when the endpoint is disabled right now. An operational event about
+ * an endpoint never goes to that endpoint; a test event goes to it alone.
  */
 export async function deliveriesFanOut(
   tx: Tx,
-  event: { id: string; account_id: string; type: EventType },
+  event: { id: string; account_id: string; type: EventType; subject_id: string },
 ): Promise<DeliveryToSchedule[]> {
   const { rows } = await tx.query<DeliveryToSchedule>({
     name: 'deliveries_fan_out',
@@ -72,13 +78,15 @@ export async function deliveriesFanOut(
              SELECT $1, e.id, CASE WHEN e.enabled THEN 'pending' ELSE 'skipped' END
                FROM webhook_endpoints e
               WHERE e.account_id = $2 AND e.deleted_at IS NULL
-                AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
+                AND CASE WHEN $3 = $6 THEN e.id = $4
+                         ELSE (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
+                              AND NOT ($3 = ANY ($5::text[]) AND e.id = $4) END
              RETURNING id, endpoint_id, status
            )
            SELECT dl.id, dl.endpoint_id, dl.status, e.consecutive_failures > 0 AS endpoint_failing
              FROM dl JOIN webhook_endpoints e ON e.id = dl.endpoint_id
             ORDER BY dl.id`,
-    values: [event.id, event.account_id, event.type],
+    values: [event.id, event.account_id, event.type, event.subject_id, ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE],
   });
   return rows;
 }
@@ -87,13 +95,17 @@ export interface DeliveryWork {
   delivery: DeliveryRow;
   endpoint: EndpointRow;
   event: OutboundEventRow;
+  /** The endpoint's signing secrets now, sealed, newest first (secrets.sql.ts). */
+  sealedSecrets: string[];
 }
 
 /** Everything one attempt needs, in one round trip. */
 export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | null> {
-  const { rows } = await db.query<{ d: DeliveryRow; e: EndpointRow; ev: OutboundEventRow }>({
+  const { rows } = await db.query<{ d: DeliveryRow; e: EndpointRow; ev: OutboundEventRow; secrets: string[] | null }>({
     name: 'delivery_load',
-    text: `SELECT row_to_json(d.*) AS d, row_to_json(e.*) AS e, row_to_json(ev.*) AS ev
+    text: `SELECT row_to_json(d.*) AS d, row_to_json(e.*) AS e, row_to_json(ev.*) AS ev,
+                  (SELECT array_agg(s.sealed ORDER BY s.created_at DESC, s.id DESC) FROM webhook_endpoint_secrets s
+                    WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now())) AS secrets
              FROM webhook_deliveries d
              JOIN webhook_endpoints e ON e.id = d.endpoint_id
              JOIN outbound_events ev ON ev.id = d.event_id
@@ -113,13 +125,13 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
     },
     endpoint: {
       ...row.e,
-      previous_secret_expires_at: date(row.e.previous_secret_expires_at),
       disabled_at: date(row.e.disabled_at),
       deleted_at: date(row.e.deleted_at),
       created_at: date(row.e.created_at)!,
       updated_at: date(row.e.updated_at)!,
     },
     event: { ...row.ev, occurred_at: date(row.ev.occurred_at)!, created_at: date(row.ev.created_at)! },
+    sealedSecrets: row.secrets ?? [],
   };
 }
 

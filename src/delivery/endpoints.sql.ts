@@ -1,9 +1,24 @@
-// SQL for webhook_endpoints: a customer's receiving URLs, their secrets, and the
-// health counter that disables an endpoint after repeated failure. Every state
-// change is one guarded statement that says whether it applied.
+// SQL for webhook_endpoints: a customer's receiving URLs, which event types each
+// takes, and the health that disables one after repeated failure. Every change a
+// customer can see is one guarded statement that returns the row it changed (and
+// bumps its `sequence`), or nothing when it did not apply. The health counters
+// (failures in a row, timing out, the last failure) are bookkeeping, not changes.
+//
+//   enabled ──N failures / 410 / PATCH enabled:false──▶ disabled ──PATCH enabled:true──▶ enabled
+//      └──────────────────────── DELETE (deleted_at, secrets wiped) ─────────────────────────┘
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
+
+export const DISABLE_REASONS = ['consecutive_failures', 'gone', 'manual'] as const;
+export type DisableReason = (typeof DISABLE_REASONS)[number];
+
+/** The last attempt that failed, as the endpoint's health and the disabled event report it. */
+export interface LastFailure {
+  at: string;
+  status: number | null;
+  error: string | null;
+}
 
 export interface EndpointRow {
   id: string;
@@ -11,41 +26,43 @@ export interface EndpointRow {
   url: string;
   description: string | null;
   event_types: string[];
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_expires_at: Date | null;
   enabled: boolean;
-  disabled_reason: string | null;
+  disabled_reason: DisableReason | null;
   disabled_at: Date | null;
   consecutive_failures: number;
+  /** Its last attempt timed out: a short timeout and one lane until it answers again. */
+  timing_out: boolean;
+  last_failure: LastFailure | null;
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
-  /** Grows by one with each change of the endpoint (guarded statements below); customers order events by it. */
+  /** Grows by one with each change a customer can see (guarded statements below). */
   sequence: number;
 }
-
-const ENDPOINT_COLUMNS = `id, account_id, url, description, event_types, secret, previous_secret,
-  previous_secret_expires_at, enabled, disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
-  deleted_at, sequence`;
+const ENDPOINT_COLUMNS = `id, account_id, url, description, event_types, enabled, disabled_reason, disabled_at,
+  consecutive_failures, timing_out, last_failure, created_at, updated_at, deleted_at, sequence`;
 
 /** The column list the row above is typed from, held to the table by a test. */
 export const ENDPOINT_TABLE_COLUMNS = { webhook_endpoints: ENDPOINT_COLUMNS };
 
-export const DISABLE_REASONS = ['consecutive_failures', 'gone', 'manual'] as const;
-export type DisableReason = (typeof DISABLE_REASONS)[number];
-
+/**
+ * Adds an endpoint unless the account already has `cap` (not deleted); null then.
+ * The caller holds the account's lock (accountLock), so two creates at once count
+ * each other.
+ */
 export async function endpointInsert(
   tx: Tx,
-  e: { accountId: string; url: string; description: string | null; eventTypes: string[]; secret: string },
-): Promise<EndpointRow> {
+  e: { id: string; accountId: string; url: string; description: string | null; eventTypes: string[]; cap: number },
+): Promise<EndpointRow | null> {
   const { rows } = await tx.query<EndpointRow>({
     name: 'endpoint_insert',
-    text: `INSERT INTO webhook_endpoints (account_id, url, description, event_types, secret)
-     VALUES ($1, $2, $3, $4, $5) RETURNING ${ENDPOINT_COLUMNS}`,
-    values: [e.accountId, e.url, e.description, e.eventTypes, e.secret],
+    text: `INSERT INTO webhook_endpoints (id, account_id, url, description, event_types)
+           SELECT $1, $2, $3, $4, $5
+            WHERE (SELECT count(*) FROM webhook_endpoints WHERE account_id = $2 AND deleted_at IS NULL) < $6
+           RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [e.id, e.accountId, e.url, e.description, e.eventTypes, e.cap],
   });
-  return rows[0]!;
+  return rows[0] ?? null;
 }
 
 export async function endpointOfAccount(db: Db, accountId: string, id: string): Promise<EndpointRow | null> {
@@ -66,41 +83,29 @@ export async function endpointList(
   const { rows } = await db.query<EndpointRow>({
     name: 'endpoint_list',
     text: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
-      WHERE account_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR id < $2)
-      ORDER BY id DESC LIMIT $3`,
+            WHERE account_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR id < $2)
+            ORDER BY id DESC LIMIT $3`,
     values: [accountId, startingAfter, limit + 1],
   });
   return rows;
 }
 
-/**
- * Changes url/description/event types, and enables or disables by hand.
- * Re-enabling resets the failure count and forgets why it was disabled.
- */
+/** Changes url, description or event types; null when there is no such endpoint. */
 export async function endpointUpdate(
   tx: Tx,
   accountId: string,
   id: string,
-  patch: {
-    url?: string | undefined;
-    description?: string | null | undefined;
-    eventTypes?: string[] | undefined;
-    enabled?: boolean | undefined;
-  },
+  patch: { url?: string | undefined; description?: string | null | undefined; eventTypes?: string[] | undefined },
 ): Promise<EndpointRow | null> {
   const { rows } = await tx.query<EndpointRow>({
     name: 'endpoint_update',
     text: `UPDATE webhook_endpoints SET
-        url = coalesce($3, url),
-        description = CASE WHEN $4 THEN $5 ELSE description END,
-        event_types = coalesce($6, event_types),
-        enabled = coalesce($7, enabled),
-        consecutive_failures = CASE WHEN $7 THEN 0 ELSE consecutive_failures END,
-        disabled_reason = CASE WHEN $7 THEN NULL WHEN $7 = false AND enabled THEN 'manual' ELSE disabled_reason END,
-        disabled_at = CASE WHEN $7 THEN NULL WHEN $7 = false AND enabled THEN now() ELSE disabled_at END,
-        updated_at = now(), sequence = sequence + 1
-      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
-      RETURNING ${ENDPOINT_COLUMNS}`,
+              url = coalesce($3, url),
+              description = CASE WHEN $4 THEN $5 ELSE description END,
+              event_types = coalesce($6, event_types),
+              updated_at = now(), sequence = sequence + 1
+            WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
+            RETURNING ${ENDPOINT_COLUMNS}`,
     values: [
       id,
       accountId,
@@ -108,78 +113,107 @@ export async function endpointUpdate(
       patch.description !== undefined,
       patch.description ?? null,
       patch.eventTypes ?? null,
-      patch.enabled ?? null,
     ],
   });
   return rows[0] ?? null;
 }
 
-export async function endpointDelete(tx: Tx, accountId: string, id: string): Promise<boolean> {
-  const { rowCount } = await tx.query({
-    name: 'endpoint_delete',
-    text: `UPDATE webhook_endpoints SET deleted_at = now(), enabled = false, updated_at = now(), sequence = sequence + 1
-      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
-    values: [id, accountId],
-  });
-  return rowCount === 1;
-}
-
-/** The old secret keeps signing (alongside the new one) until graceUntil. */
-export async function endpointRotateSecret(
-  tx: Tx,
-  accountId: string,
-  id: string,
-  secret: string,
-  graceUntil: Date,
-): Promise<EndpointRow | null> {
+/** disabled → enabled, once, with a clean bill of health; null when it was not disabled. */
+export async function endpointEnable(tx: Tx, accountId: string, id: string, at: Date): Promise<EndpointRow | null> {
   const { rows } = await tx.query<EndpointRow>({
-    name: 'endpoint_rotate_secret',
-    text: `UPDATE webhook_endpoints
-        SET previous_secret = secret, previous_secret_expires_at = $4, secret = $3, updated_at = now(), sequence = sequence + 1
-      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
-      RETURNING ${ENDPOINT_COLUMNS}`,
-    values: [id, accountId, secret, graceUntil],
+    name: 'endpoint_enable',
+    text: `UPDATE webhook_endpoints SET enabled = true, disabled_reason = NULL, disabled_at = NULL,
+                  consecutive_failures = 0, timing_out = false, updated_at = $3, sequence = sequence + 1
+            WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL AND NOT enabled
+            RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [id, accountId, at],
   });
   return rows[0] ?? null;
 }
 
-/** Takes the endpoint's row lock without changing it (delivery outcomes lock the endpoint first). */
-export async function endpointLock(tx: Tx, id: string): Promise<void> {
-  await tx.query({
-    name: 'endpoint_lock',
-    text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE',
-    values: [id],
+/** enabled → disabled, once: the second caller finds it already disabled (null). */
+export async function endpointDisable(
+  tx: Tx,
+  id: string,
+  reason: DisableReason,
+  at: Date,
+): Promise<EndpointRow | null> {
+  const { rows } = await tx.query<EndpointRow>({
+    name: 'endpoint_disable',
+    text: `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, disabled_at = $3, updated_at = $3,
+                  sequence = sequence + 1
+            WHERE id = $1 AND enabled AND deleted_at IS NULL
+            RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [id, reason, at],
   });
+  return rows[0] ?? null;
 }
 
-/** A success resets the count; only writes when there is something to reset. */
+/** → deleted, once; it receives nothing after this (its secrets are wiped beside it). */
+export async function endpointDelete(tx: Tx, accountId: string, id: string, at: Date): Promise<EndpointRow | null> {
+  const { rows } = await tx.query<EndpointRow>({
+    name: 'endpoint_delete',
+    text: `UPDATE webhook_endpoints SET deleted_at = $3, enabled = false, updated_at = $3, sequence = sequence + 1
+            WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
+            RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [id, accountId, at],
+  });
+  return rows[0] ?? null;
+}
+
+/** A rotation is a change of the endpoint (its secrets are in webhook_endpoint_secrets). */
+export async function endpointTouch(tx: Tx, accountId: string, id: string, at: Date): Promise<EndpointRow | null> {
+  const { rows } = await tx.query<EndpointRow>({
+    name: 'endpoint_touch',
+    text: `UPDATE webhook_endpoints SET updated_at = $3, sequence = sequence + 1
+            WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
+            RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [id, accountId, at],
+  });
+  return rows[0] ?? null;
+}
+
+/** Takes the endpoint's row lock and reads it (delivery outcomes lock the endpoint first). */
+export async function endpointLock(tx: Tx, id: string): Promise<EndpointRow | null> {
+  const { rows } = await tx.query<EndpointRow>({
+    name: 'endpoint_lock',
+    text: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE`,
+    values: [id],
+  });
+  return rows[0] ?? null;
+}
+
+/** An answer in time: healthy again. Only writes when there is something to reset. */
 export async function endpointRecordSuccess(tx: Tx, id: string): Promise<void> {
   await tx.query({
     name: 'endpoint_record_success',
-    text: 'UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1 AND consecutive_failures <> 0',
+    text: `UPDATE webhook_endpoints SET consecutive_failures = 0, timing_out = false
+            WHERE id = $1 AND (consecutive_failures <> 0 OR timing_out)`,
     values: [id],
   });
 }
 
-/** Counts a failed attempt atomically and returns the new count. */
-export async function endpointRecordFailure(tx: Tx, id: string): Promise<number> {
+/** Counts a failed attempt atomically and returns the new count; a timeout trips the breaker. */
+export async function endpointRecordFailure(
+  tx: Tx,
+  id: string,
+  failure: LastFailure & { timedOut: boolean },
+): Promise<number> {
   const { rows } = await tx.query<{ consecutive_failures: number }>({
     name: 'endpoint_record_failure',
-    text: `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1
+    text: `UPDATE webhook_endpoints
+              SET consecutive_failures = consecutive_failures + 1, timing_out = $2, last_failure = $3::jsonb
             WHERE id = $1 RETURNING consecutive_failures`,
-    values: [id],
+    values: [id, failure.timedOut, JSON.stringify({ at: failure.at, status: failure.status, error: failure.error })],
   });
   return rows[0]?.consecutive_failures ?? 0;
 }
 
-/** enabled → disabled, once: the second caller finds it already disabled. */
-export async function endpointDisable(tx: Tx, id: string, reason: DisableReason, now: Date): Promise<boolean> {
-  const { rowCount } = await tx.query({
-    name: 'endpoint_disable',
-    text: `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, disabled_at = $3, updated_at = $3,
-                                     sequence = sequence + 1
-            WHERE id = $1 AND enabled`,
-    values: [id, reason, now],
+/** A failed attempt that does not count (a redelivery): it still tells whether the endpoint answers. */
+export async function endpointRecordTimeout(tx: Tx, id: string, timedOut: boolean): Promise<void> {
+  await tx.query({
+    name: 'endpoint_record_timeout',
+    text: 'UPDATE webhook_endpoints SET timing_out = $2 WHERE id = $1 AND timing_out <> $2',
+    values: [id, timedOut],
   });
-  return rowCount === 1;
 }

@@ -12,6 +12,8 @@ export interface AttemptResult {
   retryAfter: string | null;
   excerpt: string | null;
   error: string | null;
+  /** No answer within the deadline (the circuit breaker's signal: a slot held for nothing). */
+  timedOut: boolean;
   durationMs: number;
 }
 
@@ -40,11 +42,12 @@ export function sendWebhook(
   return new Promise((resolve) => {
     let settled = false;
     let deadline: NodeJS.Timeout | undefined;
-    const done = (r: Omit<AttemptResult, 'durationMs'>) => {
+    let timedOut = false;
+    const done = (r: Omit<AttemptResult, 'durationMs' | 'timedOut'>) => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
-      resolve({ ...r, durationMs: elapsed() });
+      resolve({ ...r, timedOut: timedOut && r.status === null, durationMs: elapsed() });
     };
     let url: URL;
     try {
@@ -69,7 +72,10 @@ export function sendWebhook(
         'user-agent': 'Handset-Webhooks/1.0',
       },
     });
-    deadline = setTimeout(() => req.destroy(new Error(`timed out after ${opts.timeoutMs} ms`)), opts.timeoutMs);
+    deadline = setTimeout(() => {
+      timedOut = true;
+      req.destroy(new Error(`timed out after ${opts.timeoutMs} ms`));
+    }, opts.timeoutMs);
     req.on('error', (err: Error & { code?: string }) => {
       const error = err.code === 'EBLOCKEDADDRESS' ? 'blocked address' : err.message || err.code || 'request failed';
       done({ status: null, retryAfter: null, excerpt: null, error });

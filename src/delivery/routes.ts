@@ -1,78 +1,129 @@
 // Customer API for webhook endpoints (create, list, get, patch, delete,
-// rotate_secret, their recent attempts) and for an event's deliveries (the
-// delivery log, redeliver).
+// rotate_secret, test, recover, their recent attempts and recoveries) and for an
+// event's deliveries (the delivery log, redeliver).
 
 import { Type } from 'typebox';
-import { Sequence } from '../api/fields.js';
+import { Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
-import { ApiError, notFound, unprocessable } from '../api/problem.js';
+import { ApiError, conflict, notFound, unprocessable } from '../api/problem.js';
+import { isRefusal } from '../api/refusal.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
-import { EVENT_TYPES, eventOfAccount } from '../outbox/outbox.sql.js';
+import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys } from '../jobs/keys.js';
+import { EVENT_TYPES, type EventSchemas, eventOfAccount } from '../outbox/outbox.sql.js';
 import {
   attemptListForEndpoint,
   deliveriesToRedeliver,
   deliveryListForEvent,
+  DELIVERY_STATUSES,
+  ATTEMPT_TRIGGERS,
   type AttemptRow,
 } from './deliveries.sql.js';
-import { scheduleDeliveries } from './schedule.js';
 import {
-  endpointInsert,
-  endpointDelete,
-  endpointOfAccount,
-  endpointList,
-  endpointRotateSecret,
-  endpointUpdate,
-  type EndpointRow,
-} from './endpoints.sql.js';
-import { newEndpointSecret } from './signature.js';
+  createEndpoint,
+  deleteEndpoint,
+  disableEndpoint,
+  enableEndpoint,
+  endpointResource,
+  rotateSecret,
+  sendTestEvent,
+} from './endpoints.js';
+import { DISABLE_REASONS, endpointOfAccount, endpointList, endpointUpdate } from './endpoints.sql.js';
+import {
+  RECOVERY_STATUSES,
+  type RecoveryRow,
+  recoveriesAskedSince,
+  recoveryInsert,
+  recoveryListOfEndpoint,
+} from './recoveries.sql.js';
+import { scheduleDeliveries } from './schedule.js';
 import { checkEndpointUrl } from './ssrf.js';
 
-const SECRET_OVERLAP_MS = 24 * 3600 * 1000;
+/** Recoveries one account may ask for per hour, and redeliveries per minute. */
+export const RECOVERIES_PER_HOUR = 10;
+export const REDELIVERIES_PER_MINUTE = 60;
 
 const EventTypeList = Type.Array(Type.Enum([...EVENT_TYPES]), {
   uniqueItems: true,
-  description: 'Event types to receive; empty or absent means all',
+  description: 'Event types to receive; empty or absent means all (webhook_endpoint.test only when asked for)',
 });
 
-const Endpoint = Type.Object({
+export const Endpoint = Type.Object({
   id: Type.String(),
   url: Type.String(),
-  description: Type.Union([Type.String(), Type.Null()]),
+  description: Nullable(Type.String()),
   event_types: Type.Array(Type.String()),
   enabled: Type.Boolean(),
-  disabled_reason: Type.Union([Type.String(), Type.Null()]),
-  disabled_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  disabled_reason: Nullable(Type.Enum([...DISABLE_REASONS])),
+  disabled_at: Nullable(Time),
   consecutive_failures: Type.Integer(),
-  created_at: Type.String({ format: 'date-time' }),
-  updated_at: Type.String({ format: 'date-time' }),
+  timing_out: Type.Boolean({
+    description: 'its last attempt got no answer in time: it gets a short timeout and one attempt at a time',
+  }),
+  created_at: Time,
+  updated_at: Time,
   sequence: Sequence,
-  secret: Type.Optional(Type.String({ description: 'whsec_…; shown only on create and rotate_secret' })),
 });
+
+const EndpointWithSecret = Type.Object({
+  ...Endpoint.properties,
+  secret: Type.Optional(Type.String({ description: 'whsec_…; shown only in the response that made it' })),
+  secret_omitted: Type.Optional(
+    Type.String({ description: 'why `secret` is absent (a replayed request: the secret is shown only once)' }),
+  ),
+});
+
+const Recovery = Type.Object({
+  id: Type.String(),
+  endpoint_id: Type.String(),
+  since: Time,
+  status: Type.Enum([...RECOVERY_STATUSES]),
+  resent: Type.Integer({ description: 'deliveries re-sent and answered 2xx so far' }),
+  stopped_reason: Nullable(Type.String()),
+  created_at: Time,
+  finished_at: Nullable(Time),
+});
+
+const recoveryResource = (r: RecoveryRow) => ({
+  id: r.id,
+  endpoint_id: r.endpoint_id,
+  since: r.since.toISOString(),
+  status: r.status,
+  resent: r.resent,
+  stopped_reason: r.stopped_reason,
+  created_at: r.created_at.toISOString(),
+  finished_at: r.finished_at?.toISOString() ?? null,
+});
+
+const LastFailure = Nullable(
+  Type.Object({ at: Time, status: Nullable(Type.Integer()), error: Nullable(Type.String()) }),
+);
+
+/** The operational events: each carries the endpoint it is about (never delivered to that endpoint). */
+export const endpointEvents = {
+  'webhook_endpoint.disabled': Type.Object({
+    ...Endpoint.properties,
+    reason: Type.Enum([...DISABLE_REASONS]),
+    last_failure: LastFailure,
+  }),
+  'webhook_endpoint.enabled': Endpoint,
+  'webhook_delivery.exhausted': Type.Object({
+    ...Endpoint.properties,
+    event_id: Type.String({ description: 'the event whose delivery failed after its last retry' }),
+    delivery_id: Type.String(),
+  }),
+  'webhook_endpoint.test': Type.Object({ ...Endpoint.properties, message: Type.String() }),
+} as const satisfies EventSchemas;
 
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
-function endpointResource(e: EndpointRow, withSecret = false) {
-  return {
-    id: e.id,
-    url: e.url,
-    description: e.description,
-    event_types: e.event_types,
-    enabled: e.enabled,
-    disabled_reason: e.disabled_reason,
-    disabled_at: e.disabled_at?.toISOString() ?? null,
-    consecutive_failures: e.consecutive_failures,
-    created_at: e.created_at.toISOString(),
-    updated_at: e.updated_at.toISOString(),
-    sequence: e.sequence,
-    ...(withSecret ? { secret: e.secret } : {}),
-  };
-}
+const SECRET_OMITTED = 'The secret is shown only in the first response; rotate_secret makes a new one';
 
 const Attempt = Type.Object({
   attempt: Type.Integer(),
-  trigger: Type.String(),
+  trigger: Type.Enum([...ATTEMPT_TRIGGERS]),
   url: Type.String(),
   started_at: Type.String({ format: 'date-time' }),
   duration_ms: Type.Integer(),
@@ -95,7 +146,7 @@ const Delivery = Type.Object({
   event_id: Type.String(),
   endpoint_id: Type.String(),
   url: Type.String(),
-  status: Type.String({ description: 'pending, succeeded, failed or skipped' }),
+  status: Type.Enum([...DELIVERY_STATUSES]),
   attempts: Type.Array(Attempt),
   next_attempt_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 });
@@ -108,6 +159,11 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     if (!check.ok) throw unprocessable(check.code, check.detail, 'url');
     return check.url.toString();
   }
+  async function ownEndpoint(accountId: string, id: string) {
+    const e = await endpointOfAccount(ctx.pool, accountId, id);
+    if (!e) throw notFound('webhook endpoint');
+    return e;
+  }
 
   app.post(
     '/webhook_endpoints',
@@ -115,6 +171,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       schema: {
         tags,
         summary: 'Subscribe a URL to events',
+        description: `At most HANDSET_ENDPOINTS_PER_ACCOUNT (default 50) per account. The secret is in this response only.`,
         body: Type.Object(
           {
             url: Type.String({ maxLength: 2048 }),
@@ -123,22 +180,30 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
           },
           { additionalProperties: false },
         ),
-        response: { 201: Endpoint },
+        response: { 201: EndpointWithSecret },
       },
     },
     async (req, reply) => {
       const { accountId } = req.principal;
       const url = await validUrl(req.body.url);
+      let secret: string | null = null;
+      // What is kept for a replay of this request has no secret: it is shown once.
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        const e = await endpointInsert(tx, {
-          accountId,
-          url,
-          description: req.body.description ?? null,
-          eventTypes: req.body.event_types ?? [],
-          secret: newEndpointSecret(),
-        });
-        return { status: 201, body: endpointResource(e, true) };
+        const made = await createEndpoint(
+          tx,
+          ctx.keys,
+          { accountId, url, description: req.body.description ?? null, eventTypes: req.body.event_types ?? [] },
+          ctx.config.endpointsPerAccount,
+        );
+        if (isRefusal(made)) throw unprocessable(made.code, made.detail, made.param);
+        secret = made.secret;
+        return { status: 201, body: { ...endpointResource(made.endpoint), secret_omitted: SECRET_OMITTED } };
       });
+      const body = created.body as Record<string, unknown>;
+      if (secret !== null && !created.replayed) {
+        const { secret_omitted: _, ...rest } = body;
+        return sendCreated(reply, { ...created, body: { ...rest, secret } });
+      }
       return sendCreated(reply, created);
     },
   );
@@ -154,18 +219,14 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
         req.query.starting_after ?? null,
       );
       const p = page(rows, req.query.limit);
-      return { data: p.data.map((e) => endpointResource(e)), has_more: p.has_more };
+      return { data: p.data.map(endpointResource), has_more: p.has_more };
     },
   );
 
   app.get(
     '/webhook_endpoints/:id',
     { schema: { tags, summary: 'Get an endpoint', params: IdParams, response: { 200: Endpoint } } },
-    async (req) => {
-      const e = await endpointOfAccount(ctx.pool, req.principal.accountId, req.params.id);
-      if (!e) throw notFound('webhook endpoint');
-      return endpointResource(e);
-    },
+    async (req) => endpointResource(await ownEndpoint(req.principal.accountId, req.params.id)),
   );
 
   app.patch(
@@ -174,6 +235,9 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       schema: {
         tags,
         summary: 'Update an endpoint; {"enabled":true} re-enables it and resets its failure count',
+        description:
+          "Enabling or disabling announces it to the account's other endpoints (webhook_endpoint.enabled / " +
+          '.disabled). Re-enabling re-sends nothing by itself: use recover.',
         params: IdParams,
         body: Type.Object(
           {
@@ -188,16 +252,24 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
+      const { accountId } = req.principal;
       const url = req.body.url === undefined ? undefined : await validUrl(req.body.url);
-      const e = await withTx(ctx.pool, (tx) =>
-        endpointUpdate(tx, req.principal.accountId, req.params.id, {
-          url,
-          description: req.body.description,
-          eventTypes: req.body.event_types,
-          enabled: req.body.enabled,
-        }),
-      );
-      if (!e) throw notFound('webhook endpoint');
+      const { enabled, ...fields } = req.body;
+      const e = await withTx(ctx.pool, async (tx) => {
+        const now = new Date();
+        let row =
+          fields.url !== undefined || fields.event_types !== undefined || fields.description !== undefined
+            ? await endpointUpdate(tx, accountId, req.params.id, {
+                url,
+                description: fields.description,
+                eventTypes: fields.event_types,
+              })
+            : await endpointOfAccount(tx, accountId, req.params.id);
+        if (!row) throw notFound('webhook endpoint');
+        if (enabled === true) row = (await enableEndpoint(tx, accountId, row.id, now)) ?? row;
+        if (enabled === false) row = (await disableEndpoint(tx, row.id, 'manual', now)) ?? row;
+        return row;
+      });
       return endpointResource(e);
     },
   );
@@ -207,13 +279,15 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
-        summary: 'Delete an endpoint',
+        summary: 'Delete an endpoint (its secrets are wiped)',
         params: IdParams,
         response: { 200: Type.Object({ id: Type.String(), deleted: Type.Boolean() }) },
       },
     },
     async (req) => {
-      const deleted = await withTx(ctx.pool, (tx) => endpointDelete(tx, req.principal.accountId, req.params.id));
+      const deleted = await withTx(ctx.pool, (tx) =>
+        deleteEndpoint(tx, req.principal.accountId, req.params.id, new Date()),
+      );
       if (!deleted) throw notFound('webhook endpoint');
       return { id: req.params.id, deleted: true };
     },
@@ -224,23 +298,93 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
-        summary: 'Rotate the signing secret; the old one keeps signing alongside for 24 h',
+        summary: 'A new signing secret; every secret it replaced in the last 24 h keeps signing beside it until then',
         params: IdParams,
-        response: { 200: Endpoint },
+        response: { 200: EndpointWithSecret },
       },
     },
     async (req) => {
-      const e = await withTx(ctx.pool, (tx) =>
-        endpointRotateSecret(
-          tx,
-          req.principal.accountId,
-          req.params.id,
-          newEndpointSecret(),
-          new Date(Date.now() + SECRET_OVERLAP_MS),
-        ),
+      const rotated = await withTx(ctx.pool, (tx) =>
+        rotateSecret(tx, ctx.keys, req.principal.accountId, req.params.id, new Date()),
       );
-      if (!e) throw notFound('webhook endpoint');
-      return endpointResource(e, true);
+      if (!rotated) throw notFound('webhook endpoint');
+      return { ...endpointResource(rotated.endpoint), secret: rotated.secret };
+    },
+  );
+
+  app.post(
+    '/webhook_endpoints/:id/test',
+    {
+      schema: {
+        tags,
+        summary: 'Send one webhook_endpoint.test to this endpoint only, whatever its event_types',
+        params: IdParams,
+        response: { 202: Type.Object({ event_id: Type.String() }) },
+      },
+    },
+    async (req, reply) => {
+      const e = await ownEndpoint(req.principal.accountId, req.params.id);
+      if (!e.enabled)
+        throw conflict('endpoint_disabled', 'Enable the endpoint first: a disabled endpoint gets nothing');
+      const eventId = await withTx(ctx.pool, (tx) => sendTestEvent(tx, e, new Date()));
+      return reply.code(202).send({ event_id: eventId });
+    },
+  );
+
+  app.post(
+    '/webhook_endpoints/:id/recover',
+    {
+      schema: {
+        tags,
+        summary: 'Re-send every failed or skipped delivery since a moment, oldest first, with the original event ids',
+        description:
+          `In the background, one after the other; stops at the first that fails (ask again to resume). ` +
+          `One recovery at a time per endpoint, at most ${RECOVERIES_PER_HOUR} asked per account per hour.`,
+        params: IdParams,
+        body: Type.Object({ since: Time }, { additionalProperties: false }),
+        response: { 202: Recovery },
+      },
+    },
+    async (req, reply) => {
+      const { accountId } = req.principal;
+      const e = await ownEndpoint(accountId, req.params.id);
+      const since = new Date(req.body.since);
+      const now = new Date();
+      if (since > now) throw unprocessable('invalid_since', 'since must not be in the future', 'since');
+      if (!e.enabled) throw conflict('endpoint_disabled', 'Enable the endpoint first: a recovery re-sends to it');
+      const r = await withTx(ctx.pool, async (tx) => {
+        const asked = await recoveriesAskedSince(tx, accountId, new Date(now.getTime() - 3_600_000));
+        if (asked >= RECOVERIES_PER_HOUR) {
+          throw new ApiError(
+            429,
+            'too_many_recoveries',
+            `At most ${RECOVERIES_PER_HOUR} recoveries per account per hour`,
+            undefined,
+            { 'retry-after': '600' },
+          );
+        }
+        const started = await recoveryInsert(tx, { accountId, endpointId: e.id, since });
+        if (!started) throw conflict('recovery_in_progress', 'A recovery of this endpoint is still running');
+        await enqueue(tx, 'delivery.recover', { recoveryId: started.id }, { jobKey: jobKeys.recovery(started.id) });
+        return started;
+      });
+      return reply.code(202).send(recoveryResource(r));
+    },
+  );
+
+  app.get(
+    '/webhook_endpoints/:id/recoveries',
+    {
+      schema: {
+        tags,
+        summary: "The endpoint's recent recoveries, newest first, with their progress",
+        params: IdParams,
+        response: { 200: listOf(Recovery) },
+      },
+    },
+    async (req) => {
+      const e = await ownEndpoint(req.principal.accountId, req.params.id);
+      return { data: (await recoveryListOfEndpoint(ctx.pool, e.id, 20)).map(recoveryResource), has_more: false };
     },
   );
 
@@ -324,6 +468,13 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
   app.post(
     '/events/:id/redeliver',
     {
+      config: {
+        rateLimit: {
+          max: REDELIVERIES_PER_MINUTE,
+          timeWindow: 60_000,
+          keyGenerator: (req: { principal?: { accountId: string } }) => `redeliver:${req.principal?.accountId}`,
+        },
+      },
       schema: {
         tags: eventTags,
         summary:

@@ -11,18 +11,21 @@ import type { AttemptTrigger, DeliveryToSchedule } from './deliveries.sql.js';
 export function scheduleDeliveries(
   tx: Tx,
   deliveries: readonly DeliveryToSchedule[],
-  trigger: AttemptTrigger,
+  trigger: Exclude<AttemptTrigger, 'recover'>,
 ): Promise<void> {
   return enqueueMany(
     tx,
     'delivery.attempt',
-    deliveries.map((d) => ({
-      payload: { deliveryId: d.id, trigger },
-      opts: {
-        // A redelivery is a job of its own, so a pending delivery's scheduled retry is neither replaced nor hurried.
-        jobKey: trigger === 'redeliver' ? jobKeys.redelivery(d.id) : jobKeys.delivery(d.id),
-        queueName: d.endpoint_failing ? lanes.endpoint(d.endpoint_id) : null,
-      },
-    })),
+    deliveries.map((d) => {
+      const lane = d.endpoint_failing ? lanes.endpoint(d.endpoint_id) : undefined;
+      return {
+        payload: { deliveryId: d.id, trigger, ...(lane ? { lane } : {}) },
+        opts: {
+          // A redelivery is a job of its own, so a pending delivery's scheduled retry is neither replaced nor hurried.
+          jobKey: trigger === 'redeliver' ? jobKeys.redelivery(d.id) : jobKeys.delivery(d.id),
+          queueName: lane ?? null,
+        },
+      };
+    }),
   );
 }

@@ -5,7 +5,9 @@
 // key and phone number are created on first run and kept across restarts;
 // `--reset` starts from scratch.
 
-import { rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { accountExists } from '../accounts/accounts.sql.js';
@@ -53,6 +55,7 @@ export async function startDev(config: Config, log: Logger, opts: { reset?: bool
     stops.push(() => sim.close());
     const devConfig: Config = {
       ...config,
+      secretKeys: config.secretKeys ?? [await loadOrCreateSecretKey(path.join(config.stateDir, 'secret.key'))],
       telnyx: {
         ...config.telnyx,
         apiUrl: sim.url,
@@ -83,6 +86,15 @@ export async function startDev(config: Config, log: Logger, opts: { reset?: bool
     await stop();
     throw err;
   }
+}
+
+/** Dev mode's HANDSET_SECRET_KEY when none is set: made once, kept in the state directory (mode 600). */
+async function loadOrCreateSecretKey(file: string): Promise<Buffer> {
+  if (existsSync(file)) return Buffer.from((await readFile(file, 'utf8')).trim(), 'base64');
+  const key = randomBytes(32);
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, `${key.toString('base64')}\n`, { mode: 0o600 });
+  return key;
 }
 
 /** The demo account, key and number: made once, then found again on every start. */

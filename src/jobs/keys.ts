@@ -14,6 +14,7 @@ export const TASKS = [
   'call.command',
   'call.connect',
   'delivery.attempt',
+  'delivery.recover',
   'reconcile',
   'reconcile.lookup',
   'maintenance',
@@ -42,7 +43,10 @@ export interface Payloads {
   };
   /** Inbound: answer the waiting caller, then bridge them to the leg that answered. */
   'call.connect': { callId: string; attempt?: number; since?: string };
-  'delivery.attempt': { deliveryId: string; trigger: AttemptTrigger };
+  /** `lane`: the named queue it was put in (delivery/deliver.ts decides), absent when it runs in parallel. */
+  'delivery.attempt': { deliveryId: string; trigger: Exclude<AttemptTrigger, 'recover'>; lane?: string };
+  /** Works through one recovery, a batch at a time (it re-enqueues itself until done). */
+  'delivery.recover': { recoveryId: string };
   /** The scheduled reconciliation pass; it schedules its next run itself. */
   reconcile: Record<string, never>;
   /** One carrier lookup a handler asked for. */
@@ -68,6 +72,7 @@ export const jobKeys = {
   delivery: (deliveryId: string) => `${DELIVERY_KEY_PREFIX}${deliveryId}`,
   /** A redelivery the customer asked for: a job of its own, so a scheduled retry is neither replaced nor hurried. */
   redelivery: (deliveryId: string) => `redeliver:${deliveryId}`,
+  recovery: (recoveryId: string) => `delivery.recover:${recoveryId}`,
   lookup: (t: LookupTarget) =>
     `reconcile.lookup:${t.kind}:${t.kind === 'leg' ? t.legId : t.kind === 'caller' ? t.callId : t.messageId}`,
   reconcile: 'reconcile',
@@ -77,8 +82,13 @@ export const jobKeys = {
 /** The prefix of a delivery's job key (the audit looks for a pending delivery's job by it). */
 export const DELIVERY_KEY_PREFIX = 'delivery:';
 
+/** The tasks that run in delivery capacity of their own, apart from carrier events and commands. */
+export const DELIVERY_TASKS = ['delivery.attempt', 'delivery.recover'] as const satisfies readonly TaskName[];
+
 /** Named queues: the jobs in one run one at a time. */
 export const lanes = {
   /** A failing endpoint's deliveries, one at a time, so a hanging endpoint holds one worker slot. */
   endpoint: (endpointId: string) => `endpoint:${endpointId}`,
+  /** An account's attempts beyond its share of delivery capacity, one at a time, waiting for a slot. */
+  account: (accountId: string) => `account:${accountId}`,
 } as const;

@@ -7,6 +7,7 @@ import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { conflict, notFound, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
+import type { EventSchemas } from '../outbox/outbox.sql.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
 import { E164 } from '../numbers/numbers.js';
@@ -44,6 +45,15 @@ const Message = Type.Object({
 });
 
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
+/** The events about a message: each carries the message as it is after its transition. */
+export const messageEvents = {
+  'message.sent': Message,
+  'message.delivered': Message,
+  'message.failed': Message,
+  'message.canceled': Message,
+  'message.received': Message,
+} as const satisfies EventSchemas;
 
 export const messageRoutes: ApiRoutes = (app, ctx) => {
   const tags = ['Messages'];

@@ -2,6 +2,7 @@
 // earned one, written in that transition's transaction and never changed after.
 // Reads named `…OfAccount` take the account and find only its rows.
 
+import type { TSchema } from 'typebox';
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 
@@ -16,11 +17,31 @@ export const EVENT_TYPES = [
   'call.answered',
   'call.completed',
   'call.missed',
+  'webhook_endpoint.disabled',
+  'webhook_endpoint.enabled',
+  'webhook_delivery.exhausted',
+  'webhook_endpoint.test',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
+/** Operational events about an endpoint (their subject): delivered to the account's others, never to it. */
+export const ABOUT_ENDPOINT_EVENT_TYPES = [
+  'webhook_endpoint.disabled',
+  'webhook_endpoint.enabled',
+  'webhook_delivery.exhausted',
+] as const satisfies readonly EventType[];
+
+/** Sent when a customer asks, to the endpoint it is about only, whatever that endpoint subscribes to. */
+export const TEST_EVENT_TYPE = 'webhook_endpoint.test' satisfies EventType;
+
+/** Each event type's `data` schema, declared by the domain whose resource it carries. */
+export type EventSchemas = { readonly [K in EventType]?: TSchema };
+
 /** Events that report no transition of their subject: they carry its sequence unchanged. */
-export const UNSEQUENCED_EVENT_TYPES = [] as const satisfies readonly EventType[];
+export const UNSEQUENCED_EVENT_TYPES = [
+  'webhook_endpoint.test',
+  'webhook_delivery.exhausted',
+] as const satisfies readonly EventType[];
 
 export interface OutboundEventRow {
   id: string;

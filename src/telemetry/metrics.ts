@@ -73,6 +73,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly deliveriesDeferred = new Counter({
+    name: 'handset_webhook_attempts_deferred_total',
+    help: 'Customer webhook attempts that waited because their account had its share of delivery capacity in flight',
+    registers: [this.registry],
+  });
+
   readonly endpointsDisabled = new Counter({
     name: 'handset_webhook_endpoints_disabled_total',
     help: 'Customer endpoints disabled automatically, by reason',

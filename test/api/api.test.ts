@@ -37,10 +37,10 @@ afterAll(async () => {
 
 const endpointRow = (url: string) =>
   withTx(db.pool, async (tx) => {
-    const { rows } = await tx.query(
-      `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0') RETURNING id`,
-      [acme.accountId, url],
-    );
+    const { rows } = await tx.query(`INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, $2) RETURNING id`, [
+      acme.accountId,
+      url,
+    ]);
     return rows[0].id as string;
   });
 

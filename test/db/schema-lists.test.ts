@@ -17,6 +17,7 @@ import {
   MESSAGE_DIRECTIONS,
   MESSAGE_STATUSES,
 } from '../../src/messages/messages.sql.js';
+import { RECOVERY_STATUSES } from '../../src/delivery/recoveries.sql.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 
 /** `table.column` → the list that owns the column's values. */
@@ -32,6 +33,7 @@ const LIST_OF: Record<string, readonly string[]> = {
   'webhook_deliveries.status': DELIVERY_STATUSES,
   'webhook_attempts.trigger': ATTEMPT_TRIGGERS,
   'usage_records.kind': USAGE_KINDS,
+  'webhook_recoveries.status': RECOVERY_STATUSES,
 };
 
 interface EnumeratedCheck {

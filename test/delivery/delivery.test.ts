@@ -279,7 +279,7 @@ describe('crash between the receiver answering and the record', () => {
     const { spawnHandset } = await import('../support/process.js');
     const { receiver, endpointId } = await subscribe(['message.canceled']);
     // Stop the in-process worker from taking this delivery: only the child worker may.
-    await platform.runner!.stop();
+    await Promise.all(platform.runners.map((r) => r.stop()));
     const { eventId } = await withTx(db.pool, (tx) => emit(tx, event({ type: 'message.canceled' })));
     const { rows } = await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1', [eventId]);
     const deliveryId: string = rows[0].id;

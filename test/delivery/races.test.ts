@@ -4,11 +4,13 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTx } from '../../src/db/tx.js';
+import { Capacity } from '../../src/delivery/capacity.js';
 import { deliveryTask } from '../../src/delivery/deliver.js';
 import { emit } from '../../src/outbox/outbox.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { testKeys } from '../support/platform.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 
 let db: TestDatabase;
@@ -34,16 +36,17 @@ const task = (disableAfter: number) =>
     disableAfter,
     allowPrivate: true,
     timeoutMs: 5000,
-    parallelPerEndpoint: 10,
+    keys: testKeys,
+    capacity: new Capacity(10),
   });
 const job = { jobId: '1', attempts: 1, maxAttempts: 25, inSerialQueue: true, abortSignal: undefined };
 
 /** Two deliveries to one fresh endpoint, both answered at the same instant with `status`. */
 async function twoAtOnce(status: (n: number) => number, disableAfter: number) {
-  const { rows } = await db.pool.query(
-    `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
-    [accountId, receiver.url],
-  );
+  const { rows } = await db.pool.query(`INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, $2) RETURNING id`, [
+    accountId,
+    receiver.url,
+  ]);
   const endpointId: string = rows[0].id;
   const ids: string[] = [];
   for (let i = 0; i < 2; i++) {
@@ -103,7 +106,7 @@ describe('concurrent delivery outcomes', () => {
   it('a success landing after a failure disabled the endpoint stays skipped and does not reset the count', async () => {
     for (let round = 0; round < 3; round++) {
       const { rows } = await db.pool.query(
-        `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
+        `INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, $2) RETURNING id`,
         [accountId, receiver.url],
       );
       const endpointId: string = rows[0].id;
@@ -158,7 +161,7 @@ describe('concurrent delivery outcomes', () => {
 describe('an endpoint re-enabled while its delivery is being skipped', () => {
   it('the skip sees the re-enable (it locks the endpoint and checks in the statement): the delivery is not skipped, and the next run delivers it', async () => {
     const { rows } = await db.pool.query(
-      `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
+      `INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, $2) RETURNING id`,
       [accountId, receiver.url],
     );
     const endpointId: string = rows[0].id;
@@ -226,7 +229,7 @@ describe('an endpoint re-enabled while its delivery is being skipped', () => {
 describe('what a receiver answers is recorded whatever its bytes', () => {
   it('a response body with NUL bytes (gzip, UTF-16, binary) is kept with U+FFFD, and the delivery finishes succeeded with one attempt', async () => {
     const { rows } = await db.pool.query(
-      `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, $2, 'whsec_c2VjcmV0') RETURNING id`,
+      `INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, $2) RETURNING id`,
       [accountId, receiver.url],
     );
     const endpointId: string = rows[0].id;

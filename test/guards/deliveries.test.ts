@@ -16,7 +16,8 @@ import {
   endpointDelete,
   endpointDisable,
   endpointRecordSuccess,
-  endpointRotateSecret,
+  endpointEnable,
+  endpointTouch,
   endpointUpdate,
 } from '../../src/delivery/endpoints.sql.js';
 import type { Tx } from '../../src/db/tx.js';
@@ -158,8 +159,9 @@ describe('endpointDisable: enabled → disabled, once', () => {
     (state) =>
       inRolledBackTx(db.pool, async (tx) => {
         const e = await endpoint(tx, { state });
-        expect(await endpointDisable(tx, e.id, 'consecutive_failures', later(1))).toBe(true);
+        const returned = await endpointDisable(tx, e.id, 'consecutive_failures', later(1));
         const disabled = await reread(tx, 'webhook_endpoints', e);
+        expect(returned).toEqual(disabled);
         expect(disabled).toEqual({
           ...e,
           enabled: false,
@@ -168,7 +170,7 @@ describe('endpointDisable: enabled → disabled, once', () => {
           updated_at: later(1),
           sequence: e.sequence + 1,
         });
-        expect(await endpointDisable(tx, e.id, 'gone', later(2))).toBe(false);
+        expect(await endpointDisable(tx, e.id, 'gone', later(2))).toBeNull();
         expect(await reread(tx, 'webhook_endpoints', e)).toEqual(disabled);
       }),
   );
@@ -177,7 +179,7 @@ describe('endpointDisable: enabled → disabled, once', () => {
     inRolledBackTx(db.pool, async (tx) => {
       for (const state of ['disabled', 'deleted'] as const) {
         const e = await endpoint(tx, { state });
-        expect(await endpointDisable(tx, e.id, 'gone', later(1)), state).toBe(false);
+        expect(await endpointDisable(tx, e.id, 'gone', later(1)), state).toBeNull();
         expect(await reread(tx, 'webhook_endpoints', e), state).toEqual(e);
       }
     }));
@@ -187,34 +189,63 @@ describe('endpointDelete: an endpoint is deleted once, by its own account', () =
   it('an endpoint is deleted once; a second delete finds it gone', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const e = await endpoint(tx);
-      expect(await endpointDelete(tx, e.account_id, e.id)).toBe(true);
+      const returned = await endpointDelete(tx, e.account_id, e.id, later(1));
       const deleted = await reread(tx, 'webhook_endpoints', e);
-      expect(deleted).toMatchObject({ enabled: false, deleted_at: expect.any(Date) });
-      expect(await endpointDelete(tx, e.account_id, e.id)).toBe(false);
+      expect(returned).toEqual(deleted);
+      expect(deleted).toMatchObject({ enabled: false, deleted_at: later(1), sequence: e.sequence + 1 });
+      expect(await endpointDelete(tx, e.account_id, e.id, later(2))).toBeNull();
       expect(await reread(tx, 'webhook_endpoints', e)).toEqual(deleted);
     }));
 
   it('another account cannot delete it, and a deleted one stays as it was', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const e = await endpoint(tx);
-      expect(await endpointDelete(tx, (await account(tx)).id, e.id)).toBe(false);
+      expect(await endpointDelete(tx, (await account(tx)).id, e.id, later(1))).toBeNull();
       expect(await reread(tx, 'webhook_endpoints', e)).toEqual(e);
       const gone = await endpoint(tx, { state: 'deleted' });
-      expect(await endpointDelete(tx, gone.account_id, gone.id)).toBe(false);
+      expect(await endpointDelete(tx, gone.account_id, gone.id, later(1))).toBeNull();
       expect(await reread(tx, 'webhook_endpoints', gone)).toEqual(gone);
     }));
 });
 
-describe('endpointUpdate and endpointRotateSecret: only a live endpoint of the account changes', () => {
-  it('re-enabling a disabled endpoint resets its failures and forgets why', () =>
+describe('endpointEnable: disabled → enabled, once, with a clean bill of health', () => {
+  it('a disabled endpoint is enabled once, its failures reset and why forgotten; a second enable finds it enabled', () =>
     inRolledBackTx(db.pool, async (tx) => {
-      const e = await endpoint(tx, { state: 'disabled' });
-      expect(await endpointUpdate(tx, e.account_id, e.id, { enabled: true })).toMatchObject({
+      const e = await endpoint(tx, { state: 'disabled', timing_out: true });
+      const enabled = await endpointEnable(tx, e.account_id, e.id, later(1));
+      expect(enabled).toEqual({
+        ...e,
         enabled: true,
         consecutive_failures: 0,
+        timing_out: false,
         disabled_reason: null,
         disabled_at: null,
+        updated_at: later(1),
+        sequence: e.sequence + 1,
       });
+      expect(await endpointEnable(tx, e.account_id, e.id, later(2))).toBeNull();
+      expect(await reread(tx, 'webhook_endpoints', e)).toEqual(enabled);
+    }));
+
+  it('an endpoint in any other state, or another account’s, is left as it was', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const state of allBut(ENDPOINT_STATES, 'disabled')) {
+        const e = await endpoint(tx, { state });
+        expect(await endpointEnable(tx, e.account_id, e.id, later(1)), state).toBeNull();
+        expect(await reread(tx, 'webhook_endpoints', e), state).toEqual(e);
+      }
+      const theirs = await endpoint(tx, { state: 'disabled' });
+      expect(await endpointEnable(tx, (await account(tx)).id, theirs.id, later(1))).toBeNull();
+      expect(await reread(tx, 'webhook_endpoints', theirs)).toEqual(theirs);
+    }));
+});
+
+describe('endpointUpdate and endpointTouch: only a live endpoint of the account changes', () => {
+  it('an update is a change: the fields, updated_at and the sequence move', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const e = await endpoint(tx);
+      const updated = await endpointUpdate(tx, e.account_id, e.id, { url: 'https://other.example/' });
+      expect(updated).toMatchObject({ url: 'https://other.example/', sequence: e.sequence + 1 });
     }));
 
   it('a deleted endpoint, or another account’s, is neither updated nor rotated', () =>
@@ -226,8 +257,8 @@ describe('endpointUpdate and endpointRotateSecret: only a live endpoint of the a
         [other.id, live],
         [gone.account_id, gone],
       ] as const) {
-        expect(await endpointUpdate(tx, accountId, e.id, { enabled: true, url: 'https://x.example/' })).toBeNull();
-        expect(await endpointRotateSecret(tx, accountId, e.id, 'whsec_bmV3', later(86_400))).toBeNull();
+        expect(await endpointUpdate(tx, accountId, e.id, { url: 'https://x.example/' })).toBeNull();
+        expect(await endpointTouch(tx, accountId, e.id, later(1))).toBeNull();
         expect(await reread(tx, 'webhook_endpoints', e)).toEqual(e);
       }
     }));
@@ -244,9 +275,13 @@ describe('endpointRecordSuccess: a success resets the failure count, and writes 
         const e = await endpoint(tx, { state });
         const before = await version(tx, e.id);
         await endpointRecordSuccess(tx, e.id);
-        expect(await reread(tx, 'webhook_endpoints', e), state).toEqual({ ...e, consecutive_failures: 0 });
+        expect(await reread(tx, 'webhook_endpoints', e), state).toEqual({
+          ...e,
+          consecutive_failures: 0,
+          timing_out: false,
+        });
         const reset = await version(tx, e.id);
-        expect(reset !== before, `${state}: written`).toBe(e.consecutive_failures !== 0);
+        expect(reset !== before, `${state}: written`).toBe(e.consecutive_failures !== 0 || e.timing_out);
         await endpointRecordSuccess(tx, e.id);
         expect(await version(tx, e.id), `${state}: written again`).toBe(reset);
       }

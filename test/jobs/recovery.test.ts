@@ -75,7 +75,8 @@ describe('worker crash recovery', () => {
       return r.rows[0].processed_at as Date | null;
     }, 30_000);
     const recoveredAfterMs = processed.getTime() - killedAt;
-    await b.waitFor(new RegExp(`"pools":\\["${lockedBy}"\\],"msg":"unlocked jobs of silent workers"`));
+    // The dead process had two pools (its job and delivery runners): both are unlocked.
+    await b.waitFor(new RegExp(`"pools":\\[[^\\]]*"${lockedBy}"[^\\]]*\\],"msg":"unlocked jobs of silent workers"`));
     // Generous: the bound plus a sweep interval plus process start-up.
     expect(recoveredAfterMs).toBeLessThan(STALE_AFTER_MS + 10_000);
     expect(

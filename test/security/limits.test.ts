@@ -30,7 +30,7 @@ import { Metrics } from '../../src/telemetry/metrics.js';
 import { createAccount, type ApiClient } from '../support/api.js';
 import { envelope, telnyxCarriers, telnyxKeys } from '../support/carrier.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
-import { testConfig } from '../support/platform.js';
+import { testConfig, testKeys } from '../support/platform.js';
 import { exchange, rawRequest, requestHead, urlParts, type RawAnswer } from './support/raw-http.js';
 
 const keys = telnyxKeys();
@@ -57,6 +57,7 @@ function buildApi() {
     pool: db.pool,
     config: testConfig({ HANDSET_API_RATE_LIMIT: '1000000' }),
     carriers: telnyxCarriers(),
+    keys: testKeys,
     log,
     metrics: new Metrics({ defaultMetrics: false }),
     routes: [tenantRoutes],

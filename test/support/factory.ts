@@ -17,7 +17,7 @@ import {
 import type { CarrierEventRow } from '../../src/carrier/events.sql.js';
 import { type Tx, withTx } from '../../src/db/tx.js';
 import { DELIVERY_TABLE_COLUMNS, type DeliveryRow, type DeliveryStatus } from '../../src/delivery/deliveries.sql.js';
-import type { EndpointRow } from '../../src/delivery/endpoints.sql.js';
+import { ENDPOINT_TABLE_COLUMNS, type EndpointRow } from '../../src/delivery/endpoints.sql.js';
 import { MESSAGE_TABLE_COLUMNS, type MessageRow, type MessageStatus } from '../../src/messages/messages.sql.js';
 import { NUMBER_TABLE_COLUMNS, type PhoneNumberRow } from '../../src/numbers/numbers.sql.js';
 import { EVENT_TABLE_COLUMNS, type OutboundEventRow } from '../../src/outbox/outbox.sql.js';
@@ -212,7 +212,7 @@ export const ENDPOINT_STATES = ['enabled', 'failing', 'disabled', 'deleted'] as 
 export type EndpointState = (typeof ENDPOINT_STATES)[number];
 const ENDPOINT_STATE: Record<EndpointState, () => Partial<EndpointRow>> = {
   enabled: () => ({}),
-  failing: () => ({ consecutive_failures: 3 }),
+  failing: () => ({ consecutive_failures: 3, timing_out: true }),
   disabled: () => ({
     enabled: false,
     disabled_reason: 'consecutive_failures',
@@ -226,9 +226,8 @@ const ENDPOINT_STATE: Record<EndpointState, () => Partial<EndpointRow>> = {
 export async function endpoint(tx: Tx, o: Partial<EndpointRow> & { state?: EndpointState } = {}): Promise<EndpointRow> {
   const { state = 'enabled', ...columns } = o;
   const account_id = o.account_id ?? (await account(tx)).id;
-  return insert(tx, 'webhook_endpoints', '*', {
+  return insert(tx, 'webhook_endpoints', ENDPOINT_TABLE_COLUMNS.webhook_endpoints, {
     url: 'https://receiver.example/hooks',
-    secret: 'whsec_ZmFjdG9yeWZhY3RvcnlmYWN0b3J5ZmFjdG9yeQ==',
     ...ENDPOINT_STATE[state](),
     ...columns,
     account_id,

@@ -5,6 +5,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { TEST_SECRET_KEY } from './platform.js';
 
 export const HANDSET_BIN = fileURLToPath(new URL('../../dist/cli/handset.js', import.meta.url));
 
@@ -18,7 +19,13 @@ export interface HandsetProcess {
 
 export function spawnHandset(args: string[], env: Record<string, string | undefined>): HandsetProcess {
   const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, ...args], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      LOG_LEVEL: 'info',
+      HANDSET_SECRET_KEY: TEST_SECRET_KEY,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -12,8 +12,16 @@
 // processes, each against as many writers over pg).
 
 import { mkdir, writeFile } from 'node:fs/promises';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { newId } from '../../db/ids.js';
+import { withTx } from '../../db/tx.js';
+import { endpointInsert } from '../../delivery/endpoints.sql.js';
+import { keyring, newSecretKey } from '../../delivery/keyring.js';
+import { secretAdd } from '../../delivery/secrets.sql.js';
 import { newEndpointSecret } from '../../delivery/signature.js';
+import { emit } from '../../outbox/outbox.js';
 import { createLogger } from '../../telemetry/log.js';
 import { runStatement, type Statement } from './baselines.js';
 import {
@@ -51,6 +59,7 @@ class Bench {
   readonly factory = new ReceiptFactory();
   private receiver: Receiver | null = null;
   private readonly secret = newEndpointSecret();
+  readonly secretKeyBase64 = newSecretKey();
   private readonly customers: Customer[] = [];
   /** Messages per second of the paced pipeline runs (set by the pipeline phase). */
   pacedRate: number;
@@ -69,7 +78,7 @@ class Bench {
   async start(role: 'ingest' | 'worker'): Promise<RoleProcess> {
     const p = await spawnRole(
       role,
-      { databaseUrl: this.db.url, telnyxPublicKey: this.factory.publicKeyBase64 },
+      { databaseUrl: this.db.url, telnyxPublicKey: this.factory.publicKeyBase64, secretKey: this.secretKeyBase64 },
       { profileDir: role === 'ingest' ? this.profileDir() : undefined },
     );
     this.running.add(p);
@@ -132,7 +141,12 @@ class Bench {
     if (!this.receiver) this.receiver = await startReceiver(() => this.secret);
     while (this.customers.length < n) {
       this.customers.push(
-        await createCustomer(this.db.pool, `${this.receiver.url}/${this.customers.length}`, this.secret),
+        await createCustomer(
+          this.db.pool,
+          keyring([Buffer.from(this.secretKeyBase64, 'base64')]),
+          `${this.receiver.url}/${this.customers.length}`,
+          this.secret,
+        ),
       );
     }
     return { receiver: this.receiver, customers: this.customers.slice(0, n) };
@@ -257,6 +271,11 @@ async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: bool
         `  pipeline paced ${b.pacedRate} msg/s: p50 ${paced.latency.p50.toFixed(1)} ms p99 ${paced.latency.p99.toFixed(1)} ms`,
       );
       b.report.pipeline = { paced, sustained };
+      const neighbour = await noisyNeighbour(b, ingest, worker);
+      log(
+        `  with ${neighbour.hangingEndpoints} hanging endpoints of another account: p50 ${neighbour.latency.p50.toFixed(1)} ms p99 ${neighbour.latency.p99.toFixed(1)} ms`,
+      );
+      b.report.pipeline.neighbour = neighbour;
     }
     if (withDelivery) {
       for (const [endpoints, events] of [
@@ -273,6 +292,75 @@ async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: bool
     }
   } finally {
     await b.stop(ingest, worker);
+  }
+}
+
+/**
+ * The paced pipeline again while another account has 12 endpoints that accept
+ * connections and never answer, each with deliveries waiting: its figure beside
+ * the paced one from the same run is what fairness costs (or fails to protect).
+ */
+async function noisyNeighbour(b: Bench, ingest: RoleProcess, worker: RoleProcess) {
+  const ENDPOINTS = 12;
+  const hanging = new Set<ServerResponse>();
+  const server = createServer((req, res) => {
+    req.resume();
+    hanging.add(res);
+  });
+  let attempts = 0;
+  server.on('request', () => attempts++);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const keys = keyring([Buffer.from(b.secretKeyBase64, 'base64')]);
+  const noisy = await createCustomer(b.db.pool, keys, `${url}/0`);
+  await withTx(b.db.pool, async (tx) => {
+    for (let i = 1; i < ENDPOINTS; i++) {
+      const id = newId('ep');
+      await endpointInsert(tx, {
+        id,
+        accountId: noisy.accountId,
+        url: `${url}/${i}`,
+        description: null,
+        eventTypes: [],
+        cap: ENDPOINTS,
+      });
+      await secretAdd(tx, id, keys.seal(id, newEndpointSecret()));
+    }
+    for (let i = 0; i < 20; i++) {
+      await emit(tx, {
+        accountId: noisy.accountId,
+        tenantId: null,
+        type: 'message.delivered',
+        subjectId: `msg_noise${i}`,
+        data: { id: `msg_noise${i}` },
+        occurredAt: new Date(),
+      });
+    }
+  });
+  try {
+    // Measured once the noise is steady: its attempts hang, and each of its deliveries
+    // has had its first turn (the fan-out's burst of jobs is behind it).
+    const deadline = Date.now() + 30_000;
+    const firstTurns = async () =>
+      (
+        await b.db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM graphile_worker.jobs
+            WHERE task_identifier = 'delivery.attempt' AND queue_name IS NULL AND priority = 0`,
+        )
+      ).rows[0]!.n;
+    while ((attempts < 4 || (await firstTurns()) > 0) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const r = await b.pipeline(ingest, worker, b.pacedRate);
+    return { ...r, hangingEndpoints: ENDPOINTS, hangingAttempts: attempts };
+  } finally {
+    // The noise stops: its endpoints go, their connections close, their waiting deliveries end.
+    await b.db.pool.query('UPDATE webhook_endpoints SET deleted_at = now(), enabled = false WHERE account_id = $1', [
+      noisy.accountId,
+    ]);
+    for (const res of hanging) res.destroy();
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
   }
 }
 

@@ -16,7 +16,10 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { accountCreate } from '../../accounts/accounts.js';
 import { withTx } from '../../db/tx.js';
+import { newId } from '../../db/ids.js';
 import { endpointInsert } from '../../delivery/endpoints.sql.js';
+import type { Keyring } from '../../delivery/keyring.js';
+import { secretAdd } from '../../delivery/secrets.sql.js';
 import { newEndpointSecret } from '../../delivery/signature.js';
 import { emit } from '../../outbox/outbox.js';
 import { drive, WebhookClient } from './http-load.js';
@@ -33,19 +36,23 @@ export interface Customer {
 /** An account with one webhook endpoint (all the bench's endpoints share the receiver's secret). */
 export async function createCustomer(
   pool: pg.Pool,
+  keys: Keyring,
   receiverUrl: string,
   secret: string = newEndpointSecret(),
 ): Promise<Customer> {
   return withTx(pool, async (tx) => {
     const account = await accountCreate(tx, 'Bench customer');
-    const endpoint = await endpointInsert(tx, {
+    const id = newId('ep');
+    await endpointInsert(tx, {
+      id,
       accountId: account.id,
       url: receiverUrl,
       description: 'bench receiver',
       eventTypes: [],
-      secret,
+      cap: 1,
     });
-    return { accountId: account.id, endpointId: endpoint.id, secret };
+    await secretAdd(tx, id, keys.seal(id, secret));
+    return { accountId: account.id, endpointId: id, secret };
   });
 }
 

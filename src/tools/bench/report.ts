@@ -58,7 +58,12 @@ export interface BenchReport {
   duplicates?: { concurrency: number; ingest: Measured; A: Measured };
   halfPeak?: { offered: number; ingest: Measured };
   queue?: QueueFloor;
-  pipeline?: { paced: PipelineResult & { cpu: CpuSplit }; sustained: PipelineResult & { cpu: CpuSplit } };
+  pipeline?: {
+    paced: PipelineResult & { cpu: CpuSplit };
+    sustained: PipelineResult & { cpu: CpuSplit };
+    /** The paced run again while another account's endpoints accept connections and never answer. */
+    neighbour?: PipelineResult & { cpu: CpuSplit; hangingEndpoints: number; hangingAttempts: number };
+  };
   delivery: (DeliveryResult & { cpu: CpuSplit })[];
   growth: GrowthPoint[];
   scale: ScalePoint[];
@@ -224,6 +229,17 @@ export function renderTable(r: BenchReport): string {
         q ? `2 wake-ups ${ms(2 * q.pickup.p50)}` : '',
         cpuCell(paced.cpu),
       );
+      const n = r.pipeline.neighbour;
+      if (n) {
+        add(
+          `  noisy neighbour: ${n.hangingEndpoints} endpoints hang`,
+          r.options.pipelineConcurrency,
+          `${rate(n.receiptsPerSecond)} rcpt`,
+          ...latencyCells(n.latency),
+          `p50 ×${(n.latency.p50 / paced.latency.p50).toFixed(2)} paced`,
+          cpuCell(n.cpu),
+        );
+      }
     }
     if (q) {
       add(`  queue floor: no-op job wake-up`, 1, rate(q.pickupRate), ...latencyCells(q.pickup), 'LISTEN/NOTIFY', '');
@@ -361,6 +377,14 @@ export function evaluateTargets(r: BenchReport): Target[] {
       target: 'pipeline p50 ≤ 50 ms, ingest 200 → customer webhook (paced)',
       value: `${ms(p50)} ms`,
       met: p50 <= 50,
+    });
+  }
+  if (r.pipeline?.neighbour) {
+    const x = r.pipeline.neighbour.latency.p50 / r.pipeline.paced.latency.p50;
+    targets.push({
+      target: "pipeline p50 with another account's hanging endpoints ≤ 2 × without (same run)",
+      value: `×${x.toFixed(2)}`,
+      met: x <= 2,
     });
   }
   if (r.growth.length === 2) {

@@ -11,6 +11,8 @@ const HANDSET_BIN = fileURLToPath(new URL('../../cli/handset.js', import.meta.ur
 export interface RoleEnv {
   databaseUrl: string;
   telnyxPublicKey: string;
+  /** HANDSET_SECRET_KEY: the bench seals its endpoints' secrets with it too. */
+  secretKey: string;
   /** Extra variables (HANDSET_WORKER_CONCURRENCY…). */
   extra?: Record<string, string>;
 }
@@ -47,6 +49,7 @@ export async function spawnRole(
       HANDSET_INGEST_PORT: '0',
       HANDSET_API_PORT: '0',
       TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
+      HANDSET_SECRET_KEY: env.secretKey,
       // The worker needs a carrier API; the bench never sends, so nothing listens there.
       TELNYX_API_KEY: 'KEY_bench',
       TELNYX_API_URL: 'http://127.0.0.1:9/v2',

@@ -32,6 +32,7 @@ import { startPlatform } from '../../platform.js';
 import { startSimulator, type Behaviour } from '../../sim/simulator.js';
 import type { Logger } from '../../telemetry/log.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { newSecretKey } from '../../delivery/keyring.js';
 
 // The built CLI (from src/ under tests, from dist/ when built: both resolve to dist/).
 const HANDSET_BIN = fileURLToPath(new URL('../../../dist/cli/handset.js', import.meta.url));
@@ -203,6 +204,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       HANDSET_INGEST_PORT: '0',
       ...sim.carrierEnv(),
       HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      HANDSET_SECRET_KEY: newSecretKey(),
       HANDSET_WORKER_STALE_AFTER: '3s',
       HANDSET_DELIVERY_RETRY_SCHEDULE: '500ms,1s,2s,5s',
       HANDSET_RECONCILE_INTERVAL: '1s',

@@ -1,0 +1,67 @@
+// This process's delivery slots, shared fairly: no account holds more than its
+// share of attempts in flight at once, and no endpoint more than half of its
+// account's share, so one customer's hanging endpoints leave the rest of the
+// capacity to everyone else, and one hanging endpoint leaves its account's other
+// endpoints room. (Delivery capacity is apart from carrier-event processing
+// altogether: platform.ts gives it a job runner of its own.) The counts are per
+// process, like the slots they guard.
+
+export type Release = () => void;
+
+export class Capacity {
+  private readonly byAccount = new Map<string, number>();
+  private readonly byEndpoint = new Map<string, number>();
+  private readonly waiters = new Set<() => void>();
+  readonly perEndpoint: number;
+
+  constructor(readonly perAccount: number) {
+    this.perEndpoint = Math.max(1, Math.floor(perAccount / 2));
+  }
+
+  /** Why a slot cannot be had now, or null when it can. */
+  full(accountId: string, endpointId: string): 'account' | 'endpoint' | null {
+    if ((this.byAccount.get(accountId) ?? 0) >= this.perAccount) return 'account';
+    if ((this.byEndpoint.get(endpointId) ?? 0) >= this.perEndpoint) return 'endpoint';
+    return null;
+  }
+
+  /** A slot for one attempt to `endpointId` of `accountId`, or null when either has its share in flight. */
+  take(accountId: string, endpointId: string): Release | null {
+    if (this.full(accountId, endpointId)) return null;
+    bump(this.byAccount, accountId, 1);
+    bump(this.byEndpoint, endpointId, 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      bump(this.byAccount, accountId, -1);
+      bump(this.byEndpoint, endpointId, -1);
+      for (const wake of this.waiters) wake();
+    };
+  }
+
+  /** Waits for a slot until `deadline` (a released slot wakes the waiters); null if none came. */
+  async acquire(accountId: string, endpointId: string, deadline: number): Promise<Release | null> {
+    for (;;) {
+      const slot = this.take(accountId, endpointId);
+      if (slot) return slot;
+      const left = deadline - Date.now();
+      if (left <= 0) return null;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.waiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, left);
+        this.waiters.add(wake);
+      });
+    }
+  }
+}
+
+function bump(counts: Map<string, number>, key: string, by: number) {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
+}
