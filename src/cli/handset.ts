@@ -6,7 +6,7 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Config } from '../config.js';
+import { ConfigError, loadConfig, redactCredentials, type Config } from '../config.js';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
@@ -69,10 +69,7 @@ async function main(argv: string[]): Promise<void> {
   try {
     config = loadConfig(process.env, command.mode);
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`handset: configuration error: ${err.message}\n`);
-      process.exit(2);
-    }
+    if (err instanceof ConfigError) exitWithConfigError(err);
     throw err;
   }
   const log = createLogger(config.logLevel);
@@ -80,14 +77,17 @@ async function main(argv: string[]): Promise<void> {
     const result = await command.run(rest, config, log);
     if (result !== 'running') process.exit(result);
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`handset: configuration error: ${err.message}\n`);
-      process.exit(2);
-    }
+    if (err instanceof ConfigError) exitWithConfigError(err);
     process.stderr.write(`handset ${name}: ${(err as Error).message}\n`);
     log.debug({ err }, 'command failed');
     process.exit(1);
   }
+}
+
+/** One line naming the variable; a URL in it never shows its credentials, wherever the error was raised. */
+function exitWithConfigError(err: ConfigError): never {
+  process.stderr.write(`handset: configuration error: ${redactCredentials(err.message)}\n`);
+  process.exit(2);
 }
 
 function parseRoles(text: string | undefined): Role[] {
