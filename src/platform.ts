@@ -77,8 +77,15 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const pools: pg.Pool[] = [];
   const servers: FastifyInstance[] = [];
   let runner: JobRunner | null = null;
-  const pool = (name: string, max: number) => {
-    const p = createPool(opts.databaseUrl, { max, applicationName: `handset-${name}`, log });
+  const pool = (role: Role, max: number) => {
+    const { statementMs, lockMs } = config.databaseTimeouts[role];
+    const p = createPool(opts.databaseUrl, {
+      max,
+      applicationName: `handset-${role}`,
+      log,
+      statementTimeoutMs: statementMs,
+      lockTimeoutMs: lockMs,
+    });
     pools.push(p);
     return p;
   };
@@ -90,6 +97,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   };
 
   try {
+    // No timeouts here: a replica waits on the migration lock for as long as another one migrates.
     const migrationPool = createPool(opts.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
     try {
       await untilAvailable(
