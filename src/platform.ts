@@ -89,6 +89,22 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     pools.push(p);
     return p;
   };
+  // Past the cap a new connection is closed as soon as it is accepted: it costs
+  // no request parsing and no body, and the carrier retries what got no answer.
+  // Idle keep-alive connections are closed then too, so the cap is held by
+  // requests in flight (and senders too slow to finish one), not by idle clients.
+  let lastDropWarning = 0;
+  const capConnections = (app: FastifyInstance, role: 'ingest' | 'api') => {
+    app.server.maxConnections = config.maxConnections[role];
+    app.server.on('drop', () => {
+      metrics.connectionsRefused.inc({ role });
+      app.server.closeIdleConnections();
+      if (Date.now() - lastDropWarning > 10_000) {
+        lastDropWarning = Date.now();
+        log.warn({ role, max: config.maxConnections[role] }, 'connection cap reached: new connections are refused');
+      }
+    });
+  };
 
   const stop = async () => {
     await Promise.allSettled(servers.map((s) => s.close()));
@@ -116,7 +132,15 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     let ingestUrl: string | null = null;
     if (roles.includes('ingest')) {
       // Group commit keeps at most two writes in flight; one more connection for /readyz.
-      const app = buildIngestServer({ pool: pool('ingest', 4), adapters, log, metrics });
+      const app = buildIngestServer({
+        pool: pool('ingest', 4),
+        adapters,
+        log,
+        metrics,
+        bodyLimit: config.ingestBodyLimit,
+        groupCommit: { maxQueue: config.ingestQueueLimit },
+      });
+      capConnections(app, 'ingest');
       servers.push(app);
       ingestUrl = await listen(app, config.host, config.ingestPort);
       log.info({ url: ingestUrl }, 'ingest listening');
@@ -140,6 +164,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           ...(opts.routes ?? []),
         ],
       });
+      capConnections(app, 'api');
       servers.push(app);
       apiUrl = await listen(app, config.host, config.apiPort);
       log.info({ url: apiUrl }, 'api listening');

@@ -1,9 +1,16 @@
 // Prometheus metrics for one process. A fresh registry per process (not the
 // prom-client global) so tests can run several servers side by side.
 
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export type IngestOutcome = 'stored' | 'duplicate' | 'bad_signature' | 'bad_request' | 'too_large' | 'db_error';
+export type IngestOutcome =
+  | 'stored'
+  | 'duplicate'
+  | 'bad_signature'
+  | 'bad_request'
+  | 'too_large'
+  | 'db_error'
+  | 'queue_full';
 export type JobOutcome = 'completed' | 'failed';
 export type DeliveryOutcome = 'succeeded' | 'retrying' | 'failed' | 'skipped';
 
@@ -24,6 +31,14 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
     registers: [this.registry],
   });
+
+  readonly ingestQueued: Gauge = new Gauge({
+    name: 'handset_ingest_queued_webhooks',
+    help: 'Verified webhooks waiting for the next write (beyond the one in flight)',
+    registers: [this.registry],
+    collect: () => this.ingestQueued.set(this.queued()),
+  });
+  private queued: () => number = () => 0;
 
   readonly jobs = new Counter({
     name: 'handset_jobs_total',
@@ -80,7 +95,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly connectionsRefused = new Counter({
+    name: 'handset_http_connections_refused_total',
+    help: 'Connections closed as soon as accepted because the role had its maximum open, by role',
+    labelNames: ['role'] as const,
+    registers: [this.registry],
+  });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** The ingest server tells where its queue length is read. */
+  observeIngestQueue(length: () => number): void {
+    this.queued = length;
   }
 }
