@@ -73,7 +73,7 @@ export function checkRoleConfig(config: Config, roles: readonly Role[]): void {
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, log, roles } = opts;
   checkRoleConfig(config, roles);
-  const metrics = new Metrics();
+  const metrics = new Metrics({ scrapeToken: config.metricsToken });
   const pools: pg.Pool[] = [];
   const servers: FastifyInstance[] = [];
   let runner: JobRunner | null = null;
@@ -170,6 +170,13 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       log.info({ url: apiUrl }, 'api listening');
     }
 
+    if (servers.length > 0 && !config.metricsToken && !isLoopback(config.host)) {
+      log.warn(
+        { host: config.host },
+        'HANDSET_METRICS_TOKEN is not set: GET /metrics answers anyone who can reach this address',
+      );
+    }
+
     if (roles.includes('worker')) {
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
       const carrier = telnyxClient({
@@ -250,6 +257,10 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     await stop();
     throw err;
   }
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^(::ffff:)?127\./.test(host);
 }
 
 async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {

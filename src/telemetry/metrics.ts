@@ -1,6 +1,7 @@
-// Prometheus metrics for one process. A fresh registry per process (not the
-// prom-client global) so tests can run several servers side by side.
+// Prometheus metrics for one process, and who may read them. A fresh registry per
+// process (not the prom-client global) so tests can run several servers side by side.
 
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export type IngestOutcome =
@@ -102,12 +103,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(opts: { defaultMetrics?: boolean } = {}) {
+  private readonly scrapeDigest: Buffer | null;
+
+  constructor(opts: { defaultMetrics?: boolean; scrapeToken?: string | null } = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    this.scrapeDigest = opts.scrapeToken ? digest(opts.scrapeToken) : null;
   }
 
   /** The ingest server tells where its queue length is read. */
   observeIngestQueue(length: () => number): void {
     this.queued = length;
   }
+
+  /** Whether a scrape carrying this Authorization header may read the metrics (any, when no token is set). */
+  mayScrape(authorization: string | undefined): boolean {
+    if (!this.scrapeDigest) return true;
+    const given = authorization?.startsWith('Bearer ') ? authorization.slice(7).trim() : '';
+    // Digests of equal length, so the comparison takes the same time whatever was sent.
+    return timingSafeEqual(digest(given), this.scrapeDigest);
+  }
 }
+
+const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
