@@ -7,19 +7,11 @@
 // (terminal status, ended_at, the ring cursor) with nothing left to do.
 
 import type pg from 'pg';
-import { idempotencyKeysExpire } from './api/idempotency.js';
+import { idempotencyKeysExpire } from './api/idempotency.sql.js';
 import { legEndingsExpire } from './calls/calls.sql.js';
 import { carrierEventDeleteProcessed } from './carrier/events.sql.js';
 import type { TaskHandler } from './jobs/runner.js';
 import type { Logger } from './telemetry/log.js';
-
-declare global {
-  namespace GraphileWorker {
-    interface Tasks {
-      maintenance: Record<string, unknown>;
-    }
-  }
-}
 
 // graphile-worker crontab: every 15 minutes, one job at a time across all workers.
 export const MAINTENANCE_CRONTAB = '*/15 * * * * maintenance ?jobKey=maintenance&max=3\n';

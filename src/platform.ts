@@ -7,8 +7,8 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
+import { carriers as configuredCarriers, type Carriers } from './carrier/registry.js';
 import { processCarrierEventTask, type HandlerRegistry } from './carrier/process.js';
-import { telnyxAdapter } from './carrier/telnyx/adapter.js';
 import { ConfigError, type Config } from './config.js';
 import { untilAvailable } from './db/errors.js';
 import { createPool } from './db/pool.js';
@@ -22,7 +22,6 @@ import { usageRoutes } from './billing/routes.js';
 import { commandTask, connectTask, dialTask } from './calls/commands.js';
 import { callHandlers } from './calls/handlers.js';
 import { callRoutes } from './calls/routes.js';
-import { telnyxClient } from './carrier/telnyx/client.js';
 import { maintenanceTask, MAINTENANCE_CRONTAB } from './maintenance.js';
 import { dispatchTask } from './messages/dispatch.js';
 import { messageHandlers } from './messages/receipts.js';
@@ -50,6 +49,8 @@ export interface PlatformOptions {
   tasks?: TaskRegistry;
   /** Extra API routes (messages, calls…). */
   routes?: ApiRoutes[];
+  /** Carriers besides the configured ones (a test's own adapter). */
+  carriers?: readonly CarrierAdapter[];
 }
 
 export interface Platform {
@@ -61,18 +62,22 @@ export interface Platform {
   stop(): Promise<void>;
 }
 
-export function checkRoleConfig(config: Config, roles: readonly Role[]): void {
-  if (roles.includes('ingest') && !config.telnyx.publicKey) {
-    throw new ConfigError('TELNYX_PUBLIC_KEY', 'is required by the ingest role');
+/** Ingest needs a carrier it can verify webhooks from, a worker one it can talk to. */
+export function checkRoleConfig(all: Carriers, roles: readonly Role[]): void {
+  const first = [...all.values()][0];
+  if (!first) throw new Error('no carrier is configured');
+  if (roles.includes('ingest') && ![...all.values()].some((a) => a.verify)) {
+    throw new ConfigError(first.settings.verify, 'is required by the ingest role');
   }
-  if (roles.includes('worker') && !config.telnyx.apiKey) {
-    throw new ConfigError('TELNYX_API_KEY', 'is required by the worker role');
+  if (roles.includes('worker') && ![...all.values()].some((a) => a.client)) {
+    throw new ConfigError(first.settings.client, 'is required by the worker role');
   }
 }
 
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, log, roles } = opts;
-  checkRoleConfig(config, roles);
+  const carriers = configuredCarriers(config, opts.carriers);
+  checkRoleConfig(carriers, roles);
   const metrics = new Metrics({ scrapeToken: config.metricsToken });
   const pools: pg.Pool[] = [];
   const servers: FastifyInstance[] = [];
@@ -125,16 +130,12 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       await migrationPool.end();
     }
 
-    const adapters: CarrierAdapter[] = [
-      telnyxAdapter({ publicKey: config.telnyx.publicKey, toleranceSeconds: config.webhookToleranceSeconds }),
-    ];
-
     let ingestUrl: string | null = null;
     if (roles.includes('ingest')) {
       // Group commit keeps at most two writes in flight; one more connection for /readyz.
       const app = buildIngestServer({
         pool: pool('ingest', 4),
-        adapters,
+        carriers,
         log,
         metrics,
         bodyLimit: config.ingestBodyLimit,
@@ -151,6 +152,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       const app = await buildApiServer({
         pool: pool('api', 10),
         config,
+        carriers,
         log,
         metrics,
         routes: [
@@ -179,17 +181,10 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
     if (roles.includes('worker')) {
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
-      const carrier = telnyxClient({
-        apiUrl: config.telnyx.apiUrl,
-        apiKey: config.telnyx.apiKey!,
-        connectionId: config.telnyx.connectionId,
-        messagingProfileId: config.telnyx.messagingProfileId,
-      });
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
         pool: workerPool,
-        carrier,
-        adapter: adapters[0]!,
+        carriers,
         log,
         metrics,
         intervalMs: config.reconcileIntervalMs,
@@ -199,7 +194,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       const tasks: TaskRegistry = {
         'carrier_event.process': processCarrierEventTask({
           pool: workerPool,
-          adapters: Object.fromEntries(adapters.map((a) => [a.name, a])),
+          carriers,
           handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers },
           log,
           notReady: policies.notReady,
@@ -214,10 +209,10 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           timeoutMs: config.deliveryTimeoutMs,
           parallelPerEndpoint: Math.max(1, Math.floor(config.workerConcurrency / 2)),
         }),
-        'message.dispatch': dispatchTask({ pool: workerPool, carrier, log, policy: policies.dispatch }),
-        'call.dial': dialTask({ pool: workerPool, carrier, log, policies }),
-        'call.command': commandTask({ pool: workerPool, carrier, log, policies }),
-        'call.connect': connectTask({ pool: workerPool, carrier, log, policies }),
+        'message.dispatch': dispatchTask({ pool: workerPool, carriers, log, policy: policies.dispatch }),
+        'call.dial': dialTask({ pool: workerPool, carriers, log, policies }),
+        'call.command': commandTask({ pool: workerPool, carriers, log, policies }),
+        'call.connect': connectTask({ pool: workerPool, carriers, log, policies }),
         reconcile: reconcileTask(reconcile),
         'reconcile.lookup': lookupTask(reconcile),
         maintenance: maintenanceTask({
@@ -248,7 +243,9 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at')),
         (f, m) => log.warn(f, m),
       );
-      if (!config.telnyx.connectionId) log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
+      if (config.telnyx.apiKey && !config.telnyx.connectionId) {
+        log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
+      }
       log.info({ concurrency: config.workerConcurrency }, 'worker running');
     }
 

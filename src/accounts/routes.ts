@@ -6,7 +6,7 @@ import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
 import { notFound } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
-import { tenantCreate, tenantGet, tenantList, type Tenant as TenantRow } from './accounts.js';
+import { tenantInsert, tenantList, tenantOfAccount, type TenantRow } from './accounts.sql.js';
 
 const Tenant = Type.Object({
   id: Type.String(),
@@ -31,7 +31,7 @@ export const tenantRoutes: ApiRoutes = (app, ctx) => {
       const { accountId } = req.principal;
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => ({
         status: 201,
-        body: tenantResource(await tenantCreate(tx, accountId, req.body.name)),
+        body: tenantResource(await tenantInsert(tx, accountId, req.body.name)),
       }));
       return sendCreated(reply, created);
     },
@@ -61,7 +61,7 @@ export const tenantRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const t = await tenantGet(ctx.pool, req.principal.accountId, req.params.id);
+      const t = await tenantOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!t) throw notFound('tenant');
       return tenantResource(t);
     },

@@ -9,14 +9,13 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { withTx, type Tx } from '../db/tx.js';
+import { idempotencyKeyFind, idempotencyKeyStore, idempotencyKeyTryLock } from './idempotency.sql.js';
 import { ApiError } from './problem.js';
 
 export interface Created {
   status: number;
   body: unknown;
 }
-
-export const IDEMPOTENCY_RETENTION_HOURS = 24;
 
 export async function createIdempotently(
   pool: pg.Pool,
@@ -34,19 +33,10 @@ export async function createIdempotently(
     .digest('hex');
 
   return withTx(pool, async (tx) => {
-    const { rows: lock } = await tx.query<{ ok: boolean }>(
-      'SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok',
-      [`idem:${accountId}:${header}`],
-    );
-    if (!lock[0]!.ok) {
+    if (!(await idempotencyKeyTryLock(tx, accountId, header))) {
       throw new ApiError(409, 'idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed');
     }
-    const { rows } = await tx.query<{ request_hash: string; response_status: number; response_body: unknown }>(
-      `SELECT request_hash, response_status, response_body FROM idempotency_keys
-        WHERE account_id = $1 AND key = $2 AND created_at > now() - make_interval(hours => $3)`,
-      [accountId, header, IDEMPOTENCY_RETENTION_HOURS],
-    );
-    const stored = rows[0];
+    const stored = await idempotencyKeyFind(tx, accountId, header);
     if (stored) {
       if (stored.request_hash !== fingerprint) {
         throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with a different request');
@@ -54,25 +44,9 @@ export async function createIdempotently(
       return { status: stored.response_status, body: stored.response_body, replayed: true };
     }
     const created = await work(tx);
-    await tx.query(
-      `INSERT INTO idempotency_keys (account_id, key, request_hash, response_status, response_body)
-       VALUES ($1, $2, $3, $4, $5::jsonb)
-       ON CONFLICT (account_id, key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, response_status = EXCLUDED.response_status,
-             response_body = EXCLUDED.response_body, created_at = now()`, // an expired key is reused
-      [accountId, header, fingerprint, created.status, JSON.stringify(created.body)],
-    );
+    await idempotencyKeyStore(tx, accountId, header, { requestHash: fingerprint, ...created });
     return { ...created, replayed: false };
   });
-}
-
-/** Deletes keys past retention; run by the maintenance job. */
-export async function idempotencyKeysExpire(db: pg.Pool): Promise<number> {
-  const { rowCount } = await db.query(
-    'DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)',
-    [IDEMPOTENCY_RETENTION_HOURS],
-  );
-  return rowCount ?? 0;
 }
 
 // The same JSON with keys in another order is the same request.

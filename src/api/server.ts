@@ -13,6 +13,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type pg from 'pg';
 import { authenticate, type Principal } from '../accounts/accounts.js';
+import type { Carriers } from '../carrier/registry.js';
 import type { Config } from '../config.js';
 import { registerConsoleRoutes } from '../console/routes.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
@@ -32,6 +33,8 @@ export interface ApiContext {
   pool: pg.Pool;
   config: Config;
   log: Logger;
+  /** The carriers this deployment talks to; a number names one, its messages and calls go through it. */
+  carriers: Carriers;
 }
 
 /** A domain's routes, registered under /v1 behind authentication. */

@@ -134,7 +134,7 @@ const plural = (n: number, noun: string) => `${count(n)} ${noun}${n === 1 ? '' :
  */
 export function formatAuditReport(report: AuditReport): string {
   const lines = report.checks.map((c) => {
-    const head = `${c.violations === 0 ? '✔' : '✘'} ${c.invariant}  ${c.name} (checked ${count(c.checked)} ${c.unit})`;
+    const head = `${c.violations === 0 ? '✔' : '✘'} ${String(c.invariant).padEnd(2)} ${c.name} (checked ${count(c.checked)} ${c.unit})`;
     if (c.violations === 0) return `${head}: ok`;
     const what = plural(c.violations, 'violation');
     if (c.sample.length === 0) return `${head}: ${what}`;

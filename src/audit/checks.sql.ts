@@ -16,7 +16,10 @@
 // reconstruct the past from timestamps, "subscribed at the time", says how it
 // can be wrong where it is defined.
 
-export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8;
+import { DELIVERY_KEY_PREFIX } from '../jobs/keys.js';
+import { UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
+
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 11;
 
 export interface CheckOptions {
   graceSeconds: number;
@@ -311,8 +314,8 @@ export const CHECKS: readonly CheckDef[] = [
   },
   {
     // A pending delivery moves on only when its job runs; without one it is lost.
-    // Its job is keyed 'delivery:<id>' (emit, retries, redeliver all use the
-    // key; a re-add while the job runs re-keys a fresh job). A job that has used
+    // Its job is keyed by jobKeys.delivery (emit and retries use the key; a
+    // re-add while the job runs re-keys a fresh job). A job that has used
     // up its attempts and is not running will never run again: that is lost too.
     key: 'deliveries.pending_has_job',
     invariant: 6,
@@ -322,9 +325,10 @@ export const CHECKS: readonly CheckDef[] = [
       SELECT d.id, j.id IS NOT NULL AS ok
         FROM webhook_deliveries d
         LEFT JOIN graphile_worker.jobs j
-               ON j.key = 'delivery:' || d.id
+               ON j.key = $2 || d.id
               AND (j.attempts < j.max_attempts OR j.locked_at IS NOT NULL)
        WHERE d.status = 'pending'`,
+    values: () => [DELIVERY_KEY_PREFIX],
   },
   {
     // emit() gives an event one delivery per endpoint of its account that is not
@@ -370,7 +374,7 @@ export const CHECKS: readonly CheckDef[] = [
                + make_interval(secs => $2::float8 / 1000) > now()
              OR l.checked_at > now() - make_interval(secs => $2::float8 / 1000) AS ok
         FROM call_legs l JOIN calls c ON c.id = l.call_id
-       WHERE l.ended_at IS NULL AND l.call_control_id IS NOT NULL`,
+       WHERE l.ended_at IS NULL AND l.carrier_ref IS NOT NULL`,
     values: (o) => [o.callBoundMs + o.graceSeconds * 1000],
   },
   {
@@ -385,7 +389,7 @@ export const CHECKS: readonly CheckDef[] = [
     subjects: `
       SELECT c.id,
              EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = c.id AND l.ended_at IS NULL)
-             AND (c.caller_call_control_id IS NULL
+             AND (c.caller_ref IS NULL
                   OR c.created_at + make_interval(secs => $2::float8 / 1000) > now()
                   OR c.caller_checked_at > now() - make_interval(secs => $2::float8 / 1000)) AS ok
         FROM calls c
@@ -442,5 +446,26 @@ export const CHECKS: readonly CheckDef[] = [
        WHERE ce.event_type = ANY ($2::text[]) AND ce.subject IS NOT NULL
          AND ce.created_at < now() - make_interval(secs => $3::float8)`,
     values: (o) => [o.receiptEventTypes, o.graceSeconds],
+  },
+
+  // 11 ─────────────────────────────────────────────────────────────────────────
+  {
+    // The events about one resource, in the order their transitions happened,
+    // carry strictly increasing sequences. Event ids start with the millisecond
+    // they were made in, under the resource's row lock, so they give that order;
+    // two made in the same millisecond are taken in either order. Events that
+    // report no transition (a test, an exhausted delivery) carry the sequence as
+    // it was and are not counted.
+    key: 'events.sequence_increases',
+    invariant: 11,
+    name: "each event's sequence is above the previous event about the same resource",
+    unit: () => 'events with a sequence',
+    subjects: `
+      SELECT id, seq > coalesce(lag(seq) OVER w, 0) AS ok
+        FROM (SELECT id, subject_id, substr(id, 1, strpos(id, '_') + 12) AS ms, (data->>'sequence')::bigint AS seq
+                FROM outbound_events
+               WHERE data ? 'sequence' AND NOT type = ANY ($2::text[])) e
+      WINDOW w AS (PARTITION BY subject_id ORDER BY ms, seq)`,
+    values: () => [UNSEQUENCED_EVENT_TYPES],
   },
 ];

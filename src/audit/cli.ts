@@ -3,20 +3,44 @@
 // 2 the audit could not run (bad flags, unreachable database, missing schema),
 // so a script never mistakes "could not look" for "found a violation".
 
-import { parseArgs } from 'node:util';
+import { Command, InvalidArgumentError } from 'commander';
+import { EXIT, helpOf, parseAlone, UsageError } from '../cli/command.js';
 import { parseDuration } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { Logger } from '../telemetry/log.js';
 import { DEFAULT_GRACE_SECONDS, formatAuditReport, runAudit, type AuditOptions } from './audit.js';
 
-export const AUDIT_USAGE = `usage: handset audit [--json] [--grace SECONDS]
+/** Not a violation: a script must be able to tell the two apart. */
+const COULD_NOT_LOOK = 2;
 
-Checks the exactly-once invariants over the whole database.
-  --json             print the report as JSON
-  --grace SECONDS    carrier events younger than this may still be in flight
-                     and are not checked for processing (default ${DEFAULT_GRACE_SECONDS}; also 90s, 5m)
-Exit status: 0 all hold, 1 a violation was found, 2 the audit could not run.
-`;
+export interface AuditFlags {
+  json?: boolean;
+  /** Carrier events younger than this, in seconds, may still be in flight. */
+  grace: number;
+}
+
+/** `handset audit`: its flags (no action: the caller attaches one). */
+export function auditCommand(): Command {
+  return new Command('audit')
+    .description('check the exactly-once invariants over the whole database')
+    .option('--json', 'print the report as JSON')
+    .option(
+      '--grace <seconds>',
+      'carrier events younger than this may still be in flight and are not checked for processing (also 90s, 5m)',
+      parseGrace,
+      DEFAULT_GRACE_SECONDS,
+    )
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Reads DATABASE_URL, else the database of the handset dev in HANDSET_STATE_DIR (starting it if dev is stopped).',
+        'exit status: 0 all hold, 1 a violation was found, 2 the audit could not run (bad flags, no database to read).',
+      ].join('\n'),
+    );
+}
+
+export const AUDIT_USAGE = helpOf(auditCommand);
 
 export interface AuditCommandIo {
   stdout: { write(text: string): unknown };
@@ -25,6 +49,7 @@ export interface AuditCommandIo {
   reconcile: AuditOptions['reconcile'];
 }
 
+/** `handset audit` from its arguments alone: 2 with the usage on a usage error, 0 after --help. */
 export async function runAuditCommand(
   args: string[],
   databaseUrl: string,
@@ -33,34 +58,42 @@ export async function runAuditCommand(
 ): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
   const stderr = io.stderr ?? process.stderr;
-
-  let json: boolean;
-  let graceSeconds: number;
+  let parsed: ReturnType<typeof parseAlone>;
   try {
-    const { values } = parseArgs({
-      args,
-      options: { json: { type: 'boolean' }, grace: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    });
-    if (values.help) {
-      stdout.write(AUDIT_USAGE);
-      return 0;
-    }
-    json = values.json ?? false;
-    graceSeconds = values.grace === undefined ? DEFAULT_GRACE_SECONDS : parseGrace(values.grace);
+    parsed = parseAlone(auditCommand, args);
   } catch (err) {
-    stderr.write(`handset audit: ${(err as Error).message}\n\n${AUDIT_USAGE}`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    stderr.write(`handset audit: ${err.message}\n\n${AUDIT_USAGE}`);
+    return EXIT.usage;
   }
+  if (parsed === 'help') {
+    stdout.write(AUDIT_USAGE);
+    return EXIT.ok;
+  }
+  return auditDatabase(parsed.opts<AuditFlags>(), databaseUrl, log, io);
+}
 
+/** Audits one database and prints the report; the exit code (see the top of this file). */
+export async function auditDatabase(
+  flags: AuditFlags,
+  databaseUrl: string,
+  log: Logger,
+  io: Partial<AuditCommandIo> = {},
+): Promise<number> {
+  const stdout = io.stdout ?? process.stdout;
+  const stderr = io.stderr ?? process.stderr;
   const pool = createPool(databaseUrl, { max: 1, applicationName: 'handset-audit', log });
   try {
-    const report = await runAudit(pool, { graceSeconds, ...(io.reconcile ? { reconcile: io.reconcile } : {}) });
-    stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : `${formatAuditReport(report)}\n`);
-    return report.ok ? 0 : 1;
+    const report = await runAudit(pool, {
+      graceSeconds: flags.grace,
+      ...(io.reconcile ? { reconcile: io.reconcile } : {}),
+    });
+    stdout.write(flags.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatAuditReport(report)}\n`);
+    return report.ok ? EXIT.ok : EXIT.failure;
   } catch (err) {
     log.debug({ err }, 'audit failed');
     stderr.write(`handset audit: could not audit the database: ${(err as Error).message}\n`);
-    return 2;
+    return COULD_NOT_LOOK;
   } finally {
     await pool.end();
   }
@@ -69,7 +102,8 @@ export async function runAuditCommand(
 /** "60" (seconds), or a duration: "90s", "5m". */
 function parseGrace(text: string): number {
   const seconds = /^\d+(\.\d+)?$/.test(text.trim()) ? Number(text) : (parseDuration(text) ?? NaN) / 1000;
-  if (!Number.isFinite(seconds))
-    throw new Error(`--grace must be a number of seconds (or a duration like 5m), got "${text}"`);
+  if (!Number.isFinite(seconds)) {
+    throw new InvalidArgumentError(`--grace must be a number of seconds (or a duration like 5m), got "${text}"`);
+  }
   return seconds;
 }

@@ -5,10 +5,10 @@ import { Type } from 'typebox';
 import { listOf } from '../api/pagination.js';
 import { notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
-import { callGet } from '../calls/calls.sql.js';
+import { callOfAccount } from '../calls/calls.sql.js';
 import type { Db } from '../db/pool.js';
-import { messageGet } from '../messages/messages.sql.js';
-import { USAGE_INTERVALS, usageOverTime, usageRecordsOf, usageSummary } from './usage.js';
+import { messageOfAccount } from '../messages/messages.sql.js';
+import { USAGE_INTERVALS, usageOverTime, usageRecordsOf, usageSummary } from './usage.sql.js';
 
 const Quantities = Type.Array(Type.Object({ kind: Type.String(), quantity: Type.Integer() }));
 const BucketStart = Type.String({ format: 'date-time', description: "the bucket's UTC boundary" });
@@ -30,8 +30,8 @@ interface Billed {
 
 /** Resources the ledger bills, each with how to find one of the caller's; a new billable resource is one line. */
 const BILLED = [
-  { path: '/messages/:id/usage_records', noun: 'message', find: messageGet },
-  { path: '/calls/:id/usage_records', noun: 'call', find: callGet },
+  { path: '/messages/:id/usage_records', noun: 'message', find: messageOfAccount },
+  { path: '/calls/:id/usage_records', noun: 'call', find: callOfAccount },
 ] as const satisfies readonly Billed[];
 
 export const usageRoutes: ApiRoutes = (app, ctx) => {

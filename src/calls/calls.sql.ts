@@ -1,5 +1,5 @@
-// SQL for calls and call_legs. Each transition is one guarded statement that
-// returns the row it changed, or nothing when it was refused:
+// SQL for calls, call_legs and carrier_leg_endings. Each transition is one guarded
+// statement that returns the row it changed, or nothing when it was refused:
 //
 //   call:  ringing ──answer (status='ringing')──▶ in_progress ──hangup (ended_at IS NULL)──▶ completed
 //             └──────────── hangup / plan exhausted (ended_at IS NULL) ───────────────────▶ missed
@@ -7,12 +7,23 @@
 //   leg:   dialing ──stamp──▶ ringing ──answer──▶ answered ──hangup (ended_at IS NULL)──▶ completed
 //             │                  └───────────────── hangup ───────────────────────────▶ no_answer
 //             └──cancel (call over)──▶ canceled        dial refused ──▶ failed
+//
+// A leg's `carrier_ref` is its carrier's reference for it (what commands address);
+// an inbound call's `caller_ref` is the caller's. Reads named `…OfAccount` take the
+// account and find only its rows; the others are for jobs, which act on any row.
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 
-export type CallStatus = 'ringing' | 'in_progress' | 'completed' | 'missed';
-export type LegStatus = 'dialing' | 'ringing' | 'answered' | 'completed' | 'no_answer' | 'canceled' | 'failed';
+export const CALL_STATUSES = ['ringing', 'in_progress', 'completed', 'missed'] as const;
+export type CallStatus = (typeof CALL_STATUSES)[number];
+export const LEG_STATUSES = ['dialing', 'ringing', 'answered', 'completed', 'no_answer', 'canceled', 'failed'] as const;
+export type LegStatus = (typeof LEG_STATUSES)[number];
+export const CALL_DIRECTIONS = ['outbound', 'inbound'] as const;
+export type CallDirection = (typeof CALL_DIRECTIONS)[number];
+/** The facts of a leg that can come from a lookup rather than a webhook. */
+export const LEG_FACTS = ['answered', 'hangup'] as const;
+export type LegFact = (typeof LEG_FACTS)[number];
 
 export interface RingPlan {
   targets: string[];
@@ -24,14 +35,13 @@ export interface CallRow {
   id: string;
   account_id: string;
   tenant_id: string | null;
-  direction: 'outbound' | 'inbound';
+  direction: CallDirection;
   from_number: string;
   number: string;
   status: CallStatus;
   ring_plan: RingPlan;
   carrier: string;
-  caller_leg_id: string | null;
-  caller_call_control_id: string | null;
+  caller_ref: string | null;
   /** When the carrier was last asked whether the inbound caller is still there (reconciliation). */
   caller_checked_at: Date | null;
   /** The caller's hangup was learned from a lookup, not a webhook. */
@@ -41,42 +51,51 @@ export interface CallRow {
   ended_at: Date | null;
   duration_seconds: number | null;
   created_at: Date;
+  /** Grows by one with each transition of the call row (guarded statements below); customers order events by it. */
+  sequence: number;
 }
+const CALL_COLUMNS = `id, account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
+  caller_ref, caller_checked_at, caller_reconciled, answered_leg_id, answered_at, ended_at, duration_seconds, created_at, sequence`;
 
 export interface LegRow {
   id: string;
   call_id: string;
+  carrier: string;
   position: number;
   to_number: string;
   status: LegStatus;
-  call_control_id: string | null;
-  carrier_leg_id: string | null;
+  carrier_ref: string | null;
   hangup_cause: string | null;
   dialed_at: Date | null;
   answered_at: Date | null;
   ended_at: Date | null;
   /** When the carrier was last asked about the leg (reconciliation). */
   checked_at: Date | null;
-  /** Which of the leg's facts came from a lookup rather than a webhook: 'answered', 'hangup'. */
+  /** Which of the leg's facts came from a lookup rather than a webhook. */
   reconciled: LegFact[];
   created_at: Date;
 }
+const LEG_COLUMNS = `id, call_id, carrier, position, to_number, status, carrier_ref, hangup_cause, dialed_at,
+  answered_at, ended_at, checked_at, reconciled, created_at`;
+const LEG_COLUMNS_OF_L = LEG_COLUMNS.split(',')
+  .map((c) => `l.${c.trim()}`)
+  .join(', ');
 
-export type LegFact = 'answered' | 'hangup';
+/** The column lists the rows above are typed from, held to the tables by a test. */
+export const CALL_TABLE_COLUMNS = { calls: CALL_COLUMNS, call_legs: LEG_COLUMNS };
 
 export async function callInsert(
   tx: Tx,
   c: {
     accountId: string;
     tenantId: string | null;
-    direction: 'outbound' | 'inbound';
+    direction: CallDirection;
     from: string;
     number: string;
     plan: RingPlan;
     carrier: string;
     status?: CallStatus;
-    callerLegId?: string | null;
-    callerCallControlId?: string | null;
+    callerRef?: string | null;
     createdAt?: Date;
     /** A call inserted missed ends at once, or at this carrier time (a caller who had already hung up). */
     endedAt?: Date;
@@ -85,11 +104,11 @@ export async function callInsert(
   const { rows } = await tx.query<CallRow>({
     name: 'call_insert',
     text: `INSERT INTO calls (account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
-                              caller_leg_id, caller_call_control_id, created_at, ended_at, duration_seconds)
-           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, coalesce($11, now()),
-                   CASE WHEN $6 = 'missed' THEN coalesce($12, $11, now()) END, CASE WHEN $6 = 'missed' THEN 0 END)
-           ON CONFLICT (carrier, caller_leg_id) DO NOTHING
-           RETURNING *`,
+                              caller_ref, created_at, ended_at, duration_seconds)
+           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, coalesce($10, now()),
+                   CASE WHEN $6 = 'missed' THEN coalesce($11, $10, now()) END, CASE WHEN $6 = 'missed' THEN 0 END)
+           ON CONFLICT (carrier, caller_ref) DO NOTHING
+           RETURNING ${CALL_COLUMNS}`,
     values: [
       c.accountId,
       c.tenantId,
@@ -99,8 +118,7 @@ export async function callInsert(
       c.status ?? 'ringing',
       JSON.stringify(c.plan),
       c.carrier,
-      c.callerLegId ?? null,
-      c.callerCallControlId ?? null,
+      c.callerRef ?? null,
       c.createdAt ?? null,
       c.endedAt ?? null,
     ],
@@ -112,16 +130,16 @@ export async function callInsert(
 export async function callLock(tx: Tx, id: string): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_lock',
-    text: 'SELECT * FROM calls WHERE id = $1 FOR UPDATE',
+    text: `SELECT ${CALL_COLUMNS} FROM calls WHERE id = $1 FOR UPDATE`,
     values: [id],
   });
   return rows[0] ?? null;
 }
 
-export async function callGet(db: Db, accountId: string, id: string): Promise<CallRow | null> {
+export async function callOfAccount(db: Db, accountId: string, id: string): Promise<CallRow | null> {
   const { rows } = await db.query<CallRow>({
-    name: 'call_get',
-    text: 'SELECT * FROM calls WHERE id = $1 AND account_id = $2',
+    name: 'call_of_account',
+    text: `SELECT ${CALL_COLUMNS} FROM calls WHERE id = $1 AND account_id = $2`,
     values: [id, accountId],
   });
   return rows[0] ?? null;
@@ -131,17 +149,17 @@ export async function callGet(db: Db, accountId: string, id: string): Promise<Ca
 export async function callById(db: Db, id: string): Promise<CallRow | null> {
   const { rows } = await db.query<CallRow>({
     name: 'call_by_id',
-    text: 'SELECT * FROM calls WHERE id = $1',
+    text: `SELECT ${CALL_COLUMNS} FROM calls WHERE id = $1`,
     values: [id],
   });
   return rows[0] ?? null;
 }
 
-export async function callByCallerControlId(db: Db, callControlId: string): Promise<CallRow | null> {
+export async function callByCallerRef(db: Db, carrier: string, callerRef: string): Promise<CallRow | null> {
   const { rows } = await db.query<CallRow>({
-    name: 'call_by_caller_control_id',
-    text: 'SELECT * FROM calls WHERE caller_call_control_id = $1',
-    values: [callControlId],
+    name: 'call_by_caller_ref',
+    text: `SELECT ${CALL_COLUMNS} FROM calls WHERE carrier = $1 AND caller_ref = $2`,
+    values: [carrier, callerRef],
   });
   return rows[0] ?? null;
 }
@@ -153,13 +171,14 @@ export async function callList(
   limit: number,
   startingAfter: string | null,
 ): Promise<CallRow[]> {
-  const { rows } = await db.query<CallRow>(
-    `SELECT * FROM calls
-      WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR direction = $3)
-        AND ($4::text IS NULL OR id < $4)
-      ORDER BY id DESC LIMIT $5`,
-    [accountId, filter.status ?? null, filter.direction ?? null, startingAfter, limit + 1],
-  );
+  const { rows } = await db.query<CallRow>({
+    name: 'call_list',
+    text: `SELECT ${CALL_COLUMNS} FROM calls
+            WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR direction = $3)
+              AND ($4::text IS NULL OR id < $4)
+            ORDER BY id DESC LIMIT $5`,
+    values: [accountId, filter.status ?? null, filter.direction ?? null, startingAfter, limit + 1],
+  });
   return rows;
 }
 
@@ -171,9 +190,9 @@ export async function callList(
 export async function callClaimNext(tx: Tx, id: string, expected: number): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_claim_next',
-    text: `UPDATE calls SET ring_plan = jsonb_set(ring_plan, '{next}', to_jsonb($3::int))
+    text: `UPDATE calls SET ring_plan = jsonb_set(ring_plan, '{next}', to_jsonb($3::int)), sequence = sequence + 1
             WHERE id = $1 AND (ring_plan->>'next')::int = $2 AND status = 'ringing'
-            RETURNING *`,
+            RETURNING ${CALL_COLUMNS}`,
     values: [id, expected, expected + 1],
   });
   return rows[0] ?? null;
@@ -183,9 +202,9 @@ export async function callClaimNext(tx: Tx, id: string, expected: number): Promi
 export async function callAnswer(tx: Tx, id: string, legId: string, at: Date): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_answer',
-    text: `UPDATE calls SET status = 'in_progress', answered_at = $3, answered_leg_id = $2
+    text: `UPDATE calls SET status = 'in_progress', answered_at = $3, answered_leg_id = $2, sequence = sequence + 1
             WHERE id = $1 AND status = 'ringing'
-            RETURNING *`,
+            RETURNING ${CALL_COLUMNS}`,
     values: [id, legId, at],
   });
   return rows[0] ?? null;
@@ -212,38 +231,40 @@ export async function callEnd(
                                       THEN greatest(0, ceil(extract(epoch FROM ($2::timestamptz - answered_at))))::int
                                       ELSE 0 END,
               ended_at = $2,
-              caller_reconciled = caller_reconciled OR $4
+              caller_reconciled = caller_reconciled OR $4,
+              sequence = sequence + 1
             WHERE id = $1 AND ended_at IS NULL
               AND ($3::int IS NULL OR (status = 'ringing' AND (ring_plan->>'next')::int = $3))
-            RETURNING *`,
+            RETURNING ${CALL_COLUMNS}`,
     values: [id, at, opts.ringCursor ?? null, opts.callerReconciled ?? false],
   });
   return rows[0] ?? null;
 }
 
-export async function legInsert(tx: Tx, callId: string, position: number, to: string): Promise<LegRow> {
+export async function legInsert(tx: Tx, call: CallRow, position: number, to: string): Promise<LegRow> {
   const { rows } = await tx.query<LegRow>({
     name: 'leg_insert',
-    text: `INSERT INTO call_legs (call_id, position, to_number, status) VALUES ($1, $2, $3, 'dialing') RETURNING *`,
-    values: [callId, position, to],
+    text: `INSERT INTO call_legs (call_id, carrier, position, to_number, status) VALUES ($1, $2, $3, $4, 'dialing')
+           RETURNING ${LEG_COLUMNS}`,
+    values: [call.id, call.carrier, position, to],
   });
   return rows[0]!;
 }
 
-export async function legGet(db: Db, id: string): Promise<LegRow | null> {
+export async function legById(db: Db, id: string): Promise<LegRow | null> {
   const { rows } = await db.query<LegRow>({
-    name: 'leg_get',
-    text: 'SELECT * FROM call_legs WHERE id = $1',
+    name: 'leg_by_id',
+    text: `SELECT ${LEG_COLUMNS} FROM call_legs WHERE id = $1`,
     values: [id],
   });
   return rows[0] ?? null;
 }
 
-export async function legByControlId(db: Db, callControlId: string): Promise<LegRow | null> {
+export async function legByCarrierRef(db: Db, carrier: string, carrierRef: string): Promise<LegRow | null> {
   const { rows } = await db.query<LegRow>({
-    name: 'leg_by_control_id',
-    text: 'SELECT * FROM call_legs WHERE call_control_id = $1',
-    values: [callControlId],
+    name: 'leg_by_carrier_ref',
+    text: `SELECT ${LEG_COLUMNS} FROM call_legs WHERE carrier = $1 AND carrier_ref = $2`,
+    values: [carrier, carrierRef],
   });
   return rows[0] ?? null;
 }
@@ -251,27 +272,21 @@ export async function legByControlId(db: Db, callControlId: string): Promise<Leg
 export async function legsOf(db: Db, callId: string): Promise<LegRow[]> {
   const { rows } = await db.query<LegRow>({
     name: 'legs_of',
-    text: 'SELECT * FROM call_legs WHERE call_id = $1 ORDER BY position',
+    text: `SELECT ${LEG_COLUMNS} FROM call_legs WHERE call_id = $1 ORDER BY position`,
     values: [callId],
   });
   return rows;
 }
 
-/** Records the carrier's ids for a dialed leg; the first of the dial answer and call.initiated wins. */
-export async function legStamp(
-  tx: Tx,
-  id: string,
-  callControlId: string,
-  carrierLegId: string | null,
-  at: Date,
-): Promise<LegRow | null> {
+/** Records the carrier's reference for a dialed leg; the first of the dial answer and call.initiated wins. */
+export async function legStamp(tx: Tx, id: string, carrierRef: string, at: Date): Promise<LegRow | null> {
   const { rows } = await tx.query<LegRow>({
     name: 'leg_stamp',
-    text: `UPDATE call_legs SET call_control_id = $2, carrier_leg_id = $3, dialed_at = $4,
+    text: `UPDATE call_legs SET carrier_ref = $2, dialed_at = $3,
                   status = CASE WHEN status = 'dialing' THEN 'ringing' ELSE status END
-            WHERE id = $1 AND call_control_id IS NULL
-            RETURNING *`,
-    values: [id, callControlId, carrierLegId, at],
+            WHERE id = $1 AND carrier_ref IS NULL
+            RETURNING ${LEG_COLUMNS}`,
+    values: [id, carrierRef, at],
   });
   return rows[0] ?? null;
 }
@@ -288,7 +303,7 @@ export async function legAbandon(
     name: 'leg_abandon',
     text: `UPDATE call_legs SET status = $2, hangup_cause = $3, ended_at = $4
             WHERE id = $1 AND status = 'dialing' AND ended_at IS NULL
-            RETURNING *`,
+            RETURNING ${LEG_COLUMNS}`,
     values: [id, status, cause, at],
   });
   return rows[0] ?? null;
@@ -300,7 +315,7 @@ export async function legAnswer(tx: Tx, id: string, at: Date, reconciled = false
     text: `UPDATE call_legs SET status = 'answered', answered_at = $2,
                   reconciled = CASE WHEN $3 THEN array_append(reconciled, 'answered') ELSE reconciled END
             WHERE id = $1 AND status IN ('dialing', 'ringing') AND ended_at IS NULL
-            RETURNING *`,
+            RETURNING ${LEG_COLUMNS}`,
     values: [id, at, reconciled],
   });
   return rows[0] ?? null;
@@ -314,7 +329,7 @@ export async function legEnd(tx: Tx, id: string, cause: string, at: Date, reconc
                   status = CASE WHEN answered_at IS NOT NULL THEN 'completed' ELSE 'no_answer' END,
                   reconciled = CASE WHEN $4 THEN array_append(reconciled, 'hangup') ELSE reconciled END
             WHERE id = $1 AND ended_at IS NULL
-            RETURNING *`,
+            RETURNING ${LEG_COLUMNS}`,
     values: [id, cause, at, reconciled],
   });
   return rows[0] ?? null;
@@ -328,15 +343,15 @@ export async function legEnd(tx: Tx, id: string, cause: string, at: Date, reconc
 export async function legEndingRecord(
   tx: Tx,
   carrier: string,
-  callControlId: string,
+  carrierRef: string,
   at: Date,
   cause: string,
 ): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'leg_ending_record',
-    text: `INSERT INTO carrier_leg_endings (carrier, call_control_id, ended_at, hangup_cause) VALUES ($1, $2, $3, $4)
-           ON CONFLICT (carrier, call_control_id) DO NOTHING`,
-    values: [carrier, callControlId, at, cause],
+    text: `INSERT INTO carrier_leg_endings (carrier, carrier_ref, ended_at, hangup_cause) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (carrier, carrier_ref) DO NOTHING`,
+    values: [carrier, carrierRef, at, cause],
   });
   return rowCount === 1;
 }
@@ -344,12 +359,12 @@ export async function legEndingRecord(
 export async function legEndingFind(
   db: Db,
   carrier: string,
-  callControlId: string,
+  carrierRef: string,
 ): Promise<{ ended_at: Date; hangup_cause: string } | null> {
   const { rows } = await db.query<{ ended_at: Date; hangup_cause: string }>({
     name: 'leg_ending_find',
-    text: 'SELECT ended_at, hangup_cause FROM carrier_leg_endings WHERE carrier = $1 AND call_control_id = $2',
-    values: [carrier, callControlId],
+    text: 'SELECT ended_at, hangup_cause FROM carrier_leg_endings WHERE carrier = $1 AND carrier_ref = $2',
+    values: [carrier, carrierRef],
   });
   return rows[0] ?? null;
 }
@@ -373,27 +388,27 @@ export interface WaitingLeg extends LegRow {
 /**
  * Legs the carrier should be asked about: still up in our books, past their
  * expected moment by `afterMs` (a ringing leg: its ring timeout; an answered
- * one: its answer), and not asked within `intervalMs` (a leg the carrier says is
- * alive is asked again each interval). Least recently asked first.
+ * one: its answer), and not asked within `gapMs` (a leg the carrier says is
+ * alive is asked again). Least recently asked first.
  */
 export async function legsAwaitingCarrier(
   db: Db,
   now: Date,
   afterMs: number,
-  intervalMs: number,
+  gapMs: number,
   limit: number,
 ): Promise<WaitingLeg[]> {
   const { rows } = await db.query<WaitingLeg>({
     name: 'legs_awaiting_carrier',
-    text: `SELECT l.*, c.number AS from_number, (c.ring_plan->>'timeout')::int AS ring_timeout_secs
+    text: `SELECT ${LEG_COLUMNS_OF_L}, c.number AS from_number, (c.ring_plan->>'timeout')::int AS ring_timeout_secs
              FROM call_legs l JOIN calls c ON c.id = l.call_id
-            WHERE l.ended_at IS NULL AND l.call_control_id IS NOT NULL
+            WHERE l.ended_at IS NULL AND l.carrier_ref IS NOT NULL
               AND (l.checked_at IS NULL OR l.checked_at <= $1::timestamptz - make_interval(secs => $3::float8 / 1000))
               AND CASE WHEN l.answered_at IS NULL
                        THEN l.dialed_at + make_interval(secs => (c.ring_plan->>'timeout')::int + $2::float8 / 1000) < $1
                        ELSE l.answered_at + make_interval(secs => $2::float8 / 1000) < $1 END
             ORDER BY l.checked_at NULLS FIRST, l.id LIMIT $4`,
-    values: [now, afterMs, intervalMs, limit],
+    values: [now, afterMs, gapMs, limit],
   });
   return rows;
 }
@@ -403,17 +418,17 @@ export async function callersAwaitingCarrier(
   db: Db,
   now: Date,
   afterMs: number,
-  intervalMs: number,
+  gapMs: number,
   limit: number,
 ): Promise<CallRow[]> {
   const { rows } = await db.query<CallRow>({
     name: 'callers_awaiting_carrier',
-    text: `SELECT * FROM calls
-            WHERE ended_at IS NULL AND caller_call_control_id IS NOT NULL
+    text: `SELECT ${CALL_COLUMNS} FROM calls
+            WHERE ended_at IS NULL AND caller_ref IS NOT NULL
               AND (caller_checked_at IS NULL OR caller_checked_at <= $1::timestamptz - make_interval(secs => $3::float8 / 1000))
               AND created_at + make_interval(secs => $2::float8 / 1000) < $1
             ORDER BY caller_checked_at NULLS FIRST, id LIMIT $4`,
-    values: [now, afterMs, intervalMs, limit],
+    values: [now, afterMs, gapMs, limit],
   });
   return rows;
 }

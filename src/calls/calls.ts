@@ -3,12 +3,15 @@
 // the next leg and its dial job, the bill, the customer event, the hang-up and
 // bridge commands — happens only when that statement changed a row, in the same
 // transaction. Carrier commands go out as jobs enqueued in the transaction that
-// decided them, each with a command_id the carrier de-duplicates.
+// decided them, each with a command key the carrier de-duplicates. A call goes
+// through its number's carrier.
 
-import { bill } from '../billing/usage.js';
+import { type Refusal, refuse } from '../api/refusal.js';
+import { bill } from '../billing/usage.sql.js';
 import type { Tx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
-import { numberOwned } from '../numbers/numbers.js';
+import { jobKeys } from '../jobs/keys.js';
+import { numberOwned } from '../numbers/numbers.sql.js';
 import { emit } from '../outbox/outbox.js';
 import {
   callClaimNext,
@@ -20,24 +23,6 @@ import {
   type CallRow,
   type LegRow,
 } from './calls.sql.js';
-
-declare global {
-  namespace GraphileWorker {
-    interface Tasks {
-      'call.dial': { legId: string; attempt?: number };
-      /** `since`: when the command was first tried (ISO), the start of its retry policy's window. */
-      'call.command': {
-        callControlId: string;
-        action: 'hangup' | 'reject';
-        commandId: string;
-        attempt?: number;
-        since?: string;
-      };
-      /** Inbound: answer the waiting caller, then bridge them to the leg that answered. */
-      'call.connect': { callId: string; attempt?: number; since?: string };
-    }
-  }
-}
 
 export const MAX_TARGETS = 10;
 
@@ -55,6 +40,7 @@ export function callResource(c: CallRow, legs: LegRow[]) {
     ended_at: c.ended_at?.toISOString() ?? null,
     duration_seconds: c.duration_seconds,
     created_at: c.created_at.toISOString(),
+    sequence: c.sequence,
     legs: legs.map((l) => ({
       id: l.id,
       position: l.position,
@@ -69,22 +55,17 @@ export function callResource(c: CallRow, legs: LegRow[]) {
   };
 }
 
-export type Refusal = { refused: true; code: string; detail: string; param?: string };
-
 /** An outbound call: the call, the claim of position 0, its leg and its dial job, in one transaction. */
 export async function createOutboundCall(
   tx: Tx,
   c: { accountId: string; from: string; to: string[]; ringTimeoutSecs: number },
-  carrier: string,
+  carriesCalls: (carrier: string) => boolean,
 ): Promise<CallRow | Refusal> {
   const number = await numberOwned(tx, c.accountId, c.from);
-  if (!number)
-    return {
-      refused: true,
-      code: 'from_not_owned',
-      detail: `${c.from} is not one of this account's phone numbers`,
-      param: 'from',
-    };
+  if (!number) return refuse('from_not_owned', `${c.from} is not one of this account's phone numbers`, 'from');
+  if (!carriesCalls(number.carrier)) {
+    return refuse('voice_not_supported', `${c.from}'s carrier (${number.carrier}) carries no calls here`, 'from');
+  }
   const call = await callInsert(tx, {
     accountId: c.accountId,
     tenantId: number.tenant_id,
@@ -92,7 +73,7 @@ export async function createOutboundCall(
     from: c.from,
     number: c.from,
     plan: { targets: c.to, timeout: c.ringTimeoutSecs, next: 1 },
-    carrier,
+    carrier: number.carrier,
   });
   await startLeg(tx, call!, 0);
   return call!;
@@ -100,8 +81,8 @@ export async function createOutboundCall(
 
 /** Inserts the leg for a claimed position and its dial job. */
 export async function startLeg(tx: Tx, call: CallRow, position: number): Promise<LegRow> {
-  const leg = await legInsert(tx, call.id, position, call.ring_plan.targets[position]!);
-  await enqueue(tx, 'call.dial', { legId: leg.id }, { jobKey: `call.dial:${leg.id}` });
+  const leg = await legInsert(tx, call, position, call.ring_plan.targets[position]!);
+  await enqueue(tx, 'call.dial', { legId: leg.id }, { jobKey: jobKeys.dial(leg.id) });
   return leg;
 }
 
@@ -154,10 +135,10 @@ export async function afterCallEnded(
   for (const leg of legs) {
     if (leg.ended_at || leg.id === except.legId) continue;
     if (leg.status === 'dialing') await legAbandon(tx, leg.id, 'canceled', 'call_ended', call.ended_at!);
-    else if (leg.call_control_id) await hangUp(tx, leg.call_control_id);
+    else if (leg.carrier_ref) await hangUp(tx, call.carrier, leg.carrier_ref);
   }
-  if (call.direction === 'inbound' && call.caller_call_control_id && !except.callerHungUp) {
-    await hangUp(tx, call.caller_call_control_id);
+  if (call.direction === 'inbound' && call.caller_ref && !except.callerHungUp) {
+    await hangUp(tx, call.carrier, call.caller_ref);
   }
   await emit(tx, {
     accountId: call.account_id,
@@ -172,14 +153,17 @@ export async function afterCallEnded(
 /**
  * Hangs a carrier leg up. Every decision to hang up the same leg (the call
  * ended, an answer lost, a stray leg turned up) shares one job key and one
- * command_id, so they collapse into one command at the carrier.
+ * command key, so they collapse into one command at the carrier.
  */
-export function hangUp(tx: Tx, callControlId: string): Promise<void> {
-  const commandId = `hangup:${callControlId}`;
-  return enqueue(tx, 'call.command', { callControlId, action: 'hangup', commandId }, { jobKey: commandId });
+export function hangUp(tx: Tx, carrier: string, carrierRef: string): Promise<void> {
+  return command(tx, carrier, carrierRef, 'hangup');
 }
 
-export function rejectCaller(tx: Tx, callControlId: string): Promise<void> {
-  const commandId = `reject:${callControlId}`;
-  return enqueue(tx, 'call.command', { callControlId, action: 'reject', commandId }, { jobKey: commandId });
+export function rejectCaller(tx: Tx, carrier: string, carrierRef: string): Promise<void> {
+  return command(tx, carrier, carrierRef, 'reject');
+}
+
+function command(tx: Tx, carrier: string, carrierRef: string, action: 'hangup' | 'reject'): Promise<void> {
+  const commandKey = jobKeys.command(action, carrierRef);
+  return enqueue(tx, 'call.command', { carrier, carrierRef, action, commandKey }, { jobKey: commandKey });
 }

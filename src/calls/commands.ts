@@ -15,35 +15,33 @@
 // and the carrier leg is hung up).
 
 import type pg from 'pg';
-import type { CarrierClient } from '../carrier/carrier.js';
 import { withTx } from '../db/tx.js';
+import { type Carriers, voiceOf } from '../carrier/registry.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys } from '../jobs/keys.js';
 import { decideRetry, type RetryPolicies } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { requestLookup } from '../reconcile/requests.js';
 import type { Logger } from '../telemetry/log.js';
 import { hangUp, ringOn } from './calls.js';
-import { callById, callLock, legAbandon, legGet, legStamp } from './calls.sql.js';
+import { callById, callLock, legAbandon, legById, legStamp } from './calls.sql.js';
 import type { LegState } from './handlers.js';
 
 export interface CallCommandDeps {
   pool: pg.Pool;
-  carrier: CarrierClient;
+  carriers: Carriers;
   log: Logger;
   policies: Pick<RetryPolicies, 'dial' | 'command'>;
   /** The clock; a parameter so tests move time instead of sleeping. */
   now?: () => Date;
 }
 
-// The carrier's answer to a bridge of a leg that is not answered yet: it will be, shortly.
-const NOT_ANSWERED_YET = '90034';
-
 export async function dialLeg(
   deps: CallCommandDeps,
   legId: string,
   attempt = 1,
 ): Promise<'dialed' | 'canceled' | 'refused' | 'retrying' | 'nothing'> {
-  const leg = await legGet(deps.pool, legId);
+  const leg = await legById(deps.pool, legId);
   if (leg?.status !== 'dialing' || leg.ended_at) return 'nothing';
   const call = await callById(deps.pool, leg.call_id);
   if (call?.status !== 'ringing') {
@@ -55,23 +53,23 @@ export async function dialLeg(
   }
 
   const state: LegState = { c: leg.call_id, l: leg.id, p: leg.position };
-  const result = await deps.carrier.dial({
+  const result = await voiceOf(deps.carriers, call.carrier).dial({
     from: call.number,
     to: leg.to_number,
     timeoutSecs: call.ring_plan.timeout,
-    clientState: state,
-    commandId: leg.id,
+    echo: state,
+    commandKey: leg.id,
     idempotencyKey: leg.id,
   });
 
   if (result.ok) {
     await withTx(deps.pool, async (tx) => {
       const locked = await callLock(tx, leg.call_id);
-      await legStamp(tx, leg.id, result.callControlId, result.callLegId, new Date());
+      await legStamp(tx, leg.id, result.leg, new Date());
       // The call was answered by another leg, or ended, while this dial was in flight.
       // (It may also have left `ringing` because this very leg answered already.)
       if (locked && locked.status !== 'ringing' && locked.answered_leg_id !== leg.id) {
-        await hangUp(tx, result.callControlId);
+        await hangUp(tx, call.carrier, result.leg);
       }
     });
     return 'dialed';
@@ -83,7 +81,7 @@ export async function dialLeg(
       : null;
   if (next?.retry) {
     await withTx(deps.pool, (tx) =>
-      enqueue(tx, 'call.dial', { legId, attempt: attempt + 1 }, { runAt: next.runAt, jobKey: `call.dial:${legId}` }),
+      enqueue(tx, 'call.dial', { legId, attempt: attempt + 1 }, { runAt: next.runAt, jobKey: jobKeys.dial(legId) }),
     );
     return 'retrying';
   }
@@ -106,13 +104,17 @@ export function dialTask(deps: CallCommandDeps): TaskHandler<'call.dial'> {
 /** hangup / reject; "the call has already ended" counts as done. */
 export function commandTask(deps: CallCommandDeps): TaskHandler<'call.command'> {
   return async (payload) => {
-    const r = await deps.carrier.callAction(payload.callControlId, { action: payload.action }, payload.commandId);
+    const r = await voiceOf(deps.carriers, payload.carrier).callAction(
+      payload.carrierRef,
+      { action: payload.action },
+      payload.commandKey,
+    );
     if (r.ok) return;
     if (r.kind === 'rejected') {
       deps.log.warn({ ...payload, code: r.code, detail: r.detail }, 'carrier refused a call command');
       return;
     }
-    await retryCommand(deps, 'call.command', payload, r.retryAfterMs, r.detail, payload.commandId);
+    await retryCommand(deps, 'call.command', payload, r.retryAfterMs, r.detail, payload.commandKey);
   };
 }
 
@@ -150,16 +152,17 @@ async function retryCommand<K extends 'call.command' | 'call.connect'>(
 export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> {
   return async (payload) => {
     const { callId } = payload;
-    const jobKey = `call.connect:${callId}`;
+    const jobKey = jobKeys.connect(callId);
     const call = await callById(deps.pool, callId);
-    if (call?.status !== 'in_progress' || !call.caller_call_control_id || !call.answered_leg_id) return;
-    const leg = await legGet(deps.pool, call.answered_leg_id);
-    const caller = call.caller_call_control_id;
-    if (!leg?.call_control_id) {
+    if (call?.status !== 'in_progress' || !call.caller_ref || !call.answered_leg_id) return;
+    const leg = await legById(deps.pool, call.answered_leg_id);
+    const caller = call.caller_ref;
+    const voice = voiceOf(deps.carriers, call.carrier);
+    if (!leg?.carrier_ref) {
       await retryCommand(deps, 'call.connect', payload, null, 'the answered leg is not stamped yet', jobKey);
       return;
     }
-    const answered = await deps.carrier.callAction(caller, { action: 'answer' }, `answer:${callId}`);
+    const answered = await voice.callAction(caller, { action: 'answer' }, `answer:${callId}`);
     if (!answered.ok && answered.kind === 'retry') {
       await retryCommand(deps, 'call.connect', payload, answered.retryAfterMs, answered.detail, jobKey);
       return;
@@ -169,24 +172,13 @@ export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> 
       return;
     }
     // A refused answer usually means an earlier run of this job answered already
-    // (outside the carrier's 60 s command_id window): go on and bridge.
+    // (after the carrier stopped de-duplicating its command key): go on and bridge.
     if (!answered.ok)
       deps.log.warn({ callId, code: answered.code }, 'the carrier refused to answer the caller; bridging anyway');
-    const bridged = await deps.carrier.callAction(
-      caller,
-      { action: 'bridge', otherCallControlId: leg.call_control_id },
-      `bridge:${callId}`,
-    );
+    const bridged = await voice.callAction(caller, { action: 'bridge', otherLeg: leg.carrier_ref }, `bridge:${callId}`);
     if (bridged.ok) return;
-    if (bridged.kind === 'retry' || bridged.code === NOT_ANSWERED_YET) {
-      await retryCommand(
-        deps,
-        'call.connect',
-        payload,
-        bridged.kind === 'retry' ? bridged.retryAfterMs : null,
-        bridged.detail,
-        jobKey,
-      );
+    if (bridged.kind === 'retry') {
+      await retryCommand(deps, 'call.connect', payload, bridged.retryAfterMs, bridged.detail, jobKey);
       return;
     }
     // Both parties are up but will never hear each other: hang up both, and their
@@ -196,8 +188,8 @@ export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> 
       'the carrier refused to bridge the caller; hanging up both legs',
     );
     await withTx(deps.pool, async (tx) => {
-      await hangUp(tx, caller);
-      await hangUp(tx, leg.call_control_id!);
+      await hangUp(tx, call.carrier, caller);
+      await hangUp(tx, call.carrier, leg.carrier_ref!);
     });
   };
 }

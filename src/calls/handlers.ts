@@ -1,6 +1,6 @@
-// Carrier events about calls. A leg is found through the client_state we put on
-// its dial (call, leg, position), else by its call_control_id; an inbound caller
-// by its call_control_id. Every handler locks the call row first, so all of one
+// Carrier events about calls. A leg is found through the state it echoes back
+// (the call, leg and position we gave it when we dialed), else by its carrier
+// reference; an inbound caller by theirs. Every handler locks the call row first, so all of one
 // call's transitions serialize in one order (no deadlocks); the guards in the
 // UPDATEs still decide what applies.
 //
@@ -14,29 +14,30 @@ import type { CarrierEvent } from '../carrier/carrier.js';
 import { NotReadyError, type HandlerContext, type HandlerRegistry, type HandlerResult } from '../carrier/process.js';
 import type { Tx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
-import { numberByE164 } from '../numbers/numbers.js';
+import { jobKeys } from '../jobs/keys.js';
+import { numberAtCarrier } from '../numbers/numbers.sql.js';
 import { emit } from '../outbox/outbox.js';
 import { requestLookup } from '../reconcile/requests.js';
 import { afterCallEnded, callResource, hangUp, rejectCaller, ringOn, startLeg } from './calls.js';
 import {
   callAnswer,
-  callByCallerControlId,
+  callByCallerRef,
   callEnd,
   callInsert,
   callLock,
   legAnswer,
-  legByControlId,
+  legByCarrierRef,
   legEnd,
   legEndingFind,
   legEndingRecord,
-  legGet,
+  legById,
   legsOf,
   legStamp,
   type CallRow,
   type LegRow,
 } from './calls.sql.js';
 
-/** What we put in client_state when dialing a leg; Telnyx echoes it on the leg's webhooks. */
+/** What we give a leg when dialing it; the carrier echoes it back on the leg's events. */
 export interface LegState {
   c: string;
   l: string;
@@ -50,15 +51,15 @@ export function legState(v: unknown): LegState | null {
 
 type Found = { call: CallRow; leg: LegRow } | { call: CallRow; caller: true } | null;
 
-async function find(tx: Tx, ev: { callControlId: string; clientState: unknown }): Promise<Found> {
-  const ref = legState(ev.clientState);
-  const leg = ref ? await legGet(tx, ref.l) : await legByControlId(tx, ev.callControlId);
+async function find(tx: Tx, carrier: string, ev: { leg: string; echo: unknown }): Promise<Found> {
+  const ref = legState(ev.echo);
+  const leg = ref ? await legById(tx, ref.l) : await legByCarrierRef(tx, carrier, ev.leg);
   if (leg) {
     const call = await callLock(tx, leg.call_id);
     // re-read after the lock: another transaction may have changed the leg meanwhile
-    return call ? { call, leg: (await legGet(tx, leg.id))! } : null;
+    return call ? { call, leg: (await legById(tx, leg.id))! } : null;
   }
-  const caller = await callByCallerControlId(tx, ev.callControlId);
+  const caller = await callByCallerRef(tx, carrier, ev.leg);
   if (caller) {
     const call = await callLock(tx, caller.id);
     return call ? { call, caller: true } : null;
@@ -77,10 +78,10 @@ async function inboundCall(
   ev: Extract<CarrierEvent, { kind: 'call.initiated' }>,
   ctx: HandlerContext,
 ): Promise<HandlerResult> {
-  const number = await numberByE164(tx, ev.to);
-  const gone = await legEndingFind(tx, ctx.carrier, ev.callControlId);
+  const number = await numberAtCarrier(tx, ctx.carrier, ev.to);
+  const gone = await legEndingFind(tx, ctx.carrier, ev.leg);
   if (!number) {
-    if (!gone) await rejectCaller(tx, ev.callControlId);
+    if (!gone) await rejectCaller(tx, ctx.carrier, ev.leg);
     return { outcome: 'rejected', reason: `no account owns ${ev.to}` };
   }
   const targets = number.inbound_ring;
@@ -94,8 +95,7 @@ async function inboundCall(
     plan: { targets, timeout: number.ring_timeout_secs, next: ringing ? 1 : 0 },
     carrier: ctx.carrier,
     status: ringing ? 'ringing' : 'missed',
-    callerLegId: ev.callLegId,
-    callerCallControlId: ev.callControlId,
+    callerRef: ev.leg,
     createdAt: ev.occurredAt,
     ...(gone ? { endedAt: gone.ended_at } : {}),
   });
@@ -111,7 +111,7 @@ async function inboundCall(
   if (!ringing) {
     // No ring plan: the caller is turned away. Or the caller had hung up before we
     // heard of the call: nobody is dialed for them.
-    if (!gone) await rejectCaller(tx, ev.callControlId);
+    if (!gone) await rejectCaller(tx, ctx.carrier, ev.leg);
     await emit(tx, {
       accountId: call.account_id,
       tenantId: call.tenant_id,
@@ -132,11 +132,9 @@ async function inboundCall(
  * that leg: a dial we gave up on that went through after all, or a second dial
  * after the command_id window. It must not move our leg; if it is up, hang it up.
  */
-function isStray(leg: LegRow, callControlId: string): boolean {
+function isStray(leg: LegRow, carrierRef: string): boolean {
   return (
-    (leg.call_control_id !== null && leg.call_control_id !== callControlId) ||
-    leg.status === 'failed' ||
-    leg.status === 'canceled'
+    (leg.carrier_ref !== null && leg.carrier_ref !== carrierRef) || leg.status === 'failed' || leg.status === 'canceled'
   );
 }
 
@@ -146,17 +144,17 @@ async function legAnswered(
   leg: LegRow,
   ev: Extract<CarrierEvent, { kind: 'call.answered' }>,
 ): Promise<HandlerResult> {
-  if (isStray(leg, ev.callControlId)) {
-    await hangUp(tx, ev.callControlId);
+  if (isStray(leg, ev.leg)) {
+    await hangUp(tx, call.carrier, ev.leg);
     return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
   }
-  await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
+  await legStamp(tx, leg.id, ev.leg, ev.occurredAt);
   if (!(await legAnswer(tx, leg.id, ev.occurredAt, ev.source === 'reconciliation')))
     return { outcome: 'ignored', reason: `leg already ${leg.status}` };
   const won = await callAnswer(tx, call.id, leg.id, ev.occurredAt);
   if (!won) {
     // The call was answered by another leg, or ended: this answer loses and the leg is hung up.
-    await hangUp(tx, ev.callControlId);
+    await hangUp(tx, call.carrier, ev.leg);
     return { outcome: 'ignored', reason: `call already ${call.status}; leg hung up` };
   }
   await emit(tx, {
@@ -168,7 +166,7 @@ async function legAnswered(
     occurredAt: ev.occurredAt,
   });
   if (won.direction === 'inbound')
-    await enqueue(tx, 'call.connect', { callId: won.id }, { jobKey: `call.connect:${won.id}` });
+    await enqueue(tx, 'call.connect', { callId: won.id }, { jobKey: jobKeys.connect(won.id) });
   return { outcome: 'applied' };
 }
 
@@ -180,8 +178,8 @@ async function legHungUp(
   ctx: HandlerContext,
 ): Promise<HandlerResult> {
   const at = ev.endedAt ?? ev.occurredAt;
-  if (isStray(leg, ev.callControlId)) return { outcome: 'ignored', reason: 'not the carrier leg we track' };
-  await legStamp(tx, leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
+  if (isStray(leg, ev.leg)) return { outcome: 'ignored', reason: 'not the carrier leg we track' };
+  await legStamp(tx, leg.id, ev.leg, ev.occurredAt);
   // A hangup of a leg we have no answer for, while the call still rings: unless
   // the hangup itself rules an answer out (a timeout, busy…), the answer may be
   // on its way — overtaken, or stored but not yet applied (its worker crashed).
@@ -190,7 +188,7 @@ async function legHungUp(
   // policy. A hangup that says the leg was connected and still has no answer then
   // asks the carrier, who knows; one that cannot tell is taken as no answer.
   if (!leg.answered_at && !leg.ended_at && call.status === 'ringing' && ev.connected !== false) {
-    if (await ctx.pendingAbout('call.answered', ev.callControlId)) {
+    if (await ctx.pendingAbout('call.answered', ev.leg)) {
       throw new NotReadyError(`the answer of leg ${leg.id} is stored but not applied yet`);
     }
     if (!ctx.waitedOut) throw new NotReadyError(`hangup of leg ${leg.id} arrived before its answer`);
@@ -218,30 +216,30 @@ async function legHungUp(
 export const callHandlers: HandlerRegistry = {
   'call.initiated': async (tx, ev, ctx) => {
     if (ev.direction === 'inbound') return inboundCall(tx, ev, ctx);
-    const found = await find(tx, ev);
+    const found = await find(tx, ctx.carrier, ev);
     if (!found || !('leg' in found)) return { outcome: 'ignored', reason: 'not a leg we dialed' };
-    if (isStray(found.leg, ev.callControlId)) {
-      await hangUp(tx, ev.callControlId);
+    if (isStray(found.leg, ev.leg)) {
+      await hangUp(tx, ctx.carrier, ev.leg);
       return { outcome: 'ignored', reason: 'a carrier leg we no longer want; hung up' };
     }
-    const stamped = await legStamp(tx, found.leg.id, ev.callControlId, ev.callLegId, ev.occurredAt);
+    const stamped = await legStamp(tx, found.leg.id, ev.leg, ev.occurredAt);
     return stamped ? { outcome: 'applied' } : { outcome: 'ignored', reason: 'leg already stamped' };
   },
 
   'call.answered': async (tx, ev, ctx) => {
-    const found = await find(tx, ev);
-    if (!found) return notYet(ctx, `no leg with call_control_id ${ev.callControlId} yet`);
+    const found = await find(tx, ctx.carrier, ev);
+    if (!found) return notYet(ctx, `no leg with carrier reference ${ev.leg} yet`);
     if ('caller' in found) return { outcome: 'ignored', reason: 'the caller was answered by us' };
     return legAnswered(tx, found.call, found.leg, ev);
   },
 
   'call.hangup': async (tx, ev, ctx) => {
-    const found = await find(tx, ev);
+    const found = await find(tx, ctx.carrier, ev);
     const at = ev.endedAt ?? ev.occurredAt;
     if (!found) {
       // Not a call of ours yet: an inbound caller who gave up before their
       // call.initiated was processed. The call, when it comes, honours this.
-      const kept = await legEndingRecord(tx, ctx.carrier, ev.callControlId, at, ev.hangupCause);
+      const kept = await legEndingRecord(tx, ctx.carrier, ev.leg, at, ev.hangupCause);
       return {
         outcome: 'ignored',
         reason: kept ? 'no call has this carrier leg yet; its ending is kept' : 'ending already kept',

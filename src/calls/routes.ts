@@ -1,45 +1,52 @@
 // Customer API for calls: place a sequential-ring call, read one with its legs, list.
 
 import { Type } from 'typebox';
+import { Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { notFound, unprocessable } from '../api/problem.js';
+import { isRefusal } from '../api/refusal.js';
 import type { ApiRoutes } from '../api/server.js';
 import { E164 } from '../numbers/numbers.js';
 import { callResource, createOutboundCall, MAX_TARGETS } from './calls.js';
-import { callGet, callList, legsOf } from './calls.sql.js';
-
-const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(t: T) =>
-  Type.Union([t, Type.Null()]);
-const Time = Type.String({ format: 'date-time' });
+import {
+  CALL_DIRECTIONS,
+  CALL_STATUSES,
+  callList,
+  callOfAccount,
+  LEG_FACTS,
+  LEG_STATUSES,
+  legsOf,
+} from './calls.sql.js';
 
 const Leg = Type.Object({
   id: Type.String(),
   position: Type.Integer(),
   to: Type.String(),
-  status: Type.String({ description: 'dialing, ringing, answered, completed, no_answer, canceled or failed' }),
+  status: Type.Enum([...LEG_STATUSES]),
   hangup_cause: Nullable(Type.String()),
   dialed_at: Nullable(Time),
   answered_at: Nullable(Time),
   ended_at: Nullable(Time),
-  reconciled: Type.Array(Type.String(), {
+  reconciled: Type.Array(Type.Enum([...LEG_FACTS]), {
     description: "the leg's facts (answered, hangup) learned by asking the carrier because their webhook never came",
   }),
 });
 
 const Call = Type.Object({
   id: Type.String(),
-  direction: Type.String(),
+  direction: Type.Enum([...CALL_DIRECTIONS]),
   from: Type.String(),
   to: Type.Array(Type.String(), { description: 'ring targets, in order' }),
   number: Type.String({ description: 'the Handset number involved' }),
-  status: Type.String({ description: 'ringing, in_progress, completed or missed' }),
+  status: Type.Enum([...CALL_STATUSES]),
   ring_timeout_secs: Type.Integer(),
   tenant_id: Nullable(Type.String()),
   answered_at: Nullable(Time),
   ended_at: Nullable(Time),
   duration_seconds: Nullable(Type.Integer()),
   created_at: Time,
+  sequence: Sequence,
   legs: Type.Array(Leg),
 });
 
@@ -70,9 +77,9 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
         const call = await createOutboundCall(
           tx,
           { accountId, from: req.body.from, to: req.body.to, ringTimeoutSecs: req.body.ring_timeout_secs ?? 20 },
-          'telnyx',
+          (carrier) => ctx.carriers.get(carrier)?.carriesCalls === true,
         );
-        if ('refused' in call) throw unprocessable(call.code, call.detail, call.param);
+        if (isRefusal(call)) throw unprocessable(call.code, call.detail, call.param);
         return { status: 201, body: callResource(call, await legsOf(tx, call.id)) };
       });
       return sendCreated(reply, created);
@@ -86,8 +93,8 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
         tags,
         summary: 'List calls, newest first',
         querystring: listQuery({
-          status: Type.Optional(Type.Enum(['ringing', 'in_progress', 'completed', 'missed'])),
-          direction: Type.Optional(Type.Enum(['outbound', 'inbound'])),
+          status: Type.Optional(Type.Enum([...CALL_STATUSES])),
+          direction: Type.Optional(Type.Enum([...CALL_DIRECTIONS])),
         }),
         response: { 200: listOf(Call) },
       },
@@ -120,7 +127,7 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const call = await callGet(ctx.pool, req.principal.accountId, req.params.id);
+      const call = await callOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!call) throw notFound('call');
       return callResource(call, await legsOf(ctx.pool, call.id));
     },

@@ -1,7 +1,16 @@
-// The carrier seam. A carrier adapter (today only carrier/telnyx) turns the bytes a
-// carrier posts into a verified envelope and then into a normalized CarrierEvent;
-// a carrier client sends the carrier commands. A second carrier is a new folder
-// implementing these two interfaces, not a change to ingest or the workers.
+// The carrier seam, in Handset's vocabulary. A carrier adapter turns the bytes a
+// carrier posts into a verified envelope and then into a normalized CarrierEvent,
+// writes what reconciliation learned as events in the carrier's own format, and
+// holds the carrier's REST client (messaging; voice when the carrier has it).
+// Every row that came from or goes to a carrier names it, and the code picks the
+// adapter by that name (registry.ts). A carrier's own words (Telnyx's
+// call_control_id, client_state, command_id…) stay inside its folder.
+//
+// The words used here: a `leg` is the carrier's reference for one call leg (what
+// commands address); `echo` is the state we gave a leg when we dialed it, which the
+// carrier hands back on each of its events; a `commandKey` is what the carrier
+// de-duplicates a repeated command by; an `idempotencyKey` makes a repeated send
+// return the first one's answer.
 
 import type { IncomingHttpHeaders } from 'node:http';
 
@@ -38,29 +47,24 @@ export type CarrierEvent = (
   | {
       kind: 'call.initiated';
       occurredAt: Date;
-      callControlId: string;
-      callLegId: string;
-      callSessionId: string;
+      leg: string;
       direction: 'inbound' | 'outbound';
       from: string;
       to: string;
-      clientState: unknown;
+      echo: unknown;
     }
   | {
       kind: 'call.answered';
       occurredAt: Date;
-      callControlId: string;
-      callLegId: string;
-      clientState: unknown;
+      leg: string;
+      echo: unknown;
     }
   | {
       kind: 'call.hangup';
       occurredAt: Date;
-      callControlId: string;
-      callLegId: string;
-      clientState: unknown;
+      leg: string;
+      echo: unknown;
       hangupCause: string;
-      hangupSource: string | null;
       /**
        * Whether the leg was ever connected, as far as the hangup says: true (it was),
        * false (it never was: a timeout, busy, rejected, canceled), null (cannot tell).
@@ -77,7 +81,7 @@ export type CarrierEventKind = CarrierEvent['kind'];
 export interface Envelope {
   eventId: string;
   eventType: string;
-  /** The carrier resource the event is about (a leg's control id, a message id), when it names one. */
+  /** The carrier resource the event is about (a leg, a message), when it names one. */
   subject: string | null;
 }
 
@@ -85,10 +89,14 @@ export interface Envelope {
 export type VerifyFailure = 'missing_signature' | 'malformed_signature' | 'stale_timestamp' | 'bad_signature';
 
 export interface CarrierAdapter {
+  /** Stable; stored on every row that came from or goes to this carrier, and the ingest path /webhooks/<name>. */
   readonly name: string;
-  /** Checks the signature over the raw bytes; null when the webhook is authentic. */
-  verify(raw: Buffer, headers: IncomingHttpHeaders, nowSeconds: number): VerifyFailure | null;
-  /** The carrier's event id and type from a parsed body, or null if it is not an envelope. */
+  /**
+   * Checks the signature over the raw bytes (null when authentic); null itself when
+   * this process has nothing to check with (it then receives no webhooks from it).
+   */
+  readonly verify: ((raw: Buffer, headers: IncomingHttpHeaders, nowSeconds: number) => VerifyFailure | null) | null;
+  /** The carrier's event id, type and subject from a parsed body, or null if it is not an envelope. */
   envelope(body: unknown): Envelope | null;
   /** Normalizes a stored payload. Throws MalformedCarrierEvent when a known type is missing fields. */
   parse(payload: unknown): CarrierEvent;
@@ -100,15 +108,21 @@ export interface CarrierAdapter {
    * webhooks (and a late webhook of the same fact finds nothing left to do).
    */
   reconciled(fact: ReconciledFact): ReconciledEvent[];
+  /** Whether it carries calls too (every carrier carries messages); the API refuses calls on one that does not. */
+  readonly carriesCalls: boolean;
+  /** The carrier's REST API, when this process is configured to talk to it. */
+  readonly client: CarrierClient | null;
+  /** The settings that give it `verify` and `client`, named in the error when a role needs one and has none. */
+  readonly settings: { readonly verify: string; readonly client: string };
 }
 
-/** What reconciliation learned about a leg or a message, in our vocabulary. */
+export class MalformedCarrierEvent extends Error {
+  override name = 'MalformedCarrierEvent';
+}
+
+/** What reconciliation learned about a leg or a message. */
 export type ReconciledFact =
-  | {
-      kind: 'leg.answered';
-      leg: ReconciledLeg;
-      answeredAt: Date;
-    }
+  | { kind: 'leg.answered'; leg: ReconciledLeg; answeredAt: Date }
   | {
       kind: 'leg.ended';
       leg: ReconciledLeg;
@@ -127,10 +141,9 @@ export type ReconciledFact =
     };
 
 export interface ReconciledLeg {
-  callControlId: string;
-  carrierLegId: string | null;
-  /** Our state for the leg (what we put in client_state when we dialed it), or null for a caller. */
-  clientState: unknown;
+  leg: string;
+  /** Our state for the leg (what we gave it when we dialed), or null for an inbound caller. */
+  echo: unknown;
   from: string;
   to: string;
 }
@@ -140,10 +153,6 @@ export interface ReconciledEvent {
   eventType: string;
   subject: string;
   rawJson: string;
-}
-
-export class MalformedCarrierEvent extends Error {
-  override name = 'MalformedCarrierEvent';
 }
 
 /** What the carrier said to a command. */
@@ -169,23 +178,21 @@ export interface Dial {
   from: string;
   to: string;
   timeoutSecs: number;
-  /** Echoed by the carrier on every webhook of the new leg. */
-  clientState: unknown;
-  /** The carrier ignores a repeated command id for 60 s, so a quick re-run does not dial twice. */
-  commandId: string;
+  /** Handed back by the carrier on every event of the new leg. */
+  echo: unknown;
+  /** The carrier ignores a repeated command key for a while, so a quick re-run does not dial twice. */
+  commandKey: string;
   /** Our id for the dial (the leg id): a repeated key is answered with the first dial's leg, not a second call. */
   idempotencyKey: string;
-  /** Bridge the new leg to this existing leg when it answers. */
-  linkTo?: string;
 }
 
 export type CallAction =
   | { action: 'answer' }
   | { action: 'hangup' }
   | { action: 'reject' }
-  | { action: 'bridge'; otherCallControlId: string };
+  | { action: 'bridge'; otherLeg: string };
 
-/** A leg as the carrier knows it now. `observedAt` is the carrier's clock (its Date header) when it answered. */
+/** A leg as the carrier knows it now. `observedAt` is the carrier's clock when it answered. */
 export interface LegLookup {
   alive: boolean;
   startedAt: Date | null;
@@ -212,18 +219,19 @@ export type LookupResult<T> =
 
 /** The carrier's REST API, as the workers use it. */
 export interface CarrierClient {
-  readonly name: string;
+  /** The message's parts as the carrier counts (and bills) them, when its answer says. */
   sendMessage(m: SendMessage): Promise<CommandResult<{ carrierMessageId: string; parts: number | null }>>;
-  dial(d: Dial): Promise<CommandResult<{ callControlId: string; callLegId: string }>>;
+  lookupMessage(carrierMessageId: string): Promise<LookupResult<MessageLookup>>;
+  /** Call control; absent for a carrier that only carries messages. */
+  readonly voice: VoiceClient | null;
+}
+
+export interface VoiceClient {
+  dial(d: Dial): Promise<CommandResult<{ leg: string }>>;
   /**
    * "The call has already ended" counts as success (for a hangup the wanted state
    * holds), reported as `alreadyEnded` for the callers to whom it means more.
    */
-  callAction(
-    callControlId: string,
-    a: CallAction,
-    commandId: string,
-  ): Promise<CommandResult<{ alreadyEnded: boolean }>>;
-  lookupLeg(callControlId: string): Promise<LookupResult<LegLookup>>;
-  lookupMessage(carrierMessageId: string): Promise<LookupResult<MessageLookup>>;
+  callAction(leg: string, a: CallAction, commandKey: string): Promise<CommandResult<{ alreadyEnded: boolean }>>;
+  lookupLeg(leg: string): Promise<LookupResult<LegLookup>>;
 }

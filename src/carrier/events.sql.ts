@@ -3,8 +3,10 @@
 // enqueues its processing job; the processing job marks it processed or records
 // why it failed.
 
+import { newId } from '../db/ids.js';
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
+import type { Payloads, TaskName } from '../jobs/keys.js';
 
 export interface CarrierEventRow {
   id: string;
@@ -17,6 +19,11 @@ export interface CarrierEventRow {
   error: string | null;
   created_at: Date;
 }
+const CARRIER_EVENT_COLUMNS =
+  'id, carrier, carrier_event_id, event_type, subject, payload, processed_at, error, created_at';
+
+/** The column list the row above is typed from, held to the table by a test. */
+export const CARRIER_EVENT_TABLE_COLUMNS = { carrier_events: CARRIER_EVENT_COLUMNS };
 
 export type StoreResult = { stored: true; id: string } | { stored: false };
 
@@ -34,39 +41,45 @@ export interface NewCarrierEvent {
  * Stores verified webhooks and enqueues one processing job per new event as ONE
  * statement, so it is one transaction and one round trip: every event row commits
  * together with its job, or none does. A duplicate (already stored, or earlier in
- * the same batch) inserts nothing and enqueues nothing. All jobs go through one
+ * the same batch) inserts nothing and enqueues nothing. The ids and the job
+ * payloads are made here, in TypeScript (the payload checked against its task);
+ * the statement pairs each inserted row with its own. All jobs go through one
  * graphile_worker.add_jobs call, hence one NOTIFY per batch, not one per event:
  * PostgreSQL serializes the commits of notifying transactions, so that NOTIFY is
- * what bounds ingest throughput (docs/scaling.md has the numbers). A batch with
- * no new event calls nothing and notifies nobody. Rows go in key order, so two
- * concurrent batches carrying the same events wait for each other instead of
- * deadlocking on the unique index.
+ * what bounds ingest throughput. A batch with no new event calls nothing and
+ * notifies nobody. Rows go in key order, so two concurrent batches carrying the
+ * same events wait for each other instead of deadlocking on the unique index.
  */
 export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierEvent[]): Promise<StoreResult[]> {
+  const ids = events.map(() => newId('cev'));
+  const payloads = ids.map((eventId) => JSON.stringify({ eventId } satisfies Payloads['carrier_event.process']));
   const { rows } = await db.query<{ carrier: string; carrier_event_id: string; id: string }>({
     name: 'carrier_event_store_many',
     text: `WITH input AS (
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-                      WITH ORDINALITY AS t (carrier, carrier_event_id, event_type, payload, subject, n)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                      AS t (id, carrier, carrier_event_id, event_type, payload, subject, job)
            ), ins AS (
-             INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, subject)
-             SELECT carrier, carrier_event_id, event_type, payload::jsonb, subject FROM input ORDER BY carrier, carrier_event_id
+             INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, subject)
+             SELECT id, carrier, carrier_event_id, event_type, payload::jsonb, subject FROM input
+              ORDER BY carrier, carrier_event_id
              ON CONFLICT (carrier, carrier_event_id) DO NOTHING
              RETURNING id, carrier, carrier_event_id
            ), jobs AS (
              SELECT count(*) AS n FROM graphile_worker.add_jobs(
-               (SELECT array_agg(ROW('carrier_event.process', json_build_object('eventId', ins.id),
-                                     NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec)
-                  FROM ins))
+               (SELECT array_agg(ROW($8::text, input.job::json, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec)
+                  FROM ins JOIN input USING (id)))
            )
            -- jobs runs (once) only when ins returned rows: nothing new, no add_jobs, no NOTIFY.
            SELECT ins.id, ins.carrier, ins.carrier_event_id, (SELECT n FROM jobs) AS jobs FROM ins`,
     values: [
+      ids,
       events.map((e) => e.carrier),
       events.map((e) => e.carrierEventId),
       events.map((e) => e.eventType),
       events.map((e) => e.rawJson),
       events.map((e) => e.subject),
+      payloads,
+      'carrier_event.process' satisfies TaskName,
     ],
   });
   // Each stored row answers the first request in the batch that carried its key.
@@ -108,11 +121,27 @@ export async function carrierEventPendingAbout(
   return rows.length > 0;
 }
 
+/** The payloads of the stored events of `eventTypes` about `subject`, oldest first. */
+export async function carrierEventPayloadsAbout(
+  db: Db,
+  carrier: string,
+  subject: string,
+  eventTypes: readonly string[],
+): Promise<unknown[]> {
+  const { rows } = await db.query<{ payload: unknown }>({
+    name: 'carrier_event_payloads_about',
+    text: `SELECT payload FROM carrier_events WHERE carrier = $1 AND subject = $2 AND event_type = ANY ($3::text[])
+            ORDER BY created_at, id`,
+    values: [carrier, subject, eventTypes],
+  });
+  return rows.map((r) => r.payload);
+}
+
 /** Locks the event row for the processing transaction, so two runs of one job serialize. */
 export async function carrierEventLock(tx: Tx, id: string): Promise<CarrierEventRow | null> {
   const { rows } = await tx.query<CarrierEventRow>({
     name: 'carrier_event_lock',
-    text: 'SELECT * FROM carrier_events WHERE id = $1 FOR UPDATE',
+    text: `SELECT ${CARRIER_EVENT_COLUMNS} FROM carrier_events WHERE id = $1 FOR UPDATE`,
     values: [id],
   });
   return rows[0] ?? null;

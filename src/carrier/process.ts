@@ -14,24 +14,18 @@ import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys } from '../jobs/keys.js';
 import { decideRetry, waitedOut, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
-import { MalformedCarrierEvent, type CarrierAdapter, type CarrierEvent, type CarrierEventKind } from './carrier.js';
+import { MalformedCarrierEvent, type CarrierEvent, type CarrierEventKind } from './carrier.js';
+import { type Carriers, carrierNamed } from './registry.js';
 import {
   carrierEventLock,
   carrierEventMarkProcessed,
   carrierEventPendingAbout,
   carrierEventRecordError,
 } from './events.sql.js';
-
-declare global {
-  namespace GraphileWorker {
-    interface Tasks {
-      'carrier_event.process': { eventId: string; attempt?: number };
-    }
-  }
-}
 
 export type HandlerResult =
   | { outcome: 'applied' }
@@ -78,7 +72,7 @@ export class NotReadyError extends Error {
 
 export interface ProcessDeps {
   pool: pg.Pool;
-  adapters: Record<string, CarrierAdapter>;
+  carriers: Carriers;
   handlers: HandlerRegistry;
   log: Logger;
   /** How an event waits for what it depends on (jobs/retry.ts). */
@@ -102,8 +96,7 @@ export async function processCarrierEvent(
       if (!row) return 'missing'; // deleted by retention after it was processed
       if (row.processed_at) return 'already_processed'; // a re-run after commit
       const now = clock();
-      const adapter = deps.adapters[row.carrier];
-      if (!adapter) throw new Error(`no adapter for carrier ${row.carrier}`);
+      const adapter = carrierNamed(deps.carriers, row.carrier);
 
       let event: CarrierEvent;
       try {
@@ -145,7 +138,7 @@ export async function processCarrierEvent(
           { eventId: eventRowId, attempt: attempt + 1 },
           {
             runAt: next.retry ? next.runAt : now,
-            jobKey: `carrier_event.process:${eventRowId}`,
+            jobKey: jobKeys.carrierEvent(eventRowId),
           },
         );
         await err.also?.(tx);

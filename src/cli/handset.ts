@@ -1,165 +1,244 @@
 #!/usr/bin/env node
-// The `handset` command: one entry point for every role and tool.
-// It reads the environment once into a Config, and translates a ConfigError into
-// one line on stderr naming the variable.
+// The `handset` command: one entry point for every role and tool, on commander.
+// Each tool's flags are declared beside the code they drive; this file builds the
+// tree and attaches the actions. The environment is read into a Config only when a
+// command runs, so `--help` and usage errors touch nothing. Errors are translated
+// once, here: a usage error names the command and what was wrong (exit 2), a
+// ConfigError is one line naming the variable (exit 2), any other failure one line
+// (exit 1).
 
+import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, redactCredentials, type Config } from '../config.js';
+import { Argument, Command, CommanderError, InvalidArgumentError } from 'commander';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
+import { auditCommand, auditDatabase, type AuditFlags } from '../audit/cli.js';
+import { carriers } from '../carrier/registry.js';
+import { ConfigError, loadConfig, redactCredentials, type Config, type Mode } from '../config.js';
+import { startEmbeddedPostgres } from '../db/embedded.js';
+import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
-import { migrate } from '../db/migrate.js';
-import { runAuditCommand } from '../audit/cli.js';
-import { runReconcileCommand } from '../reconcile/cli.js';
-import { startEmbeddedPostgres } from '../db/embedded.js';
 import { devBanner, startDev, type DevHandle } from '../dev/dev.js';
-import { readDevState } from '../dev/state.js';
-import { runListen } from '../dev/listen.js';
-import { runTrigger } from '../dev/trigger.js';
-import { ROLES, startPlatform, type Platform, type Role } from '../platform.js';
-import { runSimCommand } from '../sim/cli.js';
+import { listenCommand, runListen, type ListenFlags } from '../dev/listen.js';
+import { readDevState, runningDev } from '../dev/state.js';
+import { runTrigger, SCENARIOS, triggerCommand, type TriggerFlags } from '../dev/trigger.js';
+import { checkRoleConfig, ROLES, startPlatform, type Platform, type Role } from '../platform.js';
+import { reconcileCommand, runReconcile, type ReconcileFlags } from '../reconcile/cli.js';
+import { runSim, simArgs, simCommand } from '../sim/cli.js';
 import { createFileLogger, createLogger, type Logger } from '../telemetry/log.js';
+import { commandPath, EXIT, EXIT_STATUS_HELP, styled, UsageError } from './command.js';
+import { completionScript, SHELLS, type Shell } from './completion.js';
+import { assertPortsFree } from './ports.js';
 
-const USAGE = `usage: handset <command> [options]
-
-commands:
-  dev [--reset]                the whole platform locally (what npm start runs); --reset starts clean
-  serve [--roles ingest,api,worker]
-                               production roles; needs DATABASE_URL
-  migrate                      apply migrations and exit
-  accounts create --name NAME  create an account; prints {"account_id","api_key"} (the key is shown once)
-  sim [options]                the Telnyx simulator on its own (handset sim --help)
-  listen [--forward-to URL] [--events a,b]
-                               subscribe a local endpoint; verify and print (or forward) every event
-  trigger <scenario>           drive the simulator through the real pipeline (handset trigger for the list)
-  audit [--json] [--grace S]   check the exactly-once invariants over the whole database; exit 1 on any violation
-  reconcile [--dry-run]        ask the carrier about everything waiting past its bound for a carrier event
-`;
-
-type Command = (args: string[], config: Config, log: Logger) => Promise<number | 'running'>;
-
-const commands: Record<string, { mode: 'dev' | 'serve'; run: Command }> = {
-  serve: { mode: 'serve', run: serve },
-  dev: { mode: 'dev', run: dev },
-  migrate: { mode: 'serve', run: migrateCommand },
-  accounts: { mode: 'serve', run: accountsCommand },
-  sim: { mode: 'dev', run: (args, _config, log) => runSimCommand(args, log) },
-  listen: {
-    mode: 'dev',
-    run: (args, config) => runListen(args, config.stateDir, { out: (l) => process.stdout.write(`${l}\n`) }),
-  },
-  audit: { mode: 'dev', run: auditCommand },
-  trigger: {
-    mode: 'dev',
-    run: (args, config) => runTrigger(args, config.stateDir, (l) => process.stdout.write(`${l}\n`)),
-  },
-  reconcile: { mode: 'serve', run: reconcileCommand },
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
 };
 
-async function main(argv: string[]): Promise<void> {
-  const [name, ...rest] = argv;
-  const command = name ? commands[name] : undefined;
-  if (!command) {
-    process.stderr.write(USAGE);
-    process.exit(name && name !== 'help' && name !== '--help' ? 2 : 0);
-  }
-  let config: Config;
-  try {
-    config = loadConfig(process.env, command.mode);
-  } catch (err) {
-    if (err instanceof ConfigError) exitWithConfigError(err);
-    throw err;
-  }
-  const log = createLogger(config.logLevel);
-  try {
-    const result = await command.run(rest, config, log);
-    if (result !== 'running') process.exit(result);
-  } catch (err) {
-    if (err instanceof ConfigError) exitWithConfigError(err);
-    process.stderr.write(`handset ${name}: ${(err as Error).message}\n`);
-    log.debug({ err }, 'command failed');
-    process.exit(1);
-  }
+/** What a command's action ends with: an exit code, or 'running' (it exits when told to stop). */
+type Outcome = number | 'running';
+type Action = (config: Config, log: Logger, cmd: Command) => Promise<Outcome>;
+
+let outcome: Outcome = EXIT.ok;
+
+/** The action of a command: reads the configuration for its mode, runs, and translates what it throws. */
+function act(mode: Mode, run: Action) {
+  return async (...args: unknown[]) => {
+    const cmd = args.at(-1) as Command;
+    let log = createLogger('info');
+    try {
+      const config = loadConfig(process.env, mode);
+      log = createLogger(config.logLevel);
+      outcome = await run(config, log, cmd);
+    } catch (err) {
+      if (err instanceof UsageError) cmd.error(err.message, { exitCode: EXIT.usage, code: 'handset.usage' });
+      if (err instanceof ConfigError) {
+        // A URL in it never shows its credentials, wherever the error was raised.
+        process.stderr.write(`handset: configuration error: ${redactCredentials(err.message)}\n`);
+        outcome = EXIT.usage;
+        return;
+      }
+      process.stderr.write(`${commandPath(cmd)}: ${(err as Error).message}\n`);
+      log.debug({ err }, 'command failed');
+      outcome = EXIT.failure;
+    }
+  };
 }
 
-/** One line naming the variable; a URL in it never shows its credentials, wherever the error was raised. */
-function exitWithConfigError(err: ConfigError): never {
-  process.stderr.write(`handset: configuration error: ${redactCredentials(err.message)}\n`);
-  process.exit(2);
+const print = (line: string) => process.stdout.write(`${line}\n`);
+
+export function handsetProgram(): Command {
+  const program = new Command('handset')
+    .description('Handset: SMS, MMS and calls on Telnyx, with exactly-once webhooks')
+    .version(version, '-V, --version', 'print the version')
+    .addHelpCommand('help [command]', 'show the help of a command')
+    .addHelpText('after', `\n${EXIT_STATUS_HELP}`);
+
+  program
+    .command('dev')
+    .description('the whole platform locally (npm start): embedded PostgreSQL, the simulator, every role')
+    .option('--reset', 'start from scratch: a new database, demo account and key')
+    .addHelpText(
+      'after',
+      '\nState lives in HANDSET_STATE_DIR (./.handset); ports: HANDSET_API_PORT, HANDSET_INGEST_PORT, HANDSET_SIM_PORT.',
+    )
+    .action(act('dev', dev));
+
+  program
+    .command('serve')
+    .description('production: the roles, against DATABASE_URL')
+    .option('--roles <roles>', `comma-separated roles to run (${ROLES.join(', ')})`, parseRoles, [...ROLES])
+    .addHelpText(
+      'after',
+      '\nEach role can run as its own process, any number of replicas. SIGTERM/SIGINT stop taking work, ' +
+        'finish what is\nin flight and close the pools.',
+    )
+    .action(act('serve', serve));
+
+  program
+    .command('migrate')
+    .description('apply the database migrations to DATABASE_URL and exit')
+    .action(act('serve', migrateCommand));
+
+  const accounts = program.command('accounts').description('manage accounts');
+  accounts
+    .command('create')
+    .description('create an account and its first API key (shown once, stored hashed)')
+    .requiredOption('--name <name>', 'the account’s name')
+    .option('--json', 'print {"account_id", "api_key"} as JSON')
+    .addHelpText('after', '\nWrites to DATABASE_URL, else to the database of the handset dev in HANDSET_STATE_DIR.')
+    .action(act('serve', accountsCreate));
+
+  program.addCommand(simCommand().action(act('dev', async (_config, log, cmd) => runSim(simArgs(cmd.opts()), log))));
+
+  program.addCommand(
+    listenCommand().action(
+      act('dev', (config, _log, cmd) =>
+        runListen(cmd.opts<ListenFlags>(), config.stateDir, {
+          out: print,
+          err: (line) => process.stderr.write(`${line}\n`),
+        }),
+      ),
+    ),
+  );
+
+  program.addCommand(
+    triggerCommand().action(
+      act('dev', (config, _log, cmd) =>
+        runTrigger(cmd.processedArgs[0] as string | undefined, cmd.opts<TriggerFlags>(), config.stateDir, print),
+      ),
+    ),
+  );
+
+  program.addCommand(auditCommand().action(act('dev', audit)));
+  program.addCommand(reconcileCommand().action(act('serve', reconcile)));
+
+  program
+    .command('completion')
+    .description('print a shell completion script')
+    .addArgument(new Argument('<shell>', 'the shell').choices(SHELLS))
+    .addHelpText(
+      'after',
+      '\nbash: eval "$(handset completion bash)" in ~/.bashrc; zsh: source <(handset completion zsh) in ~/.zshrc.',
+    )
+    .action((shell: Shell) => {
+      process.stdout.write(completionScript(shell, handsetProgram(), { trigger: Object.keys(SCENARIOS) }));
+    });
+
+  return program;
 }
 
-function parseRoles(text: string | undefined): Role[] {
-  if (!text) return [...ROLES];
+function parseRoles(text: string): Role[] {
   const roles = text.split(',').map((r) => r.trim());
   for (const r of roles) {
-    if (!(ROLES as readonly string[]).includes(r)) throw new Error(`unknown role "${r}" (roles: ${ROLES.join(', ')})`);
+    if (!(ROLES as readonly string[]).includes(r)) {
+      throw new InvalidArgumentError(`unknown role "${r}" (roles: ${ROLES.join(', ')})`);
+    }
   }
   return roles as Role[];
 }
 
-async function serve(args: string[], config: Config, log: Logger) {
-  const { values } = parseArgs({ args, options: { roles: { type: 'string' } } });
-  const roles = parseRoles(values.roles);
+async function serve(config: Config, log: Logger, cmd: Command) {
+  const roles = cmd.opts<{ roles: Role[] }>().roles;
   if (!config.databaseUrl)
     throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
+  checkRoleConfig(carriers(config), roles);
+  await assertPortsFree(config.host, [
+    ...(roles.includes('api') ? [{ variable: 'HANDSET_API_PORT', port: config.apiPort }] : []),
+    ...(roles.includes('ingest') ? [{ variable: 'HANDSET_INGEST_PORT', port: config.ingestPort }] : []),
+  ]);
   let starting: Promise<Platform> | undefined;
-  onShutdown(log, async () => (await starting)?.stop());
+  onShutdown(log, async () => {
+    await (await starting)?.stop();
+    log.info('stopped');
+  });
   starting = startPlatform({ config, databaseUrl: config.databaseUrl, roles, log });
   await starting;
   return 'running' as const;
 }
 
-async function dev(args: string[], config: Config) {
-  const { values } = parseArgs({ args, options: { reset: { type: 'boolean' } } });
-  if (values.reset) await rm(config.stateDir, { recursive: true, force: true });
+async function dev(config: Config, _log: Logger, cmd: Command) {
+  const other = await runningDev(config.stateDir);
+  if (other && other.pid !== process.pid) {
+    throw new Error(`handset dev is already running here (pid ${other.pid}, API ${other.apiUrl})`);
+  }
+  // Before anything starts: a busy port found after PostgreSQL started would leave it to stop.
+  await assertPortsFree(config.host, [
+    { variable: 'HANDSET_API_PORT', port: config.apiPort },
+    { variable: 'HANDSET_INGEST_PORT', port: config.ingestPort },
+    { variable: 'HANDSET_SIM_PORT', port: config.simPort },
+  ]);
+  if (cmd.opts<{ reset?: boolean }>().reset) await rm(config.stateDir, { recursive: true, force: true });
   const logFile = path.join(config.stateDir, 'handset.log');
   const log = createFileLogger(config.logLevel, logFile);
   let starting: Promise<DevHandle> | undefined;
-  onShutdown(log, async () => (await starting)?.stop());
-  process.stdout.write('Starting Handset (embedded PostgreSQL, migrations, simulator)…\n');
+  onShutdown(log, async () => {
+    await (await starting)?.stop();
+    print('stopped');
+  });
+  print('Starting Handset (embedded PostgreSQL, migrations, simulator)…');
   starting = startDev(config, log);
   const handle = await starting;
   process.stdout.write(devBanner(handle.state, path.relative(process.cwd(), logFile) || logFile));
   return 'running' as const;
 }
 
-async function migrateCommand(_args: string[], config: Config, log: Logger) {
+async function migrateCommand(config: Config, log: Logger) {
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset migrate');
   const pool = createPool(config.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
   try {
     const applied = await migrate(pool, log);
-    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
-    return 0;
+    print(applied.length ? `applied: ${applied.join(', ')}` : 'schema is up to date');
+    return EXIT.ok;
   } finally {
     await pool.end();
   }
 }
 
-async function accountsCommand(args: string[], config: Config, log: Logger) {
-  const { values, positionals } = parseArgs({ args, options: { name: { type: 'string' } }, allowPositionals: true });
-  if (positionals[0] !== 'create' || !values.name) throw new Error('usage: handset accounts create --name NAME');
-  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset accounts');
-  const pool = createPool(config.databaseUrl, { max: 2, applicationName: 'handset-accounts', log });
-  try {
-    await migrate(pool, log);
-    const created = await withTx(pool, async (tx) => {
-      const account = await accountCreate(tx, values.name!);
-      return { account_id: account.id, api_key: (await apiKeyCreate(tx, account.id)).key };
-    });
-    process.stdout.write(`${JSON.stringify(created)}\n`);
-    return 0;
-  } finally {
-    await pool.end();
+async function accountsCreate(config: Config, log: Logger, cmd: Command) {
+  const { name, json } = cmd.opts<{ name: string; json?: boolean }>();
+  const created = await withDatabase(config, log, 'handset accounts create', async (databaseUrl) => {
+    const pool = createPool(databaseUrl, { max: 2, applicationName: 'handset-accounts', log });
+    try {
+      await migrate(pool, log);
+      return await withTx(pool, async (tx) => {
+        const account = await accountCreate(tx, name);
+        return { account_id: account.id, api_key: (await apiKeyCreate(tx, account.id)).key };
+      });
+    } finally {
+      await pool.end();
+    }
+  });
+  if (json) print(JSON.stringify(created));
+  else {
+    print(`Created account ${created.account_id} (${name}).`);
+    print(`API key: ${created.api_key}`);
+    print('It is shown only this once (Handset stores a hash of it).');
   }
+  return EXIT.ok;
 }
 
-/**
- * `handset audit` reads DATABASE_URL, else the database of the running `handset
- * dev`, else starts the embedded one under the state directory for the audit.
- */
-async function auditCommand(args: string[], config: Config, log: Logger) {
+async function audit(config: Config, log: Logger, cmd: Command) {
   const io = {
     reconcile: {
       intervalMs: config.reconcileIntervalMs,
@@ -167,13 +246,23 @@ async function auditCommand(args: string[], config: Config, log: Logger) {
       messageAfterMs: config.reconcileMessageAfterMs,
     },
   };
-  if (config.databaseUrl) return runAuditCommand(args, config.databaseUrl, log, io);
-  const dev = await readDevState(config.stateDir);
-  if (dev && isAlive(dev.pid)) return runAuditCommand(args, dev.databaseUrl, log, io);
-  if (!dev) throw new ConfigError('DATABASE_URL', 'is required by handset audit (or run it next to `handset dev`)');
+  return withDatabase(config, log, 'handset audit', (url) => auditDatabase(cmd.opts<AuditFlags>(), url, log, io));
+}
+
+/**
+ * DATABASE_URL, else the database of the running `handset dev`, else (dev has
+ * run here but is stopped) its embedded PostgreSQL, started for this command.
+ */
+async function withDatabase<T>(config: Config, log: Logger, command: string, use: (url: string) => Promise<T>) {
+  if (config.databaseUrl) return use(config.databaseUrl);
+  const running = await runningDev(config.stateDir);
+  if (running) return use(running.databaseUrl);
+  if (!(await readDevState(config.stateDir))) {
+    throw new ConfigError('DATABASE_URL', `is required by ${command} (or run it next to handset dev: npm start)`);
+  }
   const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
   try {
-    return await runAuditCommand(args, pg.url, log, io);
+    return await use(pg.url);
   } finally {
     await pg.stop();
   }
@@ -183,28 +272,18 @@ async function auditCommand(args: string[], config: Config, log: Logger) {
  * `handset reconcile` against DATABASE_URL and the configured carrier, or next to
  * a running `handset dev`: its database and its simulator.
  */
-async function reconcileCommand(args: string[], config: Config, log: Logger) {
-  const out = (l: string) => process.stdout.write(`${l}\n`);
-  if (args.includes('--help') || args.includes('-h')) return runReconcileCommand(['--help'], config, '', log, out);
-  if (config.databaseUrl) return runReconcileCommand(args, config, config.databaseUrl, log, out);
-  const dev = await readDevState(config.stateDir);
-  if (!dev || !isAlive(dev.pid)) {
+async function reconcile(config: Config, log: Logger, cmd: Command) {
+  const flags = cmd.opts<ReconcileFlags>();
+  if (config.databaseUrl) return runReconcile(flags, config, config.databaseUrl, log, print);
+  const dev = await runningDev(config.stateDir);
+  if (!dev) {
     throw new ConfigError('DATABASE_URL', 'is required by handset reconcile (or run it next to a running handset dev)');
   }
   const devConfig: Config = {
     ...config,
     telnyx: { ...config.telnyx, apiUrl: dev.carrier.TELNYX_API_URL, apiKey: dev.carrier.TELNYX_API_KEY },
   };
-  return runReconcileCommand(args, devConfig, dev.databaseUrl, log, out);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return runReconcile(flags, devConfig, dev.databaseUrl, log, print);
 }
 
 /**
@@ -219,20 +298,32 @@ function onShutdown(log: Logger, stop: () => Promise<void>): void {
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) {
       log.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
+      process.exit(EXIT.failure);
     }
     stopping = true;
     log.info({ signal }, 'shutting down gracefully');
     stop().then(
-      () => process.exit(0),
+      () => process.exit(EXIT.ok),
       (err: Error) => {
         log.error({ err: err.message }, 'shutdown failed');
-        process.exit(1);
+        process.exit(EXIT.failure);
       },
     );
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const program = styled(handsetProgram());
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    // Commander has printed the help, the version or the usage error; 0 only for the first two.
+    process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
+  }
+  if (outcome !== 'running') process.exit(outcome);
 }
 
 await main(process.argv.slice(2));

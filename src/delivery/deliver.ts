@@ -16,6 +16,8 @@
 import type pg from 'pg';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys, lanes } from '../jobs/keys.js';
+import { parseRetryAfter } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { eventBody } from '../outbox/outbox.js';
 import type { Logger } from '../telemetry/log.js';
@@ -34,14 +36,6 @@ import { endpointDisable, endpointLock, endpointRecordFailure, endpointRecordSuc
 import { sendWebhook, type AttemptResult } from './http.js';
 import { webhookHeaders } from './signature.js';
 
-declare global {
-  namespace GraphileWorker {
-    interface Tasks {
-      'delivery.attempt': { deliveryId: string; trigger: AttemptTrigger };
-    }
-  }
-}
-
 export interface DeliveryDeps {
   pool: pg.Pool;
   log: Logger;
@@ -54,9 +48,8 @@ export interface DeliveryDeps {
   parallelPerEndpoint: number;
 }
 
-export const endpointLane = (endpointId: string) => `endpoint:${endpointId}`;
 const jobKeyOf = (trigger: AttemptTrigger, deliveryId: string) =>
-  `${trigger === 'redeliver' ? 'redeliver' : 'delivery'}:${deliveryId}`;
+  trigger === 'redeliver' ? jobKeys.redelivery(deliveryId) : jobKeys.delivery(deliveryId);
 
 export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'> {
   const inFlight = new Map<string, number>();
@@ -84,7 +77,7 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     if (!job.inSerialQueue && (endpoint.consecutive_failures > 0 || busy >= deps.parallelPerEndpoint)) {
       await withTx(deps.pool, (tx) =>
         enqueue(tx, 'delivery.attempt', payload, {
-          queueName: endpointLane(endpoint.id),
+          queueName: lanes.endpoint(endpoint.id),
           jobKey: jobKeyOf(trigger, deliveryId),
         }),
       );
@@ -168,8 +161,8 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
         if (await deliveryScheduleRetry(tx, deliveryId, at)) {
           await enqueue(tx, 'delivery.attempt', payload, {
             runAt: at,
-            jobKey: `delivery:${deliveryId}`,
-            queueName: endpointLane(endpoint.id),
+            jobKey: jobKeys.delivery(deliveryId),
+            queueName: lanes.endpoint(endpoint.id),
           });
           return 'retrying' as const;
         }
@@ -189,13 +182,7 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
 export function retryDelay(schedule: number[], index: number, retryAfter: string | null, now: Date): number {
   const base = schedule[index]!;
   const ceiling = schedule[index + 1] ?? base * 2;
-  if (!retryAfter) return base;
-  let asked: number | null = null;
-  if (/^\d+$/.test(retryAfter.trim())) asked = Number(retryAfter.trim()) * 1000;
-  else {
-    const date = Date.parse(retryAfter);
-    if (!Number.isNaN(date)) asked = date - now.getTime();
-  }
+  const asked = parseRetryAfter(retryAfter, now.getTime());
   if (asked === null || asked <= base) return base;
   return Math.min(asked, ceiling);
 }

@@ -5,11 +5,14 @@
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
-import type { OutboundEventRow } from '../outbox/outbox.js';
+import type { EventType, OutboundEventRow } from '../outbox/outbox.sql.js';
 import type { EndpointRow } from './endpoints.sql.js';
 
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'skipped';
-export type AttemptTrigger = 'scheduled' | 'redeliver';
+export const DELIVERY_STATUSES = ['pending', 'succeeded', 'failed', 'skipped'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+/** What started an attempt: the schedule (first try and retries) or a customer's redeliver. */
+export const ATTEMPT_TRIGGERS = ['scheduled', 'redeliver'] as const;
+export type AttemptTrigger = (typeof ATTEMPT_TRIGGERS)[number];
 
 export interface DeliveryRow {
   id: string;
@@ -22,6 +25,8 @@ export interface DeliveryRow {
   updated_at: Date;
 }
 
+const DELIVERY_COLUMNS = 'id, event_id, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at';
+
 export interface AttemptRow {
   id: string;
   delivery_id: string;
@@ -33,6 +38,49 @@ export interface AttemptRow {
   response_status: number | null;
   response_excerpt: string | null;
   error: string | null;
+}
+const ATTEMPT_COLUMNS =
+  'id, delivery_id, attempt, trigger, url, started_at, duration_ms, response_status, response_excerpt, error';
+const ATTEMPT_COLUMNS_OF_A = ATTEMPT_COLUMNS.split(', ')
+  .map((c) => `a.${c}`)
+  .join(', ');
+
+/** The column lists the rows above are typed from, held to the tables by a test. */
+export const DELIVERY_TABLE_COLUMNS = { webhook_deliveries: DELIVERY_COLUMNS, webhook_attempts: ATTEMPT_COLUMNS };
+
+/** A delivery about to be scheduled: its endpoint, and whether that endpoint is failing now. */
+export interface DeliveryToSchedule {
+  id: string;
+  endpoint_id: string;
+  status: DeliveryStatus;
+  endpoint_failing: boolean;
+}
+
+/**
+ * One delivery of the event per endpoint of its account, not deleted and
+ * subscribed to its type (none subscribed: every type), at this moment: pending,
+ * or skipped when the endpoint is disabled right now.
+ */
+export async function deliveriesFanOut(
+  tx: Tx,
+  event: { id: string; account_id: string; type: EventType },
+): Promise<DeliveryToSchedule[]> {
+  const { rows } = await tx.query<DeliveryToSchedule>({
+    name: 'deliveries_fan_out',
+    text: `WITH dl AS (
+             INSERT INTO webhook_deliveries (event_id, endpoint_id, status)
+             SELECT $1, e.id, CASE WHEN e.enabled THEN 'pending' ELSE 'skipped' END
+               FROM webhook_endpoints e
+              WHERE e.account_id = $2 AND e.deleted_at IS NULL
+                AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
+             RETURNING id, endpoint_id, status
+           )
+           SELECT dl.id, dl.endpoint_id, dl.status, e.consecutive_failures > 0 AS endpoint_failing
+             FROM dl JOIN webhook_endpoints e ON e.id = dl.endpoint_id
+            ORDER BY dl.id`,
+    values: [event.id, event.account_id, event.type],
+  });
+  return rows;
 }
 
 export interface DeliveryWork {
@@ -152,31 +200,30 @@ export async function deliveryScheduleRetry(tx: Tx, id: string, at: Date): Promi
 
 /** A disabled endpoint's pending deliveries stop; they can be redelivered after re-enabling. */
 export async function deliverySkipPending(tx: Tx, endpointId: string): Promise<number> {
-  const { rowCount } = await tx.query(
-    `UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, updated_at = now()
-      WHERE endpoint_id = $1 AND status = 'pending'`,
-    [endpointId],
-  );
+  const { rowCount } = await tx.query({
+    name: 'delivery_skip_pending',
+    text: `UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, updated_at = now()
+            WHERE endpoint_id = $1 AND status = 'pending'`,
+    values: [endpointId],
+  });
   return rowCount ?? 0;
 }
 
 /**
- * One more attempt of each of an event's deliveries to endpoints that still exist
- * and are enabled, as a redelivery job of its own (its own key, so a pending
- * delivery's scheduled retry is neither replaced nor hurried); returns the
- * delivery ids. A redelivery leaves the delivery's status as it is unless it
- * succeeds (deliveryMarkRedelivered).
+ * The deliveries of an event whose endpoints still exist and are enabled: what a
+ * redelivery attempts again, whatever their status (delivery/schedule.ts gives
+ * each a redelivery job of its own).
  */
-export async function deliveryRedeliver(tx: Tx, eventId: string): Promise<string[]> {
-  const { rows } = await tx.query<{ id: string }>(
-    `SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id,
-       LATERAL graphile_worker.add_job('delivery.attempt', json_build_object('deliveryId', d.id, 'trigger', 'redeliver'),
-                                       job_key => 'redeliver:' || d.id) AS job
-      WHERE d.event_id = $1 AND e.deleted_at IS NULL AND e.enabled
-      ORDER BY d.id`,
-    [eventId],
-  );
-  return rows.map((r) => r.id);
+export async function deliveriesToRedeliver(db: Db, eventId: string): Promise<DeliveryToSchedule[]> {
+  const { rows } = await db.query<DeliveryToSchedule>({
+    name: 'deliveries_to_redeliver',
+    text: `SELECT d.id, d.endpoint_id, d.status, e.consecutive_failures > 0 AS endpoint_failing
+             FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+            WHERE d.event_id = $1 AND e.deleted_at IS NULL AND e.enabled
+            ORDER BY d.id`,
+    values: [eventId],
+  });
+  return rows;
 }
 
 /** A redelivery that got its 2xx: the delivery has now succeeded, whatever it was (a retry still due finds it done). */
@@ -194,14 +241,20 @@ export async function deliveryListForEvent(
   db: Db,
   eventId: string,
 ): Promise<(DeliveryRow & { url: string; attempt_log: AttemptRow[] })[]> {
-  const { rows } = await db.query(
-    `SELECT d.*, e.url,
-            coalesce((SELECT json_agg(a.* ORDER BY a.attempt) FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempt_log
-       FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-      WHERE d.event_id = $1
-      ORDER BY d.id`,
-    [eventId],
-  );
+  const { rows } = await db.query({
+    name: 'delivery_list_for_event',
+    text: `SELECT ${DELIVERY_COLUMNS.split(', ')
+      .map((c) => `d.${c}`)
+      .join(', ')}, e.url,
+                  coalesce((SELECT json_agg(json_build_object(${ATTEMPT_COLUMNS.split(', ')
+                    .map((c) => `'${c}', a.${c}`)
+                    .join(', ')}) ORDER BY a.attempt)
+                              FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempt_log
+             FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+            WHERE d.event_id = $1
+            ORDER BY d.id`,
+    values: [eventId],
+  });
   return rows;
 }
 
@@ -223,7 +276,7 @@ export async function attemptListForEndpoint(
 ): Promise<EndpointAttemptRow[]> {
   const { rows } = await db.query<EndpointAttemptRow>({
     name: 'attempt_list_for_endpoint',
-    text: `SELECT a.*, d.event_id, ev.type AS event_type,
+    text: `SELECT ${ATTEMPT_COLUMNS_OF_A}, d.event_id, ev.type AS event_type,
                   coalesce(a.response_status BETWEEN 200 AND 299, false) AS succeeded
              FROM webhook_attempts a
              JOIN webhook_deliveries d ON d.id = a.delivery_id

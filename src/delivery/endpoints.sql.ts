@@ -21,27 +21,39 @@ export interface EndpointRow {
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
+  /** Grows by one with each change of the endpoint (guarded statements below); customers order events by it. */
+  sequence: number;
 }
 
-export type DisableReason = 'consecutive_failures' | 'gone' | 'manual';
+const ENDPOINT_COLUMNS = `id, account_id, url, description, event_types, secret, previous_secret,
+  previous_secret_expires_at, enabled, disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
+  deleted_at, sequence`;
 
-export async function endpointCreate(
+/** The column list the row above is typed from, held to the table by a test. */
+export const ENDPOINT_TABLE_COLUMNS = { webhook_endpoints: ENDPOINT_COLUMNS };
+
+export const DISABLE_REASONS = ['consecutive_failures', 'gone', 'manual'] as const;
+export type DisableReason = (typeof DISABLE_REASONS)[number];
+
+export async function endpointInsert(
   tx: Tx,
   e: { accountId: string; url: string; description: string | null; eventTypes: string[]; secret: string },
 ): Promise<EndpointRow> {
-  const { rows } = await tx.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (account_id, url, description, event_types, secret)
-     VALUES ($1, $2, $3, $4, $5) RETURNING *`,
-    [e.accountId, e.url, e.description, e.eventTypes, e.secret],
-  );
+  const { rows } = await tx.query<EndpointRow>({
+    name: 'endpoint_insert',
+    text: `INSERT INTO webhook_endpoints (account_id, url, description, event_types, secret)
+     VALUES ($1, $2, $3, $4, $5) RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [e.accountId, e.url, e.description, e.eventTypes, e.secret],
+  });
   return rows[0]!;
 }
 
-export async function endpointGet(db: Db, accountId: string, id: string): Promise<EndpointRow | null> {
-  const { rows } = await db.query<EndpointRow>(
-    'SELECT * FROM webhook_endpoints WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL',
-    [id, accountId],
-  );
+export async function endpointOfAccount(db: Db, accountId: string, id: string): Promise<EndpointRow | null> {
+  const { rows } = await db.query<EndpointRow>({
+    name: 'endpoint_of_account',
+    text: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
+    values: [id, accountId],
+  });
   return rows[0] ?? null;
 }
 
@@ -51,12 +63,13 @@ export async function endpointList(
   limit: number,
   startingAfter: string | null,
 ): Promise<EndpointRow[]> {
-  const { rows } = await db.query<EndpointRow>(
-    `SELECT * FROM webhook_endpoints
+  const { rows } = await db.query<EndpointRow>({
+    name: 'endpoint_list',
+    text: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
       WHERE account_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR id < $2)
       ORDER BY id DESC LIMIT $3`,
-    [accountId, startingAfter, limit + 1],
-  );
+    values: [accountId, startingAfter, limit + 1],
+  });
   return rows;
 }
 
@@ -75,8 +88,9 @@ export async function endpointUpdate(
     enabled?: boolean | undefined;
   },
 ): Promise<EndpointRow | null> {
-  const { rows } = await tx.query<EndpointRow>(
-    `UPDATE webhook_endpoints SET
+  const { rows } = await tx.query<EndpointRow>({
+    name: 'endpoint_update',
+    text: `UPDATE webhook_endpoints SET
         url = coalesce($3, url),
         description = CASE WHEN $4 THEN $5 ELSE description END,
         event_types = coalesce($6, event_types),
@@ -84,10 +98,10 @@ export async function endpointUpdate(
         consecutive_failures = CASE WHEN $7 THEN 0 ELSE consecutive_failures END,
         disabled_reason = CASE WHEN $7 THEN NULL WHEN $7 = false AND enabled THEN 'manual' ELSE disabled_reason END,
         disabled_at = CASE WHEN $7 THEN NULL WHEN $7 = false AND enabled THEN now() ELSE disabled_at END,
-        updated_at = now()
+        updated_at = now(), sequence = sequence + 1
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
-      RETURNING *`,
-    [
+      RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [
       id,
       accountId,
       patch.url ?? null,
@@ -96,16 +110,17 @@ export async function endpointUpdate(
       patch.eventTypes ?? null,
       patch.enabled ?? null,
     ],
-  );
+  });
   return rows[0] ?? null;
 }
 
 export async function endpointDelete(tx: Tx, accountId: string, id: string): Promise<boolean> {
-  const { rowCount } = await tx.query(
-    `UPDATE webhook_endpoints SET deleted_at = now(), enabled = false, updated_at = now()
+  const { rowCount } = await tx.query({
+    name: 'endpoint_delete',
+    text: `UPDATE webhook_endpoints SET deleted_at = now(), enabled = false, updated_at = now(), sequence = sequence + 1
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
-    [id, accountId],
-  );
+    values: [id, accountId],
+  });
   return rowCount === 1;
 }
 
@@ -117,13 +132,14 @@ export async function endpointRotateSecret(
   secret: string,
   graceUntil: Date,
 ): Promise<EndpointRow | null> {
-  const { rows } = await tx.query<EndpointRow>(
-    `UPDATE webhook_endpoints
-        SET previous_secret = secret, previous_secret_expires_at = $4, secret = $3, updated_at = now()
+  const { rows } = await tx.query<EndpointRow>({
+    name: 'endpoint_rotate_secret',
+    text: `UPDATE webhook_endpoints
+        SET previous_secret = secret, previous_secret_expires_at = $4, secret = $3, updated_at = now(), sequence = sequence + 1
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL
-      RETURNING *`,
-    [id, accountId, secret, graceUntil],
-  );
+      RETURNING ${ENDPOINT_COLUMNS}`,
+    values: [id, accountId, secret, graceUntil],
+  });
   return rows[0] ?? null;
 }
 
@@ -160,7 +176,8 @@ export async function endpointRecordFailure(tx: Tx, id: string): Promise<number>
 export async function endpointDisable(tx: Tx, id: string, reason: DisableReason, now: Date): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'endpoint_disable',
-    text: `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, disabled_at = $3, updated_at = $3
+    text: `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, disabled_at = $3, updated_at = $3,
+                                     sequence = sequence + 1
             WHERE id = $1 AND enabled`,
     values: [id, reason, now],
   });

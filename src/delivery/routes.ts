@@ -3,17 +3,24 @@
 // delivery log, redeliver).
 
 import { Type } from 'typebox';
+import { Sequence } from '../api/fields.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
 import { ApiError, notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
-import { EVENT_TYPES, eventGet } from '../outbox/outbox.js';
-import { attemptListForEndpoint, deliveryListForEvent, deliveryRedeliver, type AttemptRow } from './deliveries.sql.js';
+import { EVENT_TYPES, eventOfAccount } from '../outbox/outbox.sql.js';
 import {
-  endpointCreate,
+  attemptListForEndpoint,
+  deliveriesToRedeliver,
+  deliveryListForEvent,
+  type AttemptRow,
+} from './deliveries.sql.js';
+import { scheduleDeliveries } from './schedule.js';
+import {
+  endpointInsert,
   endpointDelete,
-  endpointGet,
+  endpointOfAccount,
   endpointList,
   endpointRotateSecret,
   endpointUpdate,
@@ -40,6 +47,7 @@ const Endpoint = Type.Object({
   consecutive_failures: Type.Integer(),
   created_at: Type.String({ format: 'date-time' }),
   updated_at: Type.String({ format: 'date-time' }),
+  sequence: Sequence,
   secret: Type.Optional(Type.String({ description: 'whsec_…; shown only on create and rotate_secret' })),
 });
 
@@ -57,6 +65,7 @@ function endpointResource(e: EndpointRow, withSecret = false) {
     consecutive_failures: e.consecutive_failures,
     created_at: e.created_at.toISOString(),
     updated_at: e.updated_at.toISOString(),
+    sequence: e.sequence,
     ...(withSecret ? { secret: e.secret } : {}),
   };
 }
@@ -121,7 +130,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       const { accountId } = req.principal;
       const url = await validUrl(req.body.url);
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        const e = await endpointCreate(tx, {
+        const e = await endpointInsert(tx, {
           accountId,
           url,
           description: req.body.description ?? null,
@@ -153,7 +162,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     '/webhook_endpoints/:id',
     { schema: { tags, summary: 'Get an endpoint', params: IdParams, response: { 200: Endpoint } } },
     async (req) => {
-      const e = await endpointGet(ctx.pool, req.principal.accountId, req.params.id);
+      const e = await endpointOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!e) throw notFound('webhook endpoint');
       return endpointResource(e);
     },
@@ -247,7 +256,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const e = await endpointGet(ctx.pool, req.principal.accountId, req.params.id);
+      const e = await endpointOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!e) throw notFound('webhook endpoint');
       const rows = await attemptListForEndpoint(ctx.pool, e.id, req.query.limit, req.query.starting_after ?? null);
       const p = page(rows, req.query.limit);
@@ -285,7 +294,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
+      const ev = await eventOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!ev) throw notFound('event');
       const rows = await deliveryListForEvent(ctx.pool, ev.id);
       return {
@@ -324,9 +333,13 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req, reply) => {
-      const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
+      const ev = await eventOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!ev) throw notFound('event');
-      const ids = await withTx(ctx.pool, (tx) => deliveryRedeliver(tx, ev.id));
+      const ids = await withTx(ctx.pool, async (tx) => {
+        const deliveries = await deliveriesToRedeliver(tx, ev.id);
+        await scheduleDeliveries(tx, deliveries, 'redeliver');
+        return deliveries.map((d) => d.id);
+      });
       if (ids.length === 0) {
         throw new ApiError(
           409,

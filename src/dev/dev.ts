@@ -8,11 +8,12 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
+import { accountExists } from '../accounts/accounts.sql.js';
 import type { Config } from '../config.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
-import { numberCreate } from '../numbers/numbers.js';
+import { numberInsert } from '../numbers/numbers.sql.js';
 import { ROLES, startPlatform } from '../platform.js';
 import { loadOrCreateKey } from '../sim/cli.js';
 import { startSimulator } from '../sim/simulator.js';
@@ -90,15 +91,16 @@ async function ensureDemo(databaseUrl: string, stateDir: string, log: Logger) {
   const pool = createPool(databaseUrl, { max: 2, applicationName: 'handset-dev', log });
   try {
     if (previous) {
-      const { rows } = await pool.query('SELECT 1 FROM accounts WHERE id = $1', [previous.accountId]);
-      if (rows.length === 1) return { accountId: previous.accountId, apiKey: previous.apiKey, number: previous.number };
+      if (await accountExists(pool, previous.accountId))
+        return { accountId: previous.accountId, apiKey: previous.apiKey, number: previous.number };
     }
     return await withTx(pool, async (tx) => {
       const account = await accountCreate(tx, 'Demo');
       const { key } = await apiKeyCreate(tx, account.id);
-      await numberCreate(tx, {
+      await numberInsert(tx, {
         accountId: account.id,
         tenantId: null,
+        carrier: 'telnyx',
         number: DEMO_NUMBER,
         inboundRing: DEMO_RING,
         ringTimeoutSecs: 5,

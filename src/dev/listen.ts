@@ -1,5 +1,5 @@
-// `handset listen [--forward-to URL]`: the local loop users know from `stripe
-// listen`. It subscribes a local endpoint to the account's events, verifies
+// `handset listen [--forward-to URL] [--print-json]`: the local loop users know
+// from `stripe listen`. It subscribes a local endpoint to the account's events, verifies
 // every delivery it receives (Standard Webhooks: id, timestamp within 5 minutes,
 // HMAC-SHA256 signature) and prints it, or forwards it as received to the
 // developer's own server. The endpoint and its secret are kept in
@@ -11,9 +11,9 @@ import { readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { Command, InvalidArgumentError } from 'commander';
 import { signPayload } from '../delivery/signature.js';
-import { resolveApi } from './state.js';
+import { networkReason, resolveApi } from './state.js';
 
 const TOLERANCE_SECONDS = 300;
 
@@ -25,6 +25,8 @@ interface Saved {
 
 export interface ListenIo {
   out: (line: string) => void;
+  /** Where status lines go when stdout carries only events (--print-json); defaults to out. */
+  err?: (line: string) => void;
   /** Resolves when the user stops listening (SIGINT/SIGTERM by default). */
   stopped?: Promise<void>;
 }
@@ -49,20 +51,53 @@ export function verifyWebhook(
   return match ? null : 'no matching signature';
 }
 
-export async function runListen(args: string[], stateDir: string, io: ListenIo): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      'forward-to': { type: 'string' },
-      events: { type: 'string' },
-      'api-url': { type: 'string' },
-      'api-key': { type: 'string' },
-      port: { type: 'string' },
-    },
-  });
-  const { apiUrl, apiKey } = await resolveApi(stateDir, { apiUrl: values['api-url'], apiKey: values['api-key'] });
-  const forwardTo = values['forward-to'];
-  const eventTypes = values.events ? values.events.split(',').map((e) => e.trim()) : [];
+export interface ListenFlags {
+  forwardTo?: string;
+  events?: string[];
+  printJson?: boolean;
+  apiUrl?: string;
+  apiKey?: string;
+  port: number;
+}
+
+/** `handset listen`: its flags (no action: the caller attaches one). */
+export function listenCommand(): Command {
+  return new Command('listen')
+    .description('subscribe a local endpoint to your events; verify and print (or forward) every one')
+    .option('--forward-to <url>', 'POST every verified event, as received, to your own server')
+    .option('--events <types>', 'only these event types, comma-separated (default: all)', (v) =>
+      v.split(',').map((e) => e.trim()),
+    )
+    .option('--print-json', 'print each event as received (one JSON document a line) instead of a summary')
+    .option('--api-url <url>', 'the Handset API (default: the running handset dev; or HANDSET_API_URL)')
+    .option('--api-key <key>', 'its API key (default: the running handset dev’s demo key; or HANDSET_API_KEY)')
+    .option('--port <n>', 'local port to receive on (0 = any free port)', port, 0)
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Each line: ✔ verified (and forwarded with a 2xx), ✘ refused or the forward failed (with its status);',
+        '↻ marks a redelivery, a webhook-id seen before. The signing secret stays the same across runs.',
+      ].join('\n'),
+    );
+}
+
+function port(text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port, 0 to 65535');
+  return n;
+}
+
+/** How many webhook-ids listen remembers to spot a redelivery. */
+const SEEN_IDS = 10_000;
+
+export async function runListen(flags: ListenFlags, stateDir: string, io: ListenIo): Promise<number> {
+  const err = io.err ?? io.out;
+  const { apiUrl, apiKey } = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
+  const forwardTo = flags.forwardTo;
+  const eventTypes = flags.events ?? [];
+  // Under --print-json stdout carries only the events, so it can be piped; the rest goes to stderr.
+  const say = flags.printJson ? err : io.out;
   const api = async (method: string, p: string, body?: unknown) => {
     const res = await fetch(apiUrl + p, {
       method,
@@ -74,6 +109,7 @@ export async function runListen(args: string[], stateDir: string, io: ListenIo):
   };
 
   let secret = '';
+  const seen = new Set<string>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -81,14 +117,23 @@ export async function runListen(args: string[], stateDir: string, io: ListenIo):
       const body = Buffer.concat(chunks).toString('utf8');
       const failure = verifyWebhook(secret, req.headers, body, Math.floor(Date.now() / 1000));
       if (failure) {
-        io.out(`✘ refused a request: ${failure}`);
+        say(`✘ refused a request: ${failure}`);
         res.writeHead(400).end();
         return;
       }
+      const webhookId = String(req.headers['webhook-id']);
+      const again = seen.has(webhookId);
+      if (!again) {
+        seen.add(webhookId);
+        if (seen.size > SEEN_IDS) seen.delete(seen.values().next().value as string);
+      }
       const event = JSON.parse(body) as { id: string; type: string; data: Record<string, unknown> };
-      const line = `${new Date().toISOString().slice(11, 19)}  ${event.type.padEnd(18)} ${event.id}  ${describe(event.data)}`;
+      const line =
+        `${new Date().toISOString().slice(11, 19)}  ${event.type.padEnd(18)} ${event.id}  ${describe(event.data)}` +
+        (again ? '  ↻ redelivery' : '');
+      if (flags.printJson) io.out(body);
       if (!forwardTo) {
-        io.out(`✔ ${line}`);
+        if (!flags.printJson) say(`✔ ${line}`);
         res.writeHead(200).end();
         return;
       }
@@ -97,22 +142,31 @@ export async function runListen(args: string[], stateDir: string, io: ListenIo):
           method: 'POST',
           headers: {
             'content-type': 'application/json',
-            'webhook-id': String(req.headers['webhook-id']),
+            'webhook-id': webhookId,
             'webhook-timestamp': String(req.headers['webhook-timestamp']),
             'webhook-signature': String(req.headers['webhook-signature']),
           },
           body,
           redirect: 'manual',
         });
-        io.out(`✔ ${line}  → ${forwardTo} [${forwarded.status}]`);
-        res.writeHead(forwarded.status >= 200 && forwarded.status < 300 ? 200 : 502).end();
-      } catch (err) {
-        io.out(`✔ ${line}  → ${forwardTo} [unreachable: ${(err as Error).message}]`);
+        await forwarded.arrayBuffer().catch(() => undefined);
+        const ok = forwarded.status >= 200 && forwarded.status < 300;
+        say(`${ok ? '✔' : '✘'} ${line}  → ${forwardTo} [${forwarded.status}]`);
+        res.writeHead(ok ? 200 : 502).end();
+      } catch (e) {
+        say(`✘ ${line}  → ${forwardTo} [unreachable: ${networkReason(e)}]`);
         res.writeHead(502).end();
       }
     });
   });
-  await new Promise<void>((resolve) => server.listen(Number(values.port ?? 0), '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(flags.port, '127.0.0.1', resolve);
+  }).catch((e: NodeJS.ErrnoException) => {
+    throw new Error(
+      e.code === 'EADDRINUSE' ? `port ${flags.port} is in use; pass another --port (0 = any free port)` : e.message,
+    );
+  });
   const localUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
 
   const file = path.join(stateDir, 'listen.json');
@@ -149,14 +203,15 @@ export async function runListen(args: string[], stateDir: string, io: ListenIo):
       process.once('SIGINT', () => resolve());
       process.once('SIGTERM', () => resolve());
     });
-  io.out(`Ready! Listening for ${eventTypes.length ? eventTypes.join(', ') : 'all events'} on ${localUrl}`);
-  io.out(`Your webhook signing secret is ${secret} (it stays the same across runs). ^C to stop.`);
-  if (forwardTo) io.out(`Forwarding every verified event to ${forwardTo}`);
+  say(`Ready! Listening for ${eventTypes.length ? eventTypes.join(', ') : 'all events'} on ${localUrl}`);
+  say(`Your webhook signing secret is ${secret} (it stays the same across runs). ^C to stop.`);
+  if (forwardTo) say(`Forwarding every verified event to ${forwardTo}`);
 
   await stopped;
   await api('PATCH', `/v1/webhook_endpoints/${endpointId}`, { enabled: false }).catch(() => undefined);
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
+  say('stopped');
   return 0;
 }
 

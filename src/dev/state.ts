@@ -34,16 +34,54 @@ export async function writeDevState(stateDir: string, state: DevState): Promise<
   await writeFile(file(stateDir), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
 }
 
-/** The API to talk to: flags and environment win, else the running dev platform. */
+/** Whether a process with this id still runs (a dev.json can outlive its dev). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The dev.json of a `handset dev` still running, or null. */
+export async function runningDev(stateDir: string): Promise<DevState | null> {
+  const dev = await readDevState(stateDir);
+  return dev && isAlive(dev.pid) ? dev : null;
+}
+
+const START_DEV = 'start it with npm start';
+
+/** Why a fetch failed, in a word: ECONNREFUSED rather than "fetch failed". */
+export function networkReason(err: unknown): string {
+  const cause = (err as Error).cause as NodeJS.ErrnoException | undefined;
+  return cause?.code ?? cause?.message ?? (err as Error).message;
+}
+
+/**
+ * The API to talk to: flags and environment win, else the running dev platform.
+ * It must answer, so that a tool that needs it fails at once with what to do
+ * rather than with "fetch failed" halfway.
+ */
 export async function resolveApi(
   stateDir: string,
   flags: { apiUrl?: string | undefined; apiKey?: string | undefined },
 ) {
   const dev = await readDevState(stateDir);
-  const apiUrl = flags.apiUrl ?? process.env.HANDSET_API_URL ?? dev?.apiUrl;
+  const given = flags.apiUrl ?? process.env.HANDSET_API_URL;
+  const apiUrl = (given ?? dev?.apiUrl)?.replace(/\/+$/, '');
   const apiKey = flags.apiKey ?? process.env.HANDSET_API_KEY ?? dev?.apiKey;
-  if (!apiUrl || !apiKey) {
-    throw new Error('no API to talk to: run `npm start` (handset dev) first, or pass --api-url and --api-key');
+  if (!apiUrl) {
+    throw new Error(`no handset dev running (none in ${stateDir}: ${START_DEV}, or pass --api-url and --api-key)`);
   }
-  return { apiUrl: apiUrl.replace(/\/+$/, ''), apiKey, dev };
+  const noDev = `no handset dev running at ${apiUrl} (${START_DEV})`;
+  if (!given && dev && !isAlive(dev.pid)) throw new Error(noDev);
+  if (!apiKey) throw new Error(`no API key for ${apiUrl}: pass --api-key (or set HANDSET_API_KEY)`);
+  try {
+    await fetch(`${apiUrl}/healthz`, { signal: AbortSignal.timeout(5_000) });
+  } catch (err) {
+    if (!given) throw new Error(noDev, { cause: err });
+    throw new Error(`no Handset API answers at ${apiUrl} (${networkReason(err)})`, { cause: err });
+  }
+  return { apiUrl, apiKey, dev };
 }

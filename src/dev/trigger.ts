@@ -2,71 +2,110 @@
 // (like `stripe trigger`), so a developer sees exactly-once with their own eyes:
 // a real API call or an injected carrier event, the carrier misbehaving if the
 // scenario says so, then what Handset made of it and which customer events it
-// sent. Needs a running `handset dev` (or --api-url/--api-key and --sim-url).
+// sent — reported once Handset has finished with it, as the API shows it.
+// Needs a running `handset dev` (or --api-url/--api-key and --sim-url).
 
-import { parseArgs } from 'node:util';
+import { Command } from 'commander';
+import { nearest, UsageError } from '../cli/command.js';
 import { DEMO_RING } from './dev.js';
-import { resolveApi } from './state.js';
+import { networkReason, resolveApi } from './state.js';
 
 type Out = (line: string) => void;
+// biome-ignore lint/suspicious/noExplicitAny: scenarios read the API's JSON loosely, as a script would
+type Json = any;
+
+/** What a scenario can be told, beside what it does without. */
+const PARAMS = ['from', 'to', 'body'] as const;
+type Param = (typeof PARAMS)[number];
 
 interface Ctx {
-  // biome-ignore lint/suspicious/noExplicitAny: scenarios read the API's JSON loosely, as a script would
-  api: (method: string, path: string, body?: unknown) => Promise<{ status: number; json: any }>;
-  // biome-ignore lint/suspicious/noExplicitAny: the simulator's control API, read loosely
-  sim: (method: string, path: string, body?: unknown) => Promise<any>;
-  number: string;
+  api: (method: string, path: string, body?: unknown) => Promise<{ status: number; json: Json }>;
+  /** The simulator's control API. */
+  sim: (method: string, path: string, body?: unknown) => Promise<Json>;
+  given: Partial<Record<Param, string>>;
+  /** Your Handset number: the running dev's demo number. */
+  ours: string | null;
   out: Out;
 }
 
-export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise<void> }> = {
+/** What a scenario reports (printed as JSON under --json). */
+type Summary = Record<string, unknown>;
+
+interface Scenario {
+  about: string;
+  /** Each parameter it takes, and what it is when not given. */
+  takes: Partial<Record<Param, string>>;
+  run: (c: Ctx) => Promise<Summary>;
+}
+
+const YOUR_NUMBER = 'your number (handset dev’s demo number)';
+const GREETING = '"Hello from handset trigger at <time>"';
+
+export const SCENARIOS: Record<string, Scenario> = {
   delivered: {
     about: 'send an SMS that the carrier delivers',
-    run: async (c) => void (await sendAndFollow(c, '+15555550100', 'delivered')),
+    takes: { from: YOUR_NUMBER, to: '+15555550100, which the simulator delivers', body: GREETING },
+    run: async (c) => sendAndFollow(c, '+15555550100', 'delivered'),
   },
   failed: {
     about: 'send an SMS the carrier cannot deliver (error 40008)',
-    run: async (c) => void (await sendAndFollow(c, '+15555550101', 'failed')),
+    takes: { from: YOUR_NUMBER, to: '+15555550101, which the simulator cannot deliver', body: GREETING },
+    run: async (c) => sendAndFollow(c, '+15555550101', 'failed'),
   },
   'inbound-sms': {
     about: 'someone texts your number',
+    takes: { from: 'a random +1415555…', to: YOUR_NUMBER, body: '"Hi! Is this Handset?"' },
     run: async (c) => {
-      const from = randomNumber();
-      await c.sim('POST', '/inbound/sms', { from, to: c.number, text: 'Hi! Is this Handset?' });
-      c.out(`The carrier delivered an SMS from ${from} to ${c.number}.`);
-      const m = await waitFor(async () => {
-        const list = await c.api('GET', '/v1/messages?direction=inbound&limit=10');
-        return list.json.data.find((x: { from: string }) => x.from === from);
+      const from = c.given.from ?? randomNumber();
+      const to = ours(c, 'to');
+      await c.sim('POST', '/inbound/sms', { from, to, text: c.given.body ?? 'Hi! Is this Handset?' });
+      c.out(`The carrier delivered an SMS from ${from} to ${to}.`);
+      const found = await waitFor(`an inbound message from ${from}`, async () => {
+        const list = await c.api('GET', '/v1/messages?direction=inbound&limit=20');
+        return list.json.data.find((x: { from: string; to: string }) => x.from === from && x.to === to);
       });
-      c.out(`Handset made it ${m.id} (status ${m.status}); events: ${(await eventTypes(c, m.id)).join(', ')}`);
+      const { message, events } = await messageSettled(c, found.id, ['received']);
+      c.out(`Handset made it ${message.id} (status ${message.status}); events: ${events.join(', ')}`);
+      return { message: messageSummary(message), events };
     },
   },
   'duplicate-storm': {
-    about: 'the carrier repeats itself: every webhook twice, re-sent under new ids, and a contradiction after delivery',
+    about: 'the carrier repeats itself: every webhook twice, re-sent under new ids, then a contradiction',
+    takes: { from: YOUR_NUMBER, to: '+15555550100, which the simulator delivers', body: GREETING },
     run: async (c) => {
       const before = (await c.sim('GET', '/state')).counts;
       const previous = (await c.sim('GET', '/state')).behaviour;
       await c.sim('PUT', '/behaviour', { duplicateRate: 1, resendNewIdRate: 1, contradictionRate: 1 });
       try {
         c.out(
-          'The simulator now sends every webhook twice, re-sends each fact under a new event id, and says "delivery_failed" after "delivered".',
+          'The simulator now sends every webhook twice, re-sends each fact under a new event id, ' +
+            'and says "delivery_failed" after "delivered".',
         );
-        const id = await sendAndFollow(c, '+15555550100', 'delivered');
+        const sent = await sendAndFollow(c, '+15555550100', 'delivered');
+        const id = (sent.message as { id: string }).id;
+        // The carrier has said everything once it is idle; then Handset must be done with all of it.
         await c.sim('GET', '/idle');
         const after = (await c.sim('GET', '/state')).counts;
+        const { history, events } = await messageSettled(c, id, ['delivered', 'failed']);
+        const carrier = {
+          facts: after.events - before.events,
+          webhooks: after.attempts - before.attempts,
+          duplicates: after.duplicates - before.duplicates,
+          resent_under_new_ids: after.resends - before.resends,
+        };
         c.out(
-          `The carrier told ${after.events - before.events} facts in ${after.attempts - before.attempts} webhooks ` +
-            `(${after.duplicates - before.duplicates} duplicates, ${after.resends - before.resends} re-sent under new ids).`,
+          `The carrier told ${carrier.facts} facts in ${carrier.webhooks} webhooks ` +
+            `(${carrier.duplicates} duplicates, ${carrier.resent_under_new_ids} re-sent under new ids).`,
         );
-        const history = (await c.api('GET', `/v1/messages/${id}/status_history`)).json.data as {
-          effect: string;
-          carrier_status: string | null;
-        }[];
-        const refused = history.filter((h) => h.effect === 'refused').map((h) => h.carrier_status);
+        const refused = (history as { effect: string; carrier_status: string | null }[])
+          .filter((h) => h.effect === 'refused')
+          .map((h) => h.carrier_status);
         c.out(
-          `Handset applied one terminal status and refused ${refused.length} later word(s): ${refused.join(', ') || 'none'}.`,
+          `Handset applied one terminal status and refused ${refused.length} later word(s): ` +
+            `${refused.join(', ') || 'none'}.`,
         );
-        c.out(`Your endpoint got: ${(await eventTypes(c, id)).join(', ')} — one event per transition.`);
+        c.out(`Your endpoint got: ${events.join(', ')} — one event per transition.`);
+        return { ...sent, carrier, refused, events };
       } finally {
         await c.sim('PUT', '/behaviour', previous);
       }
@@ -74,112 +113,176 @@ export const SCENARIOS: Record<string, { about: string; run: (c: Ctx) => Promise
   },
   'sequential-ring': {
     about: 'place a call that rings three phones in order: no answer, busy, then one that answers',
+    takes: { from: YOUR_NUMBER, to: `${DEMO_RING.join(',')} (no answer, busy, answers after 2 s)` },
     run: async (c) => {
-      const res = await c.api('POST', '/v1/calls', { from: c.number, to: DEMO_RING, ring_timeout_secs: 5 });
+      const to = c.given.to ? c.given.to.split(',').map((n) => n.trim()) : DEMO_RING;
+      const res = await c.api('POST', '/v1/calls', { from: ours(c, 'from'), to, ring_timeout_secs: 5 });
       if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
-      c.out(`Placed ${res.json.id}, ringing ${DEMO_RING.join(' → ')} (5 s each)…`);
-      const call = await waitFor(async () => {
-        const got = (await c.api('GET', `/v1/calls/${res.json.id}`)).json;
-        return ['completed', 'missed'].includes(got.status) && got;
-      }, 60_000);
-      for (const leg of call.legs)
-        c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}`);
-      c.out(
-        `Call ${call.status} after ${call.duration_seconds} s; events: ${(await eventTypes(c, call.id)).join(', ')}`,
-      );
+      c.out(`Placed ${res.json.id}, ringing ${to.join(' → ')} (5 s each)…`);
+      const { call, events } = await callSettled(c, res.json.id, 60_000);
+      printLegs(c, call);
+      c.out(`Call ${call.status} after ${call.duration_seconds} s; events: ${events.join(', ')}`);
+      return { call: callSummary(call), events };
     },
   },
   'lost-hangup': {
-    about:
-      'a call whose hangup webhook the carrier loses for good: Handset asks the carrier and ends it from its record',
+    about: 'the carrier loses a hangup for good: Handset asks the carrier and ends the call from its record',
+    takes: { from: YOUR_NUMBER },
     run: async (c) => {
       const to = `+1555555${String(Math.floor(Math.random() * 9000) + 1000)}`;
       await c.sim('PUT', `/personas/${encodeURIComponent(to)}`, {
         call: { answerAfterMs: 1000, talkMs: 3000 },
         lose: ['call.hangup'],
       });
-      const res = await c.api('POST', '/v1/calls', { from: c.number, to: [to], ring_timeout_secs: 10 });
+      const res = await c.api('POST', '/v1/calls', { from: ours(c, 'from'), to: [to], ring_timeout_secs: 10 });
       if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
       c.out(
         `Placed ${res.json.id} to ${to}: it answers, talks 3 s and hangs up — and the carrier never tells us it hung up.`,
       );
-      const call = await waitFor(async () => {
-        const got = (await c.api('GET', `/v1/calls/${res.json.id}`)).json;
-        return ['completed', 'missed'].includes(got.status) && got;
-      }, 180_000);
-      for (const leg of call.legs) {
-        const learned = leg.reconciled.length
-          ? ` — ${leg.reconciled.join(', ')} learned from the carrier's record`
-          : '';
-        c.out(
-          `  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}${learned}`,
-        );
-      }
-      c.out(
-        `Call ${call.status} after ${call.duration_seconds} s (the carrier's times); events: ${(await eventTypes(c, call.id)).join(', ')}`,
-      );
+      const { call, events } = await callSettled(c, res.json.id, 180_000);
+      printLegs(c, call);
+      c.out(`Call ${call.status} after ${call.duration_seconds} s (the carrier's times); events: ${events.join(', ')}`);
       const lost = ((await c.sim('GET', '/dropped')) as { data?: { eventType: string; body: string }[] }).data ?? [];
-      const hangups = lost.filter(
-        (d) => d.eventType === 'call.hangup' && d.body.includes(call.legs[0]?.to ?? '\u0000'),
-      );
+      const hangups = lost.filter((d) => d.eventType === 'call.hangup' && d.body.includes(to));
       for (const d of hangups) await c.sim('POST', '/deliver', { body: d.body });
-      if (hangups.length) {
-        await new Promise((r) => setTimeout(r, 1500));
-        c.out(
-          `The lost hangup arrived at last; Handset changed nothing: events ${(await eventTypes(c, call.id)).join(', ')}.`,
-        );
-      }
+      if (hangups.length === 0) return { call: callSummary(call), events };
+      const late = await callSettled(c, call.id, 30_000);
+      c.out(`The lost hangup arrived at last; Handset changed nothing: events ${late.events.join(', ')}.`);
+      return { call: callSummary(late.call), events: late.events, late_hangups_delivered: hangups.length };
     },
   },
   'inbound-call': {
     about: 'someone calls your number; it rings your ring plan and bridges the one who answers',
+    takes: { from: 'a random +1415555…', to: YOUR_NUMBER },
     run: async (c) => {
-      const from = randomNumber();
-      const injected = await c.sim('POST', '/inbound/call', { from, to: c.number });
-      c.out(`${from} is calling ${c.number} (carrier leg ${injected.call_control_id}).`);
-      const call = await waitFor(async () => {
-        const list = await c.api('GET', '/v1/calls?direction=inbound&limit=10');
-        const found = list.json.data.find((x: { from: string }) => x.from === from);
-        return found && ['completed', 'missed'].includes(found.status) && found;
-      }, 60_000);
-      for (const leg of call.legs)
-        c.out(`  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}`);
-      c.out(`Call ${call.status}; events: ${(await eventTypes(c, call.id)).join(', ')}`);
+      const from = c.given.from ?? randomNumber();
+      const to = ours(c, 'to');
+      const injected = await c.sim('POST', '/inbound/call', { from, to });
+      c.out(`${from} is calling ${to} (carrier leg ${injected.call_control_id}).`);
+      const found = await waitFor(`an inbound call from ${from}`, async () => {
+        const list = await c.api('GET', '/v1/calls?direction=inbound&limit=20');
+        return list.json.data.find((x: { from: string }) => x.from === from);
+      });
+      const { call, events } = await callSettled(c, found.id, 60_000);
+      printLegs(c, call);
+      c.out(`Call ${call.status}; events: ${events.join(', ')}`);
+      return { call: callSummary(call), events };
     },
   },
 };
 
-async function sendAndFollow(c: Ctx, to: string, expect: string): Promise<string> {
+function ours(c: Ctx, param: 'from' | 'to'): string {
+  const n = c.given[param] ?? c.ours;
+  if (!n) throw new UsageError(`pass --${param} (your Handset number): there is no handset dev to take it from`);
+  return n;
+}
+
+async function sendAndFollow(c: Ctx, defaultTo: string, expect: string): Promise<Summary> {
+  const to = c.given.to ?? defaultTo;
   const res = await c.api('POST', '/v1/messages', {
-    from: c.number,
+    from: ours(c, 'from'),
     to,
-    body: `Hello from handset trigger at ${new Date().toISOString()}`,
+    body: c.given.body ?? `Hello from handset trigger at ${new Date().toISOString()}`,
   });
   if (res.status !== 201) throw new Error(`POST /v1/messages: ${JSON.stringify(res.json)}`);
   c.out(`Sent ${res.json.id} to ${to} (status ${res.json.status}).`);
-  const m = await waitFor(async () => {
-    const got = (await c.api('GET', `/v1/messages/${res.json.id}`)).json;
-    return ['delivered', 'failed'].includes(got.status) && got;
-  });
+  const { message, events } = await messageSettled(c, res.json.id, ['delivered', 'failed']);
   c.out(
-    `It is ${m.status}${m.error_code ? ` (error ${m.error_code})` : ''}${m.status === expect ? '' : ` — expected ${expect}`}.`,
+    `It is ${message.status}${message.error_code ? ` (error ${message.error_code})` : ''}` +
+      `${message.status === expect ? '' : ` — expected ${expect}`}.`,
   );
-  return m.id as string;
+  return { message: messageSummary(message), events };
 }
 
-async function eventTypes(c: Ctx, subjectId: string): Promise<string[]> {
-  await new Promise((r) => setTimeout(r, 300)); // let the last transition's event commit
+function printLegs(c: Ctx, call: Json) {
+  for (const leg of call.legs) {
+    const learned = leg.reconciled?.length ? ` — ${leg.reconciled.join(', ')} learned from the carrier's record` : '';
+    c.out(
+      `  leg ${leg.position}: ${leg.to}  ${leg.status}${leg.hangup_cause ? ` (${leg.hangup_cause})` : ''}${learned}`,
+    );
+  }
+}
+
+const messageSummary = (m: Json) => ({
+  id: m.id,
+  direction: m.direction,
+  from: m.from,
+  to: m.to,
+  status: m.status,
+  error_code: m.error_code,
+});
+
+const callSummary = (call: Json) => ({
+  id: call.id,
+  status: call.status,
+  duration_seconds: call.duration_seconds,
+  legs: call.legs.map((l: Json) => ({
+    position: l.position,
+    to: l.to,
+    status: l.status,
+    hangup_cause: l.hangup_cause,
+    reconciled: l.reconciled,
+  })),
+});
+
+// ─── waiting for Handset ─────────────────────────────────────────────────────
+
+/** How long what the API shows must stay the same before trigger reports it. */
+const QUIET_MS = 1_000;
+const POLL_MS = 200;
+
+/**
+ * Polls `read` until `done` holds and what it read has not changed for QUIET_MS:
+ * the last carrier word has been applied (or refused), and its events written.
+ */
+async function settle<T>(what: string, read: () => Promise<T>, done: (v: T) => boolean, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  let since = Date.now();
+  for (;;) {
+    const value = await read();
+    const seen = JSON.stringify(value);
+    if (seen !== last) [last, since] = [seen, Date.now()];
+    else if (done(value) && Date.now() - since >= QUIET_MS) return value;
+    if (Date.now() > deadline) throw new Error(`gave up after ${timeoutMs / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
+async function eventsOf(c: Ctx, subjectId: string): Promise<string[]> {
   const list = await c.api('GET', `/v1/events?subject_id=${subjectId}&limit=100`);
   return (list.json.data as { type: string }[]).map((e) => e.type).reverse();
 }
 
-async function waitFor<T>(fn: () => Promise<T | false | undefined | null>, timeoutMs = 30_000): Promise<T> {
+async function messageSettled(c: Ctx, id: string, final: string[], timeoutMs = 30_000) {
+  return settle(
+    `${id} to reach ${final.join(' or ')} and stay`,
+    async () => ({
+      message: (await c.api('GET', `/v1/messages/${id}`)).json,
+      history: (await c.api('GET', `/v1/messages/${id}/status_history`)).json.data as Json[],
+      events: await eventsOf(c, id),
+    }),
+    (v) => final.includes(v.message.status),
+    timeoutMs,
+  );
+}
+
+async function callSettled(c: Ctx, id: string, timeoutMs: number) {
+  return settle(
+    `${id} to end and stay ended`,
+    async () => ({ call: (await c.api('GET', `/v1/calls/${id}`)).json, events: await eventsOf(c, id) }),
+    (v) => ['completed', 'missed'].includes(v.call.status),
+    timeoutMs,
+  );
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | false | undefined | null>, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
     if (v) return v;
-    if (Date.now() > deadline) throw new Error('gave up waiting (is handset dev running?)');
-    await new Promise((r) => setTimeout(r, 250));
+    if (Date.now() > deadline) throw new Error(`gave up after ${timeoutMs / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, POLL_MS));
   }
 }
 
@@ -187,41 +290,99 @@ function randomNumber(): string {
   return `+1415555${String(Math.floor(Math.random() * 10_000)).padStart(4, '0')}`;
 }
 
-export async function runTrigger(args: string[], stateDir: string, out: Out): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      'api-url': { type: 'string' },
-      'api-key': { type: 'string' },
-      'sim-url': { type: 'string' },
-      number: { type: 'string' },
-    },
-  });
-  const scenario = positionals[0] ? SCENARIOS[positionals[0]] : undefined;
-  if (!scenario) {
-    out('usage: handset trigger <scenario>\n\nscenarios:');
-    for (const [name, s] of Object.entries(SCENARIOS)) out(`  ${name.padEnd(16)} ${s.about}`);
-    return positionals[0] ? 2 : 0;
+// ─── the command ─────────────────────────────────────────────────────────────
+
+export interface TriggerFlags {
+  list?: boolean;
+  json?: boolean;
+  from?: string;
+  to?: string;
+  body?: string;
+  apiUrl?: string;
+  apiKey?: string;
+  simUrl?: string;
+}
+
+/** `handset trigger`: its arguments and flags (no action: the caller attaches one). */
+export function triggerCommand(): Command {
+  return new Command('trigger')
+    .description('drive the simulator through the real pipeline and report what Handset made of it')
+    .argument('[scenario]', `one of ${Object.keys(SCENARIOS).join(', ')}`)
+    .option('--list', 'describe each scenario and what it takes')
+    .option('--from <number>', 'the sender (outbound: your number; inbound: the caller)')
+    .option('--to <number>', 'the recipient (outbound: theirs, comma-separated for a ring; inbound: your number)')
+    .option('--body <text>', 'the SMS text')
+    .option('--json', 'print what Handset made of it as JSON, and nothing else')
+    .option('--api-url <url>', 'the Handset API (default: the running handset dev; or HANDSET_API_URL)')
+    .option('--api-key <key>', 'its API key (default: the running handset dev’s demo key; or HANDSET_API_KEY)')
+    .option('--sim-url <url>', 'the simulator’s control URL (default: the running handset dev’s)');
+}
+
+export function describeScenarios(): string {
+  const lines = ['scenarios (handset trigger <scenario> [--from N] [--to N] [--body TEXT] [--json]):', ''];
+  for (const [name, s] of Object.entries(SCENARIOS)) {
+    lines.push(`  ${name.padEnd(16)} ${s.about}`);
+    for (const p of PARAMS) if (s.takes[p]) lines.push(`  ${''.padEnd(16)}   --${p.padEnd(5)} default: ${s.takes[p]}`);
   }
-  const { apiUrl, apiKey, dev } = await resolveApi(stateDir, { apiUrl: values['api-url'], apiKey: values['api-key'] });
-  const simUrl = values['sim-url'] ?? dev?.simControlUrl;
-  const number = values.number ?? dev?.number;
-  if (!simUrl || !number)
-    throw new Error('no simulator to drive: run `npm start` first, or pass --sim-url and --number');
-  const call = async (base: string, headers: Record<string, string>, method: string, path: string, body?: unknown) => {
-    const res = await fetch(base + path, {
+  return lines.join('\n');
+}
+
+export async function runTrigger(
+  scenarioName: string | undefined,
+  flags: TriggerFlags,
+  stateDir: string,
+  out: Out,
+): Promise<number> {
+  if (flags.list) {
+    out(describeScenarios());
+    return 0;
+  }
+  const names = Object.keys(SCENARIOS);
+  if (!scenarioName) throw new UsageError(`name a scenario: ${names.join(', ')} (handset trigger --list)`);
+  const scenario = SCENARIOS[scenarioName];
+  if (!scenario) {
+    const near = nearest(scenarioName, names);
+    throw new UsageError(
+      `unknown scenario '${scenarioName}'${near ? ` — did you mean '${near}'?` : ''} (scenarios: ${names.join(', ')})`,
+    );
+  }
+  const given: Partial<Record<Param, string>> = {};
+  for (const p of PARAMS) {
+    const v = flags[p];
+    if (v === undefined) continue;
+    if (!scenario.takes[p]) {
+      const takes = PARAMS.filter((q) => scenario.takes[q]).map((q) => `--${q}`);
+      throw new UsageError(`${scenarioName} does not take --${p} (it takes ${takes.join(', ') || 'none'})`);
+    }
+    given[p] = v;
+  }
+  const { apiUrl, apiKey, dev } = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
+  const simUrl = flags.simUrl ?? dev?.simControlUrl;
+  const summary = await scenario.run({
+    api: (m, p, b) => request(apiUrl, { authorization: `Bearer ${apiKey}` }, m, p, b),
+    sim: async (m, p, b) => {
+      if (!simUrl) throw new UsageError('no simulator to drive: pass --sim-url (its control URL)');
+      return (await request(simUrl, {}, m, p, b)).json;
+    },
+    given,
+    ours: dev?.number ?? null,
+    out: flags.json ? () => undefined : out,
+  });
+  if (flags.json) out(JSON.stringify({ scenario: scenarioName, ...summary }, null, 2));
+  return 0;
+}
+
+/** Every HTTP call trigger makes, to the API and to the simulator. */
+async function request(base: string, headers: Record<string, string>, method: string, path: string, body?: unknown) {
+  let res: Response;
+  try {
+    res = await fetch(base + path, {
       method,
       headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) },
       ...(body ? { body: JSON.stringify(body) } : {}),
     });
-    return { status: res.status, json: (await res.json().catch(() => null)) as unknown };
-  };
-  await scenario.run({
-    api: (m, p, b) => call(apiUrl, { authorization: `Bearer ${apiKey}` }, m, p, b) as never,
-    sim: async (m, p, b) => (await call(simUrl, {}, m, p, b)).json,
-    number,
-    out,
-  });
-  return 0;
+  } catch (err) {
+    throw new Error(`lost ${base} (${networkReason(err)}): did handset dev stop?`, { cause: err });
+  }
+  return { status: res.status, json: (await res.json().catch(() => null)) as Json };
 }

@@ -11,7 +11,7 @@ import type { IncomingMessage } from 'node:http';
 import { TextDecoder } from 'node:util';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
-import type { CarrierAdapter } from '../carrier/carrier.js';
+import type { Carriers } from '../carrier/registry.js';
 import { isBadInput } from '../db/errors.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
@@ -24,7 +24,8 @@ export const DEFAULT_BODY_LIMIT = 256 * 1024;
 
 export interface IngestDeps {
   pool: pg.Pool;
-  adapters: CarrierAdapter[];
+  /** Each carrier this process can verify gets its own path, /webhooks/<name>. */
+  carriers: Carriers;
   log: Logger;
   metrics: Metrics;
   /** Unix seconds; a parameter so tests can move time, not mock it. */
@@ -71,13 +72,15 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
     return reply.code(status).send(body);
   };
 
-  for (const adapter of deps.adapters) {
+  for (const adapter of deps.carriers.values()) {
+    const verify = adapter.verify;
+    if (!verify) continue;
     app.post(`/webhooks/${adapter.name}`, async (req, reply) => {
       const started = performance.now();
       const raw = Buffer.isBuffer(req.body) ? req.body : EMPTY;
 
       // 1. Verify over the raw bytes, before anything is parsed or stored.
-      const failure = adapter.verify(raw, req.headers, nowSeconds());
+      const failure = verify(raw, req.headers, nowSeconds());
       if (failure) return answer(reply, started, 'bad_signature', 401, { error: failure });
 
       let text: string;
@@ -94,7 +97,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
       if (!envelope) {
         return answer(reply, started, 'bad_request', 400, {
           error: 'not_an_envelope',
-          detail: 'expected {"data":{"id":…,"event_type":…}}',
+          detail: `not a ${adapter.name} event: its id or type is missing`,
         });
       }
 

@@ -1,11 +1,12 @@
-// Enqueues a job on the caller's transaction with graphile_worker.add_job(), so
-// the job commits or rolls back with the state change that asked for it. Task
-// names are stable strings ("message.dispatch"); payloads are declared next to
-// their task in the owning module via GraphileWorker.Tasks declaration merging.
+// Enqueues jobs on the caller's transaction with graphile_worker.add_job(s), so a
+// job commits or rolls back with the state change that asked for it. Task names,
+// payloads, keys and lanes are declared in keys.ts; the payload is built here, in
+// TypeScript, where the compiler checks it against its task.
 
 import type { Tx } from '../db/tx.js';
+import type { TaskName } from './keys.js';
 
-export type TaskName = keyof GraphileWorker.Tasks & string;
+export type { TaskName } from './keys.js';
 
 export interface JobOptions {
   runAt?: Date;
@@ -15,7 +16,7 @@ export interface JobOptions {
   /** 'replace' (the default) also moves the waiting job's run_at; 'preserve_run_at' keeps it. */
   jobKeyMode?: 'replace' | 'preserve_run_at';
   /** Jobs in one named queue run one at a time. */
-  queueName?: string;
+  queueName?: string | null;
   priority?: number;
 }
 
@@ -41,4 +42,32 @@ export async function enqueue<K extends TaskName>(
       opts.jobKeyMode ?? null,
     ],
   });
+}
+
+export interface JobSpec<K extends TaskName> {
+  payload: GraphileWorker.Tasks[K];
+  opts?: Pick<JobOptions, 'jobKey' | 'queueName' | 'runAt'>;
+}
+
+/** Many jobs of one task in one statement (one NOTIFY); nothing is sent for none. */
+export async function enqueueMany<K extends TaskName>(tx: Tx, task: K, jobs: readonly JobSpec<K>[]): Promise<void> {
+  if (jobs.length === 0) return;
+  await tx.query({
+    name: 'jobs_enqueue_many',
+    text: `SELECT FROM graphile_worker.add_jobs(
+             (SELECT array_agg(ROW($1::text, p::json, q, r, NULL, k, NULL, NULL)::graphile_worker.job_spec)
+                FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[]) AS j (p, q, r, k)))`,
+    values: [
+      task,
+      jobs.map((j) => JSON.stringify(j.payload)),
+      jobs.map((j) => j.opts?.queueName ?? null),
+      jobs.map((j) => j.opts?.runAt ?? null),
+      jobs.map((j) => j.opts?.jobKey ?? null),
+    ],
+  });
+}
+
+/** Removes the waiting job with this key, if any (a running one finishes). */
+export async function removeJob(tx: Tx, jobKey: string): Promise<void> {
+  await tx.query({ name: 'jobs_remove', text: 'SELECT FROM graphile_worker.remove_job($1)', values: [jobKey] });
 }

@@ -72,3 +72,11 @@ export function decideRetry(
 export function waitedOut(policy: RetryPolicy, since: Date, now: Date): boolean {
   return policy.giveUpAfterMs !== null && now.getTime() - since.getTime() >= policy.giveUpAfterMs;
 }
+
+/** A Retry-After header, in seconds or as an HTTP date, as a wait in ms; null when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | null {
+  if (!value) return null;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}

@@ -18,7 +18,7 @@ import type pg from 'pg';
 import { workerLogger, type Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { TaskName } from './enqueue.js';
-import { forgetHeartbeat, heartbeat, sweepStaleWorkers, unlockPools } from './recovery.js';
+import { forgetHeartbeat, heartbeat, sweepStaleWorkers, unlockPools } from './heartbeats.sql.js';
 
 export interface JobContext {
   jobId: string;

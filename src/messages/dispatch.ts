@@ -13,15 +13,16 @@
 // nothing.
 
 import type pg from 'pg';
-import type { CarrierClient } from '../carrier/carrier.js';
-import { bill } from '../billing/usage.js';
+import { bill } from '../billing/usage.sql.js';
+import { type Carriers, clientOf } from '../carrier/registry.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys } from '../jobs/keys.js';
 import { decideRetry, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { emit } from '../outbox/outbox.js';
 import type { Logger } from '../telemetry/log.js';
-import { dispatchJobKey, messageResource } from './messages.js';
+import { messageResource } from './messages.js';
 import {
   historyRecord,
   messageById,
@@ -32,7 +33,8 @@ import {
 
 export interface DispatchDeps {
   pool: pg.Pool;
-  carrier: CarrierClient;
+  /** The message's own carrier sends it. */
+  carriers: Carriers;
   log: Logger;
   /** How a send whose outcome we do not know is retried (jobs/retry.ts). */
   policy: RetryPolicy;
@@ -56,7 +58,7 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
       // send_at, at least a second, so a skewed clock cannot make the job spin.
       const runAt = new Date(Math.max(m.send_at.getTime(), start.getTime() + 1000));
       await withTx(deps.pool, (tx) =>
-        enqueue(tx, 'message.dispatch', { messageId }, { runAt, jobKey: dispatchJobKey(messageId) }),
+        enqueue(tx, 'message.dispatch', { messageId }, { runAt, jobKey: jobKeys.dispatch(messageId) }),
       );
       return 'not_due';
     }
@@ -65,7 +67,7 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
     if (!claimed) return 'nothing_to_send';
   }
 
-  const result = await deps.carrier.sendMessage({
+  const result = await clientOf(deps.carriers, m.carrier).sendMessage({
     from: m.from_number,
     to: m.to_number,
     text: m.body,
@@ -145,7 +147,7 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
       tx,
       'message.dispatch',
       { messageId, attempt: attempt + 1 },
-      { runAt: next.runAt, jobKey: dispatchJobKey(messageId) },
+      { runAt: next.runAt, jobKey: jobKeys.dispatch(messageId) },
     ),
   );
   return 'retrying';

@@ -11,13 +11,23 @@ import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import type { Encoding } from './segments.js';
 
-export type MessageStatus = 'scheduled' | 'queued' | 'sent' | 'delivered' | 'failed' | 'canceled' | 'received';
+export const MESSAGE_STATUSES = ['scheduled', 'queued', 'sent', 'delivered', 'failed', 'canceled', 'received'] as const;
+export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+export const MESSAGE_DIRECTIONS = ['outbound', 'inbound'] as const;
+export type MessageDirection = (typeof MESSAGE_DIRECTIONS)[number];
+export const ENCODINGS = ['GSM-7', 'UCS-2', 'MMS'] as const satisfies readonly Encoding[];
+/** Who said what about a message, in its history. */
+export const HISTORY_SOURCES = ['api', 'dispatch', 'carrier', 'reconciliation'] as const;
+export type HistorySource = (typeof HISTORY_SOURCES)[number];
+/** Whether a word about a message changed it. */
+export const HISTORY_EFFECTS = ['applied', 'refused', 'informational'] as const;
+export type HistoryEffect = (typeof HISTORY_EFFECTS)[number];
 
 export interface MessageRow {
   id: string;
   account_id: string;
   tenant_id: string | null;
-  direction: 'outbound' | 'inbound';
+  direction: MessageDirection;
   from_number: string;
   to_number: string;
   body: string | null;
@@ -34,7 +44,30 @@ export interface MessageRow {
   completed_at: Date | null;
   /** When the carrier was last asked about this message (reconciliation). */
   checked_at: Date | null;
+  /** Grows by one with each transition (guarded statements below); customers order events by it. */
+  sequence: number;
 }
+const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
+  segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence`;
+
+export interface HistoryRow {
+  id: string;
+  message_id: string;
+  source: HistorySource;
+  carrier_event_id: string | null;
+  status: string;
+  carrier_status: string | null;
+  error_code: string | null;
+  effect: HistoryEffect;
+  note: string | null;
+  occurred_at: Date;
+  created_at: Date;
+}
+const HISTORY_COLUMNS =
+  'id, message_id, source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at, created_at';
+
+/** The column lists the rows above are typed from, held to the tables by a test. */
+export const MESSAGE_TABLE_COLUMNS = { messages: MESSAGE_COLUMNS, message_status_history: HISTORY_COLUMNS };
 
 export interface NewOutbound {
   accountId: string;
@@ -56,7 +89,7 @@ export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<Mes
                                  status, encoding, segments, send_at, carrier)
            VALUES ($1, $2, 'outbound', $3, $4, $5, $6, CASE WHEN $7::timestamptz IS NULL THEN 'queued' ELSE 'scheduled' END,
                    $8, $9, $7, $10)
-           RETURNING *`,
+           RETURNING ${MESSAGE_COLUMNS}`,
     values: [m.accountId, m.tenantId, m.from, m.to, m.body, m.mediaUrls, m.sendAt, m.encoding, m.segments, m.carrier],
   });
   return rows[0]!;
@@ -73,7 +106,7 @@ export async function messageInsertInbound(
                                  status, encoding, segments, carrier, carrier_message_id, created_at, completed_at)
            VALUES ($1, $2, 'inbound', $3, $4, $5, $6, 'received', $7, $8, $9, $10, $11, $11)
            ON CONFLICT (carrier, carrier_message_id) DO NOTHING
-           RETURNING *`,
+           RETURNING ${MESSAGE_COLUMNS}`,
     values: [
       m.accountId,
       m.tenantId,
@@ -91,10 +124,10 @@ export async function messageInsertInbound(
   return rows[0] ?? null;
 }
 
-export async function messageGet(db: Db, accountId: string, id: string): Promise<MessageRow | null> {
+export async function messageOfAccount(db: Db, accountId: string, id: string): Promise<MessageRow | null> {
   const { rows } = await db.query<MessageRow>({
-    name: 'message_get',
-    text: 'SELECT * FROM messages WHERE id = $1 AND account_id = $2',
+    name: 'message_of_account',
+    text: `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE id = $1 AND account_id = $2`,
     values: [id, accountId],
   });
   return rows[0] ?? null;
@@ -104,7 +137,7 @@ export async function messageGet(db: Db, accountId: string, id: string): Promise
 export async function messageById(db: Db, id: string): Promise<MessageRow | null> {
   const { rows } = await db.query<MessageRow>({
     name: 'message_by_id',
-    text: 'SELECT * FROM messages WHERE id = $1',
+    text: `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE id = $1`,
     values: [id],
   });
   return rows[0] ?? null;
@@ -117,7 +150,7 @@ export async function messageByCarrierId(
 ): Promise<MessageRow | null> {
   const { rows } = await db.query<MessageRow>({
     name: 'message_by_carrier_id',
-    text: 'SELECT * FROM messages WHERE carrier = $1 AND carrier_message_id = $2',
+    text: `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE carrier = $1 AND carrier_message_id = $2`,
     values: [carrier, carrierMessageId],
   });
   return rows[0] ?? null;
@@ -130,13 +163,14 @@ export async function messageList(
   limit: number,
   startingAfter: string | null,
 ): Promise<MessageRow[]> {
-  const { rows } = await db.query<MessageRow>(
-    `SELECT * FROM messages
-      WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR direction = $3)
-        AND ($4::text IS NULL OR id < $4)
-      ORDER BY id DESC LIMIT $5`,
-    [accountId, filter.status ?? null, filter.direction ?? null, startingAfter, limit + 1],
-  );
+  const { rows } = await db.query<MessageRow>({
+    name: 'message_list',
+    text: `SELECT ${MESSAGE_COLUMNS} FROM messages
+            WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR direction = $3)
+              AND ($4::text IS NULL OR id < $4)
+            ORDER BY id DESC LIMIT $5`,
+    values: [accountId, filter.status ?? null, filter.direction ?? null, startingAfter, limit + 1],
+  });
   return rows;
 }
 
@@ -144,7 +178,7 @@ export async function messageList(
 export async function messageClaimScheduled(tx: Tx, id: string, now: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_claim_scheduled',
-    text: `UPDATE messages SET status = 'queued' WHERE id = $1 AND status = 'scheduled' AND send_at <= $2 RETURNING *`,
+    text: `UPDATE messages SET status = 'queued', sequence = sequence + 1 WHERE id = $1 AND status = 'scheduled' AND send_at <= $2 RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, now],
   });
   return rows[0] ?? null;
@@ -159,9 +193,9 @@ export async function messageMarkSent(
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
-    text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3
-            WHERE id = $1 AND status IN ('queued', 'scheduled')
-            RETURNING *`,
+    text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3, sequence = sequence + 1
+            WHERE id = $1 AND status = 'queued'
+            RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, carrierMessageId, at],
   });
   return rows[0] ?? null;
@@ -171,9 +205,9 @@ export async function messageMarkSent(
 export async function messageMarkRejected(tx: Tx, id: string, errorCode: string, at: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_rejected',
-    text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3
-            WHERE id = $1 AND status IN ('queued', 'scheduled')
-            RETURNING *`,
+    text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3, sequence = sequence + 1
+            WHERE id = $1 AND status = 'queued'
+            RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, errorCode, at],
   });
   return rows[0] ?? null;
@@ -182,9 +216,9 @@ export async function messageMarkRejected(tx: Tx, id: string, errorCode: string,
 export async function messageCancel(tx: Tx, accountId: string, id: string, at: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_cancel',
-    text: `UPDATE messages SET status = 'canceled', completed_at = $3
+    text: `UPDATE messages SET status = 'canceled', completed_at = $3, sequence = sequence + 1
             WHERE id = $1 AND account_id = $2 AND status = 'scheduled'
-            RETURNING *`,
+            RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, accountId, at],
   });
   return rows[0] ?? null;
@@ -200,9 +234,9 @@ export async function messageFinalize(
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_finalize',
-    text: `UPDATE messages SET status = $2, error_code = $3, completed_at = $4
-            WHERE id = $1 AND direction = 'outbound' AND status NOT IN ('delivered', 'failed')
-            RETURNING *`,
+    text: `UPDATE messages SET status = $2, error_code = $3, completed_at = $4, sequence = sequence + 1
+            WHERE id = $1 AND status = 'sent'
+            RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, status, errorCode, at],
   });
   return rows[0] ?? null;
@@ -223,7 +257,7 @@ export async function messagesAwaitingReceipt(
 ): Promise<MessageRow[]> {
   const { rows } = await db.query<MessageRow>({
     name: 'messages_awaiting_receipt',
-    text: `SELECT * FROM messages
+    text: `SELECT ${MESSAGE_COLUMNS} FROM messages
             WHERE status = 'sent' AND sent_at < $1::timestamptz - make_interval(secs => $2::float8 / 1000)
               AND sent_at > $1::timestamptz - interval '10 days'
               AND (checked_at IS NULL OR checked_at < $1::timestamptz - (checked_at - sent_at))
@@ -244,12 +278,12 @@ export async function messageMarkChecked(db: Db, id: string, at: Date): Promise<
 
 export interface HistoryEntry {
   messageId: string;
-  source: 'api' | 'dispatch' | 'carrier' | 'reconciliation';
+  source: HistorySource;
   carrierEventId?: string | null;
   status: string;
   carrierStatus?: string | null;
   errorCode?: string | null;
-  effect: 'applied' | 'refused' | 'informational';
+  effect: HistoryEffect;
   note?: string | null;
   occurredAt: Date;
 }
@@ -273,20 +307,12 @@ export async function historyRecord(tx: Tx, h: HistoryEntry): Promise<void> {
   });
 }
 
-export async function historyList(db: Db, messageId: string) {
-  const { rows } = await db.query(
-    `SELECT source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at
-       FROM message_status_history WHERE message_id = $1 ORDER BY occurred_at, created_at, id`,
-    [messageId],
-  );
-  return rows as {
-    source: string;
-    carrier_event_id: string | null;
-    status: string;
-    carrier_status: string | null;
-    error_code: string | null;
-    effect: string;
-    note: string | null;
-    occurred_at: Date;
-  }[];
+export async function historyList(db: Db, messageId: string): Promise<HistoryRow[]> {
+  const { rows } = await db.query<HistoryRow>({
+    name: 'message_history_list',
+    text: `SELECT ${HISTORY_COLUMNS} FROM message_status_history WHERE message_id = $1
+            ORDER BY occurred_at, created_at, id`,
+    values: [messageId],
+  });
+  return rows;
 }

@@ -3,19 +3,13 @@
 // resource shape shared by the API and the customer events.
 
 import type { Tx } from '../db/tx.js';
-import { enqueue } from '../jobs/enqueue.js';
-import { numberOwned } from '../numbers/numbers.js';
+import { type Refusal, refuse } from '../api/refusal.js';
+import { enqueue, removeJob } from '../jobs/enqueue.js';
+import { jobKeys } from '../jobs/keys.js';
+import { numberOwned } from '../numbers/numbers.sql.js';
 import { emit } from '../outbox/outbox.js';
 import { historyRecord, messageCancel, messageInsertOutbound, type MessageRow } from './messages.sql.js';
 import { segmentsOf } from './segments.js';
-
-declare global {
-  namespace GraphileWorker {
-    interface Tasks {
-      'message.dispatch': { messageId: string; attempt?: number };
-    }
-  }
-}
 
 export const MAX_BODY_CHARACTERS = 1600;
 export const MAX_SCHEDULE_DAYS = 35;
@@ -38,16 +32,9 @@ export function messageResource(m: MessageRow) {
     created_at: m.created_at.toISOString(),
     sent_at: m.sent_at?.toISOString() ?? null,
     completed_at: m.completed_at?.toISOString() ?? null,
+    sequence: m.sequence,
   };
 }
-
-export type Refusal = { refused: true; code: string; detail: string; param?: string };
-const refuse = (code: string, detail: string, param?: string): Refusal => ({
-  refused: true,
-  code,
-  detail,
-  ...(param ? { param } : {}),
-});
 
 export interface NewMessage {
   accountId: string;
@@ -60,9 +47,10 @@ export interface NewMessage {
 
 /**
  * Creates an outbound message, status `queued` (or `scheduled` with send_at),
- * and its dispatch job (run at send_at) in the caller's transaction.
+ * and its dispatch job (run at send_at) in the caller's transaction. It goes out
+ * through the carrier its from-number belongs to.
  */
-export async function createMessage(tx: Tx, m: NewMessage, now: Date, carrier: string): Promise<MessageRow | Refusal> {
+export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<MessageRow | Refusal> {
   if (!m.body && m.mediaUrls.length === 0) return refuse('empty_message', 'Give a body, media_urls, or both', 'body');
   if (m.sendAt) {
     if (m.sendAt.getTime() <= now.getTime())
@@ -84,7 +72,7 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date, carrier: s
     encoding,
     segments,
     sendAt: m.sendAt,
-    carrier,
+    carrier: number.carrier,
   });
   await historyRecord(tx, {
     messageId: message.id,
@@ -98,14 +86,12 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date, carrier: s
     'message.dispatch',
     { messageId: message.id },
     {
-      jobKey: dispatchJobKey(message.id),
+      jobKey: jobKeys.dispatch(message.id),
       ...(m.sendAt ? { runAt: m.sendAt } : {}),
     },
   );
   return message;
 }
-
-export const dispatchJobKey = (messageId: string) => `message.dispatch:${messageId}`;
 
 /** scheduled → canceled, with one message.canceled; null when it is no longer scheduled. */
 export async function cancelMessage(tx: Tx, accountId: string, id: string, now: Date): Promise<MessageRow | null> {
@@ -121,6 +107,6 @@ export async function cancelMessage(tx: Tx, accountId: string, id: string, now: 
     occurredAt: now,
   });
   // The dispatch job would find nothing to send; remove it rather than let it run.
-  await tx.query('SELECT graphile_worker.remove_job($1)', [dispatchJobKey(m.id)]);
+  await removeJob(tx, jobKeys.dispatch(m.id));
   return m;
 }

@@ -7,10 +7,10 @@
 // carrier account) and is recorded as such. An inbound SMS is inserted once per
 // carrier message id, whatever event id it came under.
 
-import { bill } from '../billing/usage.js';
+import { bill } from '../billing/usage.sql.js';
 import type { HandlerRegistry } from '../carrier/process.js';
 import { NotReadyError } from '../carrier/process.js';
-import { numberByE164 } from '../numbers/numbers.js';
+import { numberAtCarrier } from '../numbers/numbers.sql.js';
 import { emit } from '../outbox/outbox.js';
 import { messageResource } from './messages.js';
 import {
@@ -76,8 +76,8 @@ export const messageHandlers: HandlerRegistry = {
   },
 
   'message.received': async (tx, ev, ctx) => {
-    const number = await numberByE164(tx, ev.to);
-    if (!number) return { outcome: 'rejected', reason: `no account owns ${ev.to}` };
+    const number = await numberAtCarrier(tx, ctx.carrier, ev.to);
+    if (!number) return { outcome: 'rejected', reason: `no account owns ${ev.to} at ${ctx.carrier}` };
     const { encoding, segments } = segmentsOf(ev.text, ev.mediaUrls);
     const m = await messageInsertInbound(tx, {
       accountId: number.account_id,

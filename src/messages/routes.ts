@@ -2,29 +2,36 @@
 // read one with its status history, and list them.
 
 import { Type } from 'typebox';
+import { Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { conflict, notFound, unprocessable } from '../api/problem.js';
+import { isRefusal } from '../api/refusal.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
 import { E164 } from '../numbers/numbers.js';
 import { cancelMessage, createMessage, MAX_BODY_CHARACTERS, messageResource } from './messages.js';
-import { historyList, messageGet, messageList } from './messages.sql.js';
-
-const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
-const Time = Type.String({ format: 'date-time' });
+import {
+  ENCODINGS,
+  HISTORY_EFFECTS,
+  historyList,
+  MESSAGE_DIRECTIONS,
+  MESSAGE_STATUSES,
+  messageList,
+  messageOfAccount,
+} from './messages.sql.js';
 
 const Message = Type.Object({
   id: Type.String(),
-  direction: Type.String({ description: 'outbound or inbound' }),
+  direction: Type.Enum([...MESSAGE_DIRECTIONS]),
   from: Type.String(),
   to: Type.String(),
   body: Nullable(Type.String()),
   media_urls: Type.Array(Type.String()),
-  status: Type.String({
+  status: Type.Enum([...MESSAGE_STATUSES], {
     description: 'scheduled, queued, sent, delivered, failed, canceled (outbound); received (inbound)',
   }),
-  encoding: Type.String({ description: 'GSM-7, UCS-2 or MMS' }),
+  encoding: Type.Enum([...ENCODINGS]),
   segments: Type.Integer(),
   error_code: Nullable(Type.String()),
   carrier_message_id: Nullable(Type.String()),
@@ -33,6 +40,7 @@ const Message = Type.Object({
   created_at: Time,
   sent_at: Nullable(Time),
   completed_at: Nullable(Time),
+  sequence: Sequence,
 });
 
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
@@ -78,9 +86,8 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             sendAt: req.body.send_at ? new Date(req.body.send_at) : null,
           },
           new Date(),
-          'telnyx',
         );
-        if ('refused' in m) throw unprocessable(m.code, m.detail, m.param);
+        if (isRefusal(m)) throw unprocessable(m.code, m.detail, m.param);
         return { status: 201, body: messageResource(m) };
       });
       return sendCreated(reply, created);
@@ -94,10 +101,8 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
         tags,
         summary: 'List messages, newest first',
         querystring: listQuery({
-          status: Type.Optional(
-            Type.Enum(['scheduled', 'queued', 'sent', 'delivered', 'failed', 'canceled', 'received']),
-          ),
-          direction: Type.Optional(Type.Enum(['outbound', 'inbound'])),
+          status: Type.Optional(Type.Enum([...MESSAGE_STATUSES])),
+          direction: Type.Optional(Type.Enum([...MESSAGE_DIRECTIONS])),
         }),
         response: { 200: listOf(Message) },
       },
@@ -120,7 +125,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
     '/messages/:id',
     { schema: { tags, summary: 'Get a message', params: IdParams, response: { 200: Message } } },
     async (req) => {
-      const m = await messageGet(ctx.pool, req.principal.accountId, req.params.id);
+      const m = await messageOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!m) throw notFound('message');
       return messageResource(m);
     },
@@ -141,7 +146,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
               status: Type.String(),
               carrier_status: Nullable(Type.String()),
               error_code: Nullable(Type.String()),
-              effect: Type.String({ description: 'applied, refused or informational' }),
+              effect: Type.Enum([...HISTORY_EFFECTS]),
               note: Nullable(Type.String()),
               occurred_at: Time,
             }),
@@ -150,10 +155,19 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const m = await messageGet(ctx.pool, req.principal.accountId, req.params.id);
+      const m = await messageOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!m) throw notFound('message');
       const rows = await historyList(ctx.pool, m.id);
-      return { data: rows.map((h) => ({ ...h, occurred_at: h.occurred_at.toISOString() })), has_more: false };
+      const data = rows.map((h) => ({
+        source: h.source,
+        status: h.status,
+        carrier_status: h.carrier_status,
+        error_code: h.error_code,
+        effect: h.effect,
+        note: h.note,
+        occurred_at: h.occurred_at.toISOString(),
+      }));
+      return { data, has_more: false };
     },
   );
 
@@ -172,7 +186,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
       const m = await withTx(ctx.pool, async (tx) => {
         const canceled = await cancelMessage(tx, accountId, req.params.id, new Date());
         if (canceled) return canceled;
-        const existing = await messageGet(tx, accountId, req.params.id);
+        const existing = await messageOfAccount(tx, accountId, req.params.id);
         if (!existing) throw notFound('message');
         throw conflict(
           'message_not_cancelable',

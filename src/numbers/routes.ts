@@ -1,12 +1,13 @@
 // Customer API for phone numbers.
 
 import { Type } from 'typebox';
-import { tenantGet } from '../accounts/accounts.js';
+import { tenantOfAccount } from '../accounts/accounts.sql.js';
 import { createIdempotently, sendCreated } from '../api/idempotency.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
-import { ApiError, notFound } from '../api/problem.js';
+import { ApiError, notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
-import { E164, PhoneNumber, numberCreate, numberGet, numberList, phoneNumberResource } from './numbers.js';
+import { E164, PhoneNumber, phoneNumberResource } from './numbers.js';
+import { numberInsert, numberList, numberOfAccount } from './numbers.sql.js';
 
 export const numberRoutes: ApiRoutes = (app, ctx) => {
   const tags = ['Phone numbers'];
@@ -24,6 +25,13 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
             ),
             ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20 })),
             tenant_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+            carrier: Type.Optional(
+              Type.String({
+                minLength: 1,
+                maxLength: 64,
+                description: "the number's carrier; the deployment's first by default",
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -34,11 +42,20 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
       const { accountId } = req.principal;
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
         // `!== undefined`, not truthiness: any string given must name one of the account's tenants.
-        if (req.body.tenant_id !== undefined && !(await tenantGet(tx, accountId, req.body.tenant_id)))
+        if (req.body.tenant_id !== undefined && !(await tenantOfAccount(tx, accountId, req.body.tenant_id)))
           throw notFound('tenant');
-        const n = await numberCreate(tx, {
+        const carrier = req.body.carrier ?? ctx.carriers.keys().next().value!;
+        if (!ctx.carriers.has(carrier)) {
+          throw unprocessable(
+            'unknown_carrier',
+            `no carrier named "${carrier}" (${[...ctx.carriers.keys()].join(', ')})`,
+            'carrier',
+          );
+        }
+        const n = await numberInsert(tx, {
           accountId,
           tenantId: req.body.tenant_id ?? null,
+          carrier,
           number: req.body.number,
           inboundRing: req.body.inbound_ring ?? [],
           ringTimeoutSecs: req.body.ring_timeout_secs ?? 20,
@@ -76,7 +93,7 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const n = await numberGet(ctx.pool, req.principal.accountId, req.params.id);
+      const n = await numberOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!n) throw notFound('phone number');
       return phoneNumberResource(n);
     },

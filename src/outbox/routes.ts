@@ -4,7 +4,8 @@ import { Type } from 'typebox';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { notFound } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
-import { EVENT_TYPES, eventGet, eventList, eventResource } from './outbox.js';
+import { eventResource } from './outbox.js';
+import { EVENT_TYPES, eventList, eventOfAccount } from './outbox.sql.js';
 
 const Event = Type.Object({
   id: Type.String(),
@@ -54,7 +55,7 @@ export const eventRoutes: ApiRoutes = (app, ctx) => {
       },
     },
     async (req) => {
-      const ev = await eventGet(ctx.pool, req.principal.accountId, req.params.id);
+      const ev = await eventOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!ev) throw notFound('event');
       return eventResource(ev);
     },

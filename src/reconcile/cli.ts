@@ -1,76 +1,74 @@
-// `handset reconcile [--dry-run]`: one reconciliation pass from the command line,
-// the same pass the worker runs every HANDSET_RECONCILE_INTERVAL. --dry-run lists
-// what it would ask the carrier, and why, and asks nothing.
+// `handset reconcile [--dry-run] [--json]`: one reconciliation pass from the command
+// line, the same pass the worker runs every HANDSET_RECONCILE_INTERVAL. --dry-run
+// lists what it would ask the carrier, and why, and asks nothing.
 
-import { parseArgs } from 'node:util';
-import { telnyxAdapter } from '../carrier/telnyx/adapter.js';
-import { telnyxClient } from '../carrier/telnyx/client.js';
+import { Command } from 'commander';
+import { carriers } from '../carrier/registry.js';
+import { EXIT } from '../cli/command.js';
 import { ConfigError, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { Logger } from '../telemetry/log.js';
 import { reconcileCandidates, reconcilePass, type ReconcileDeps } from './reconcile.js';
 
-export const RECONCILE_USAGE = `usage: handset reconcile [--dry-run] [--json]
+export interface ReconcileFlags {
+  dryRun?: boolean;
+  json?: boolean;
+}
 
-Asks the carrier about every call leg, inbound caller and message still waiting
-for a carrier event past its bound, and applies what it answers through the same
-guarded transitions as a webhook (the worker does this every HANDSET_RECONCILE_INTERVAL).
-  --dry-run   list what would be asked, and why; ask nothing
-  --json      print the result as JSON
-Needs DATABASE_URL and TELNYX_API_KEY (next to a running handset dev, its own).
-`;
+/** `handset reconcile`: its flags (no action: the caller attaches one). */
+export function reconcileCommand(): Command {
+  return new Command('reconcile')
+    .description('ask the carrier about whatever waits past its bound for a carrier event')
+    .option('--dry-run', 'list what would be asked, and why; ask nothing')
+    .option('--json', 'print the result as JSON')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Applies what the carrier answers through the same guarded transitions as a webhook (the worker does this',
+        'every HANDSET_RECONCILE_INTERVAL). Needs DATABASE_URL and TELNYX_API_KEY; next to a running handset dev,',
+        'it uses dev’s database and simulator.',
+      ].join('\n'),
+    );
+}
 
-export async function runReconcileCommand(
-  args: string[],
+export async function runReconcile(
+  flags: ReconcileFlags,
   config: Config,
   databaseUrl: string,
   log: Logger,
   out: (line: string) => void,
 ): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { 'dry-run': { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-  });
-  if (values.help) {
-    out(RECONCILE_USAGE);
-    return 0;
-  }
   if (!config.telnyx.apiKey) throw new ConfigError('TELNYX_API_KEY', 'is required by handset reconcile');
   const pool = createPool(databaseUrl, { max: 4, applicationName: 'handset-reconcile', log });
   try {
     const deps: ReconcileDeps = {
       pool,
-      carrier: telnyxClient({
-        apiUrl: config.telnyx.apiUrl,
-        apiKey: config.telnyx.apiKey,
-        connectionId: config.telnyx.connectionId,
-        messagingProfileId: config.telnyx.messagingProfileId,
-      }),
-      adapter: telnyxAdapter(),
+      carriers: carriers(config),
       log,
       intervalMs: config.reconcileIntervalMs,
       afterMs: config.reconcileAfterMs,
       messageAfterMs: config.reconcileMessageAfterMs,
     };
-    if (values['dry-run']) {
+    if (flags.dryRun) {
       const candidates = await reconcileCandidates(deps, new Date());
-      if (values.json) out(JSON.stringify({ would_ask: candidates }, null, 2));
+      if (flags.json) out(JSON.stringify({ would_ask: candidates }, null, 2));
       else if (candidates.length === 0) out('nothing is waiting past its bound: nothing to ask');
       else {
         out(`would ask the carrier about ${candidates.length}:`);
         for (const c of candidates) out(`  ${c.why}`);
       }
-      return 0;
+      return EXIT.ok;
     }
     const tally = await reconcilePass(deps);
     out(
-      values.json
+      flags.json
         ? JSON.stringify(tally)
         : Object.entries(tally)
             .map(([k, v]) => `${k} ${v}`)
             .join(', '),
     );
-    return 0;
+    return EXIT.ok;
   } finally {
     await pool.end();
   }

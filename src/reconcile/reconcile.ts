@@ -23,32 +23,28 @@ import {
   callById,
   callersAwaitingCarrier,
   callMarkCallerChecked,
-  legGet,
+  legById,
   legMarkChecked,
   legsAwaitingCarrier,
   type CallRow,
   type LegRow,
 } from '../calls/calls.sql.js';
-import type {
-  CarrierAdapter,
-  CarrierClient,
-  ReconciledEvent,
-  ReconciledFact,
-  ReconciledLeg,
-} from '../carrier/carrier.js';
-import { carrierEventStoreMany } from '../carrier/events.sql.js';
+import type { LegState } from '../calls/handlers.js';
+import type { ReconciledEvent, ReconciledFact, ReconciledLeg } from '../carrier/carrier.js';
+import { carrierEventPayloadsAbout, carrierEventStoreMany } from '../carrier/events.sql.js';
+import { type Carriers, carrierNamed, clientOf, voiceOf } from '../carrier/registry.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys, type LookupTarget } from '../jobs/keys.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { messageById, messageMarkChecked, messagesAwaitingReceipt, type MessageRow } from '../messages/messages.sql.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import type { LookupTarget } from './requests.js';
 
 export interface ReconcileDeps {
   pool: pg.Pool;
-  carrier: CarrierClient;
-  adapter: CarrierAdapter;
+  /** Each resource is asked about at, and its facts written in the format of, its own carrier. */
+  carriers: Carriers;
   log: Logger;
   metrics?: Metrics;
   intervalMs: number;
@@ -141,21 +137,28 @@ export async function lookUp(deps: ReconcileDeps, target: LookupTarget): Promise
 }
 
 async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutcome> {
-  const leg = await legGet(deps.pool, legId);
+  const leg = await legById(deps.pool, legId);
   const call = leg ? await callById(deps.pool, leg.call_id) : null;
-  if (!leg || !call || leg.ended_at || !leg.call_control_id) return 'gone';
-  const who: ReconciledLeg = {
-    callControlId: leg.call_control_id,
-    carrierLegId: leg.carrier_leg_id,
-    clientState: { c: call.id, l: leg.id, p: leg.position },
-    from: call.number,
-    to: leg.to_number,
-  };
-  const found = await deps.carrier.lookupLeg(leg.call_control_id);
+  if (!leg || !call || leg.ended_at || !leg.carrier_ref) return 'gone';
+  const echo: LegState = { c: call.id, l: leg.id, p: leg.position };
+  const who: ReconciledLeg = { leg: leg.carrier_ref, echo, from: call.number, to: leg.to_number };
+  const found = await voiceOf(deps.carriers, leg.carrier).lookupLeg(leg.carrier_ref);
   if (!found.ok && found.kind === 'retry') return 'unreachable';
   if (!found.ok) {
-    // The carrier keeps a call's record only minutes after it ended: it ended
-    // while we were not listening, when exactly nobody can say any more. An
+    // The carrier keeps a call's record only minutes after it ended. Its own
+    // hangup, stored and waiting, still says how the leg ended: that decides, not
+    // a guess of ours. One that says the leg was connected, with its answer lost
+    // for good, makes the answer the carrier's end time: the leg connected, for
+    // how long nobody can prove any more, so nothing is billed for it.
+    const told = await storedHangup(deps, leg.carrier, leg.carrier_ref);
+    if (told) {
+      const facts: ReconciledFact[] =
+        told.connected === true && !leg.answered_at
+          ? [{ kind: 'leg.answered', leg: who, answeredAt: told.endedAt ?? told.occurredAt }]
+          : [];
+      return store(deps, leg.carrier, facts, () => undefined);
+    }
+    // Ended while we were not listening, when exactly nobody can say any more. An
     // unanswered leg ended by the carrier's own rule, its ring timeout; an answered
     // one is billed only up to when the carrier last said it was alive.
     const endedAt = leg.answered_at ? (leg.checked_at ?? leg.answered_at) : ringTimeoutOf(leg, call);
@@ -164,6 +167,7 @@ async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutc
       : 0;
     return store(
       deps,
+      leg.carrier,
       [{ kind: 'leg.ended', leg: who, connectedSeconds, startedAt: leg.dialed_at, endedAt }],
       () => undefined,
     );
@@ -186,30 +190,27 @@ async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutc
       endedAt: found.endedAt ?? found.observedAt,
     });
   }
-  return store(deps, facts, () => legMarkChecked(deps.pool, leg.id, found.observedAt), found.alive);
+  return store(deps, leg.carrier, facts, () => legMarkChecked(deps.pool, leg.id, found.observedAt), found.alive);
 }
 
 async function lookUpCaller(deps: ReconcileDeps, callId: string): Promise<LookupOutcome> {
   const call = await callById(deps.pool, callId);
-  if (!call || call.ended_at || !call.caller_call_control_id) return 'gone';
-  const who: ReconciledLeg = {
-    callControlId: call.caller_call_control_id,
-    carrierLegId: call.caller_leg_id,
-    clientState: null,
-    from: call.from_number,
-    to: call.number,
-  };
-  const found = await deps.carrier.lookupLeg(call.caller_call_control_id);
+  if (!call || call.ended_at || !call.caller_ref) return 'gone';
+  const who: ReconciledLeg = { leg: call.caller_ref, echo: null, from: call.from_number, to: call.number };
+  const found = await voiceOf(deps.carriers, call.carrier).lookupLeg(call.caller_ref);
   if (!found.ok && found.kind === 'retry') return 'unreachable';
   if (!found.ok) {
     const endedAt = call.caller_checked_at ?? call.answered_at ?? call.created_at;
     return store(
       deps,
+      call.carrier,
       [{ kind: 'leg.ended', leg: who, connectedSeconds: 0, startedAt: call.created_at, endedAt }],
       () => undefined,
     );
   }
-  if (found.alive) return store(deps, [], () => callMarkCallerChecked(deps.pool, call.id, found.observedAt), true);
+  if (found.alive) {
+    return store(deps, call.carrier, [], () => callMarkCallerChecked(deps.pool, call.id, found.observedAt), true);
+  }
   const ended: ReconciledFact = {
     kind: 'leg.ended',
     leg: who,
@@ -217,16 +218,16 @@ async function lookUpCaller(deps: ReconcileDeps, callId: string): Promise<Lookup
     startedAt: found.startedAt,
     endedAt: found.endedAt ?? found.observedAt,
   };
-  return store(deps, [ended], () => undefined);
+  return store(deps, call.carrier, [ended], () => undefined);
 }
 
 async function lookUpMessage(deps: ReconcileDeps, messageId: string): Promise<LookupOutcome> {
   const m: MessageRow | null = await messageById(deps.pool, messageId);
   if (m?.status !== 'sent' || !m.carrier_message_id) return 'gone';
-  const found = await deps.carrier.lookupMessage(m.carrier_message_id);
+  const found = await clientOf(deps.carriers, m.carrier).lookupMessage(m.carrier_message_id);
   const now = deps.now?.() ?? new Date();
   if (!found.ok && found.kind === 'retry') return 'unreachable';
-  if (!found.ok) return store(deps, [], () => messageMarkChecked(deps.pool, m.id, now));
+  if (!found.ok) return store(deps, m.carrier, [], () => messageMarkChecked(deps.pool, m.id, now));
   const final = found.status === 'delivered' || found.status === 'failed' || found.status === 'unconfirmed';
   const facts: ReconciledFact[] = final
     ? [
@@ -240,23 +241,25 @@ async function lookUpMessage(deps: ReconcileDeps, messageId: string): Promise<Lo
         },
       ]
     : [];
-  return store(deps, facts, () => messageMarkChecked(deps.pool, m.id, found.observedAt));
+  return store(deps, m.carrier, facts, () => messageMarkChecked(deps.pool, m.id, found.observedAt));
 }
 
-/** Stores the facts as carrier events (each with its processing job), or records that nothing changed. */
+/** Stores the facts as the carrier's events (each with its processing job), or records that nothing changed. */
 async function store(
   deps: ReconcileDeps,
+  carrier: string,
   facts: ReconciledFact[],
   checked: () => Promise<void> | undefined,
   alive = false,
 ): Promise<LookupOutcome> {
   await checked();
   if (facts.length === 0) return alive ? 'alive' : 'unchanged';
-  const events: ReconciledEvent[] = facts.flatMap((f) => deps.adapter.reconciled(f));
+  const adapter = carrierNamed(deps.carriers, carrier);
+  const events: ReconciledEvent[] = facts.flatMap((f) => adapter.reconciled(f));
   const stored = await carrierEventStoreMany(
     deps.pool,
     events.map((e) => ({
-      carrier: deps.adapter.name,
+      carrier,
       carrierEventId: e.eventId,
       eventType: e.eventType,
       subject: e.subject,
@@ -267,6 +270,21 @@ async function store(
   deps.metrics?.reconciledFacts.inc(fresh);
   if (fresh > 0) deps.log.info({ events: events.map((e) => e.eventId) }, 'reconciliation stored what the carrier told');
   return 'applied';
+}
+
+/** The carrier's own hangup of a leg, if one is stored (processed or not). */
+async function storedHangup(deps: ReconcileDeps, carrier: string, leg: string) {
+  const adapter = carrierNamed(deps.carriers, carrier);
+  const payloads = await carrierEventPayloadsAbout(deps.pool, carrier, leg, adapter.eventTypes('call.hangup'));
+  for (const p of payloads) {
+    try {
+      const ev = adapter.parse(p);
+      if (ev.kind === 'call.hangup' && ev.source === 'webhook') return ev;
+    } catch {
+      // a malformed one is recorded by its own processing; it tells us nothing here
+    }
+  }
+  return null;
 }
 
 function ringTimeoutOf(leg: LegRow, call: CallRow): Date {
@@ -302,7 +320,12 @@ export function scheduleReconcile(
   now: Date,
   mode: 'replace' | 'preserve_run_at' = 'replace',
 ) {
-  return enqueue(tx, 'reconcile', {}, { runAt: new Date(now.getTime() + inMs), jobKey: 'reconcile', jobKeyMode: mode });
+  return enqueue(
+    tx,
+    'reconcile',
+    {},
+    { runAt: new Date(now.getTime() + inMs), jobKey: jobKeys.reconcile, jobKeyMode: mode },
+  );
 }
 
 /** One lookup a handler asked for (requests.ts). An unreachable carrier is asked again by whoever still waits. */

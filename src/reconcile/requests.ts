@@ -6,28 +6,9 @@
 
 import type { Tx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
-
-export type LookupTarget =
-  | { kind: 'leg'; legId: string }
-  | { kind: 'caller'; callId: string }
-  | { kind: 'message'; messageId: string };
-
-declare global {
-  namespace GraphileWorker {
-    interface Tasks {
-      /** One carrier lookup, asked for by a handler; `attempt` counts retries of an unreachable carrier. */
-      'reconcile.lookup': { target: LookupTarget; attempt?: number };
-      /** The scheduled pass over everything waiting past its bound; it schedules its next run itself. */
-      reconcile: Record<string, never>;
-    }
-  }
-}
-
-export function lookupJobKey(t: LookupTarget): string {
-  return `reconcile.lookup:${t.kind}:${t.kind === 'leg' ? t.legId : t.kind === 'caller' ? t.callId : t.messageId}`;
-}
+import { jobKeys, type LookupTarget } from '../jobs/keys.js';
 
 /** Asks for a lookup of `target`, once however often it is asked for before it runs. */
 export function requestLookup(tx: Tx, target: LookupTarget): Promise<void> {
-  return enqueue(tx, 'reconcile.lookup', { target }, { jobKey: lookupJobKey(target), jobKeyMode: 'preserve_run_at' });
+  return enqueue(tx, 'reconcile.lookup', { target }, { jobKey: jobKeys.lookup(target), jobKeyMode: 'preserve_run_at' });
 }

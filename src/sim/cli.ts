@@ -7,8 +7,9 @@ import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:cryp
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { Command, type OptionValues } from 'commander';
 import type { Logger } from 'pino';
+import { EXIT, helpOf, parseAlone, UsageError } from '../cli/command.js';
 import {
   BEHAVIOUR_KEYS,
   BehaviourError,
@@ -20,7 +21,6 @@ import {
   parseBehaviour,
   parseRatesFlag,
   type Behaviour,
-  type BehaviourKey,
   WELL_BEHAVED,
 } from './behaviour.js';
 import { EVENT_TYPES } from './events.js';
@@ -29,64 +29,46 @@ import { startSimulator, type SimulatorOptions } from './simulator.js';
 export const SIM_DEFAULT_PORT = 3002;
 export const SIM_DEFAULT_WEBHOOK_URL = 'http://127.0.0.1:3001/webhooks/telnyx';
 
-export const SIM_USAGE = `usage: handset sim [options]
-
-  --port N                  listen port (default ${SIM_DEFAULT_PORT}; 0 = any free port)
-  --host ADDR               bind address (default 127.0.0.1)
-  --webhook-url URL         where webhooks go (default ${SIM_DEFAULT_WEBHOOK_URL}; "" = nowhere)
-  --api-key KEY             the Bearer key to accept (default: generated)
-  --key-file PATH           Ed25519 private key (PEM); created if missing, so the public key survives restarts
-  --connection-id ID        the only connection_id dials accept (default: any)
-  --seed SEED               seeds every decision (default: random, printed)
-  --time-scale X            multiplies simulated delays (0.01 = 100x faster; default 1)
-
-misbehaviour (all default to 0: a well-behaved carrier; P is a probability 0..1, MS real milliseconds)
-${BEHAVIOUR_KEYS.map(knobUsage).join('\n')}
-  TYPE is one of ${EVENT_TYPES.slice(0, 3).join(', ')},
-                 ${EVENT_TYPES.slice(3).join(', ')}
-
-Per-number misbehaviour (a persona's lose/hold) is set with PUT /_sim/personas/{number}.
-`;
-
-function knobUsage(k: BehaviourKey): string {
-  const arg = { rate: 'P', delay: 'MS', rates: 'TYPE=P,…' }[knobKind(k)];
-  const flag = `  --${knobFlag(k)} ${arg}`;
-  return `${flag.padEnd(32)}${KNOB_HELP[k]}`;
+/** `handset sim`: its flags, one per behaviour knob (no action: the caller attaches one). */
+export function simCommand(): Command {
+  const cmd = new Command('sim')
+    .description('the Telnyx simulator on its own; prints the TELNYX_* settings that point Handset at it')
+    .option('--port <n>', `listen port (0 = any free port)`, String(SIM_DEFAULT_PORT))
+    .option('--host <addr>', 'bind address', '127.0.0.1')
+    .option('--webhook-url <url>', 'where webhooks go ("" = nowhere)', SIM_DEFAULT_WEBHOOK_URL)
+    .option('--api-key <key>', 'the Bearer key to accept (default: generated)')
+    .option('--key-file <path>', 'Ed25519 private key (PEM); created if missing, so the public key survives restarts')
+    .option('--connection-id <id>', 'the only connection_id dials accept (default: any)')
+    .option('--seed <seed>', 'seeds every decision (default: random, printed)')
+    .option('--time-scale <x>', 'multiplies simulated delays (0.01 = 100x faster)', '1');
+  for (const k of BEHAVIOUR_KEYS) {
+    const arg = { rate: 'P', delay: 'MS', rates: 'TYPE=P,…' }[knobKind(k)];
+    cmd.option(`--${knobFlag(k)} <${arg}>`, KNOB_HELP[k]);
+  }
+  return cmd.addHelpText(
+    'after',
+    [
+      '',
+      'Misbehaviour knobs all default to 0 (a well-behaved carrier): P is a probability 0..1, MS real milliseconds,',
+      `TYPE one of ${EVENT_TYPES.join(', ')}.`,
+      "Per-number misbehaviour (a persona's lose/hold) is set with PUT /_sim/personas/{number}.",
+    ].join('\n'),
+  );
 }
+
+export const SIM_USAGE = helpOf(simCommand);
 
 export interface SimArgs {
   options: SimulatorOptions;
   keyFile: string | null;
-  help: boolean;
 }
 
-export class SimUsageError extends Error {
+export class SimUsageError extends UsageError {
   override name = 'SimUsageError';
 }
 
-export function parseSimArgs(args: string[]): SimArgs {
-  let v: Record<string, string | boolean | undefined>;
-  try {
-    v = parseArgs({
-      args,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        port: { type: 'string' },
-        host: { type: 'string' },
-        'webhook-url': { type: 'string' },
-        'api-key': { type: 'string' },
-        'key-file': { type: 'string' },
-        'connection-id': { type: 'string' },
-        seed: { type: 'string' },
-        'time-scale': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-        ...Object.fromEntries(BEHAVIOUR_KEYS.map((k) => [knobFlag(k), { type: 'string' as const }])),
-      },
-    }).values;
-  } catch (err) {
-    throw new SimUsageError((err as Error).message);
-  }
+/** The simulator's options from `handset sim`'s parsed flags; a bad value is a SimUsageError. */
+export function simArgs(v: OptionValues): SimArgs {
   const text = (name: string) => (typeof v[name] === 'string' ? (v[name] as string) : undefined);
 
   const knobs: Record<string, unknown> = {};
@@ -94,7 +76,7 @@ export function parseSimArgs(args: string[]): SimArgs {
   try {
     for (const k of BEHAVIOUR_KEYS) {
       const flag = `--${knobFlag(k)}`;
-      const raw = text(knobFlag(k));
+      const raw = text(k);
       if (raw !== undefined) knobs[k] = knobKind(k) === 'rates' ? parseRatesFlag(flag, raw) : number(flag, raw);
     }
     behaviour = parseBehaviour(knobs);
@@ -106,20 +88,33 @@ export function parseSimArgs(args: string[]): SimArgs {
 
   const port = number('--port', text('port') ?? String(SIM_DEFAULT_PORT));
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new SimUsageError('--port must be 0..65535');
-  const timeScale = number('--time-scale', text('time-scale') ?? '1');
+  const timeScale = number('--time-scale', text('timeScale') ?? '1');
   if (!(timeScale > 0)) throw new SimUsageError('--time-scale must be a positive number');
-  const webhookUrl = text('webhook-url') ?? SIM_DEFAULT_WEBHOOK_URL;
+  const webhookUrl = text('webhookUrl') ?? SIM_DEFAULT_WEBHOOK_URL;
 
   const options: SimulatorOptions = { port, timeScale, webhookUrl: webhookUrl === '' ? null : webhookUrl, behaviour };
   const host = text('host');
   if (host !== undefined) options.host = host;
-  const apiKey = text('api-key');
+  const apiKey = text('apiKey');
   if (apiKey !== undefined) options.apiKey = apiKey;
   const seed = text('seed');
   if (seed !== undefined) options.seed = seed;
-  const connectionId = text('connection-id');
+  const connectionId = text('connectionId');
   if (connectionId !== undefined) options.connectionId = connectionId;
-  return { options, keyFile: text('key-file') ?? null, help: v['help'] === true };
+  return { options, keyFile: text('keyFile') ?? null };
+}
+
+/** `handset sim …`'s arguments on their own (`--help` is a SimUsageError here: there is nothing to run). */
+export function parseSimArgs(args: string[]): SimArgs {
+  let parsed: ReturnType<typeof parseAlone>;
+  try {
+    parsed = parseAlone(simCommand, args);
+  } catch (err) {
+    if (err instanceof UsageError) throw new SimUsageError(err.message);
+    throw err;
+  }
+  if (parsed === 'help') throw new SimUsageError('--help asks for the usage, not a simulator');
+  return simArgs(parsed.opts());
 }
 
 function number(flag: string, raw: string): number {
@@ -147,23 +142,28 @@ export interface SimCommandIo {
   };
 }
 
-/** Runs until a signal; resolves to the exit code (2 for a usage error). */
+/** `handset sim` from its arguments alone: 2 with the usage on a usage error, 0 after --help. */
 export async function runSimCommand(args: string[], log: Logger, io: Partial<SimCommandIo> = {}): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
   const stderr = io.stderr ?? process.stderr;
-  const signals = io.signals ?? process;
-  let parsed: SimArgs;
   try {
-    parsed = parseSimArgs(args);
+    const parsed = parseAlone(simCommand, args);
+    if (parsed === 'help') {
+      stdout.write(SIM_USAGE);
+      return EXIT.ok;
+    }
+    return await runSim(simArgs(parsed.opts()), log, io);
   } catch (err) {
-    if (!(err instanceof SimUsageError)) throw err;
+    if (!(err instanceof UsageError)) throw err;
     stderr.write(`handset sim: ${err.message}\n\n${SIM_USAGE}`);
-    return 2;
+    return EXIT.usage;
   }
-  if (parsed.help) {
-    stdout.write(SIM_USAGE);
-    return 0;
-  }
+}
+
+/** Runs the simulator until a signal; resolves to the exit code. */
+export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimCommandIo> = {}): Promise<number> {
+  const stdout = io.stdout ?? process.stdout;
+  const signals = io.signals ?? process;
   const options: SimulatorOptions = { ...parsed.options, log };
   if (parsed.keyFile) options.privateKey = await loadOrCreateKey(parsed.keyFile);
   const sim = await startSimulator(options);

@@ -2,7 +2,7 @@
 // Idempotency-Key, problem+json errors, pagination, SSRF refusals and the docs.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiKeyRevoke } from '../../src/accounts/accounts.js';
+import { apiKeyRevoke } from '../../src/accounts/accounts.sql.js';
 import { withTx } from '../../src/db/tx.js';
 import { sendWebhook } from '../../src/delivery/http.js';
 import { isBlockedAddress } from '../../src/delivery/ssrf.js';

@@ -12,7 +12,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { formatAuditReport, runAudit, type AuditReport } from '../../src/audit/audit.js';
 import { runAuditCommand } from '../../src/audit/cli.js';
-import { bill } from '../../src/billing/usage.js';
+import { bill } from '../../src/billing/usage.sql.js';
 import { createPool } from '../../src/db/pool.js';
 import { withTx } from '../../src/db/tx.js';
 import { messageResource } from '../../src/messages/messages.js';
@@ -235,14 +235,14 @@ const messageWhere = (db: pg.Pool, where: string) =>
 
 describe('a database with real traffic', () => {
   it('holds every invariant, and every check had something to examine', () => {
-    expect(formatAuditReport(clean)).toContain('✔ all 20 checks hold');
+    expect(formatAuditReport(clean)).toContain('✔ all 21 checks hold');
     expect(clean.ok).toBe(true);
-    expect(clean.checks).toHaveLength(20);
+    expect(clean.checks).toHaveLength(21);
     for (const c of clean.checks) {
       expect({ key: c.key, violations: c.violations }).toEqual({ key: c.key, violations: 0 });
       expect({ key: c.key, checked: c.checked > 0 }).toEqual({ key: c.key, checked: true });
     }
-    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8]));
+    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8, 11]));
   });
 
   it('the traffic covered what the checks are about', async () => {
@@ -367,7 +367,7 @@ const plants: Plant[] = [
           tenantId: m.tenant_id,
           type: 'message.failed',
           subjectId: m.id,
-          data: messageResource({ ...m, status: 'failed' }),
+          data: messageResource({ ...m, status: 'failed', sequence: m.sequence + 1 }),
           occurredAt: new Date(),
         }),
       );
@@ -586,6 +586,23 @@ const plants: Plant[] = [
       return [ev.id];
     },
   },
+  {
+    what: 'an event about a message whose sequence is not above the previous event’s (a second event for one transition)',
+    check: 'events.sequence_increases',
+    async plant(db) {
+      const ev = await one<{ id: string }>(
+        db,
+        `SELECT e.id FROM outbound_events e
+          WHERE e.type = 'message.delivered'
+            AND EXISTS (SELECT 1 FROM outbound_events s WHERE s.subject_id = e.subject_id AND s.type = 'message.sent')
+          ORDER BY e.id LIMIT 1`,
+      );
+      await db.query(`UPDATE outbound_events SET data = jsonb_set(data, '{sequence}', to_jsonb(1)) WHERE id = $1`, [
+        ev.id,
+      ]);
+      return [ev.id];
+    },
+  },
 ];
 
 describe('planted violations', () => {
@@ -650,9 +667,9 @@ describe('handset audit (the command)', () => {
       const { code, stdout } = await command([], url);
       expect(code).toBe(0);
       const lines = stdout.trimEnd().split('\n');
-      expect(lines).toHaveLength(21);
-      expect(lines.slice(0, 20).every((l) => /^✔ [1-8] {2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
-      expect(lines[20]).toBe('✔ all 20 checks hold');
+      expect(lines).toHaveLength(22);
+      expect(lines.slice(0, 21).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
+      expect(lines[21]).toBe('✔ all 21 checks hold');
     });
   });
 
@@ -665,13 +682,13 @@ describe('handset audit (the command)', () => {
       expect(text.code).toBe(1);
       expect(text.stdout).toContain(`✘ 4  message segments billed exactly once (checked `);
       expect(text.stdout).toContain(`: 1 violation: ${m.id}\n`);
-      expect(text.stdout).toMatch(/^✘ 1 of 20 checks broken: 1 violation \(invariant 4\)$/m);
+      expect(text.stdout).toMatch(/^✘ 1 of 21 checks broken: 1 violation \(invariant 4\)$/m);
 
       const json = await command(['--json'], url);
       expect(json.code).toBe(1);
       const report = JSON.parse(json.stdout) as AuditReport;
       expect(report.ok).toBe(false);
-      expect(report.checks).toHaveLength(20);
+      expect(report.checks).toHaveLength(21);
       expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({
         invariant: 4,
         violations: 1,
@@ -688,7 +705,7 @@ describe('handset audit (the command)', () => {
       const report = JSON.parse(stdout) as AuditReport;
       expect(report.ok).toBe(true);
       expect(report.checks.map((c) => c.invariant)).toEqual([
-        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8,
+        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 11,
       ]);
     });
   });

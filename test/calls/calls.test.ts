@@ -8,13 +8,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialLeg } from '../../src/calls/commands.js';
 import { encodeClientState } from '../../src/carrier/telnyx/events.js';
-import { telnyxClient } from '../../src/carrier/telnyx/client.js';
 import type { Platform } from '../../src/platform.js';
 import { startSimulator, telnyxWebhook, type Simulator } from '../../src/sim/simulator.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
+import { telnyxCarriers } from '../support/carrier.js';
 
 const OUR_NUMBER = '+13125550100';
 const INBOUND_NUMBER = '+13125550101';
@@ -55,8 +55,7 @@ interface Leg {
   position: number;
   to_number: string;
   status: string;
-  call_control_id: string;
-  carrier_leg_id: string;
+  carrier_ref: string;
   call_id: string;
 }
 
@@ -95,7 +94,7 @@ const quiet = () =>
 async function legAt(callId: string, position: number): Promise<Leg> {
   return eventually(async () => {
     const { rows } = await db.pool.query(
-      'SELECT * FROM call_legs WHERE call_id = $1 AND position = $2 AND call_control_id IS NOT NULL',
+      'SELECT * FROM call_legs WHERE call_id = $1 AND position = $2 AND carrier_ref IS NOT NULL',
       [callId, position],
     );
     return rows[0] as Leg | undefined;
@@ -104,8 +103,7 @@ async function legAt(callId: string, position: number): Promise<Leg> {
 
 function facts(leg: Leg) {
   return {
-    callControlId: leg.call_control_id,
-    callLegId: leg.carrier_leg_id,
+    callControlId: leg.carrier_ref,
     from: OUR_NUMBER,
     to: leg.to_number,
     clientState: encodeClientState({ c: leg.call_id, l: leg.id, p: leg.position }),
@@ -221,13 +219,12 @@ describe('sequential ring', () => {
     const leg = await legAt(callId, 0);
     const before = dials(C);
     // The state a crash between the carrier's 200 and our commit leaves: the leg is still dialing.
-    await db.pool.query(
-      `UPDATE call_legs SET status = 'dialing', call_control_id = NULL, dialed_at = NULL WHERE id = $1`,
-      [leg.id],
-    );
+    await db.pool.query(`UPDATE call_legs SET status = 'dialing', carrier_ref = NULL, dialed_at = NULL WHERE id = $1`, [
+      leg.id,
+    ]);
     const deps = {
       pool: db.pool,
-      carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-test' }),
+      carriers: telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-test' }),
       log: createLogger('silent'),
       policies: retryPolicies(3000),
     };
@@ -236,8 +233,8 @@ describe('sequential ring', () => {
     expect(
       sim.requests.filter((r) => r.path === '/v2/calls' && r.idempotencyKey === leg.id && r.replayed),
     ).toHaveLength(1);
-    const { rows } = await db.pool.query('SELECT call_control_id, status FROM call_legs WHERE id = $1', [leg.id]);
-    expect(rows[0]).toEqual({ call_control_id: leg.call_control_id, status: 'ringing' });
+    const { rows } = await db.pool.query('SELECT carrier_ref, status FROM call_legs WHERE id = $1', [leg.id]);
+    expect(rows[0]).toEqual({ carrier_ref: leg.carrier_ref, status: 'ringing' });
   });
 });
 
@@ -254,10 +251,7 @@ describe('carrier legs racing our own decisions', () => {
       );
       await eventually(async () => sim.requests.some((r) => r.path === '/v2/calls' && r.commandId === leg.id)); // the dial is in flight
       const ccid = `v3:early-${randomUUID()}`;
-      await sim.deliver(
-        answerOf({ ...leg, call_control_id: ccid, carrier_leg_id: randomUUID() }),
-        `${platform.ingestUrl}/webhooks/telnyx`,
-      );
+      await sim.deliver(answerOf({ ...leg, carrier_ref: ccid }), `${platform.ingestUrl}/webhooks/telnyx`);
       await eventually(async () => (await getCall(callId)).status === 'in_progress');
       const dialed = await eventually(async () =>
         sim.requests.find((r) => r.path === '/v2/calls' && r.commandId === leg.id && r.status === 200),
@@ -278,11 +272,11 @@ describe('carrier legs racing our own decisions', () => {
     const a = await legAt(callId, 0);
     // What dialLeg leaves after its attempts got no answer: the leg failed, never stamped.
     await db.pool.query(
-      `UPDATE call_legs SET status = 'failed', ended_at = now(), hangup_cause = 'carrier_unavailable', call_control_id = NULL WHERE id = $1`,
+      `UPDATE call_legs SET status = 'failed', ended_at = now(), hangup_cause = 'carrier_unavailable', carrier_ref = NULL WHERE id = $1`,
       [a.id],
     );
     await sim.deliver(answerOf(a)); // …but the carrier did place it, and the callee picked up
-    await eventually(async () => actions(a.call_control_id, 'hangup') === 1);
+    await eventually(async () => actions(a.carrier_ref, 'hangup') === 1);
     await quiet();
     expect((await getCall(callId)).status).toBe('ringing');
     expect(await events(callId, 'call.answered')).toBe(0);
@@ -294,9 +288,7 @@ describe('inbound', () => {
     const before = { a: dials(A), b: dials(B) };
     const inbound = sim.injectInboundCall({ from: '+14155550999', to: INBOUND_NUMBER });
     const callRow = await eventually(
-      async () =>
-        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
-          .rows[0],
+      async () => (await db.pool.query('SELECT id FROM calls WHERE caller_ref = $1', [inbound.callControlId])).rows[0],
     );
     await sim.deliver(
       telnyxWebhook.callInitiated({
@@ -310,14 +302,12 @@ describe('inbound', () => {
     );
     const a = await legAt(callRow.id, 0);
     await quiet();
-    expect(await count(db.pool, 'SELECT * FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId])).toBe(
-      1,
-    );
+    expect(await count(db.pool, 'SELECT * FROM calls WHERE caller_ref = $1', [inbound.callControlId])).toBe(1);
     expect(await events(callRow.id, 'call.initiated')).toBe(1);
 
     sim.hangup(inbound.callControlId); // the caller gives up
     await eventually(async () => (await getCall(callRow.id)).status === 'missed');
-    await eventually(async () => actions(a.call_control_id, 'hangup') === 1);
+    await eventually(async () => actions(a.carrier_ref, 'hangup') === 1);
     await quiet();
     expect({ a: dials(A) - before.a, b: dials(B) - before.b }).toEqual({ a: 1, b: 0 });
     expect(await events(callRow.id, 'call.missed')).toBe(1);
@@ -331,9 +321,7 @@ describe('inbound', () => {
     const from = '+14155550980';
     const inbound = sim.injectInboundCall({ from, to: INBOUND_NUMBER });
     const callRow = await eventually(
-      async () =>
-        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
-          .rows[0],
+      async () => (await db.pool.query('SELECT id FROM calls WHERE caller_ref = $1', [inbound.callControlId])).rows[0],
     );
     const a = await legAt(callRow.id, 0);
     await sim.deliver(
@@ -360,8 +348,7 @@ describe('inbound', () => {
       const inbound = sim.injectInboundCall({ from, to: INBOUND_NUMBER });
       const callRow = await eventually(
         async () =>
-          (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
-            .rows[0],
+          (await db.pool.query('SELECT id FROM calls WHERE caller_ref = $1', [inbound.callControlId])).rows[0],
       );
       const a = await legAt(callRow.id, 0);
       const callerGone = telnyxWebhook.callHangup({
@@ -383,7 +370,7 @@ describe('inbound', () => {
       const b = legs[1];
       // If A's timeout won the race, B was claimed while the call still rang; the caller's
       // hangup then canceled it before its dial, or hung it up after.
-      if (b?.call_control_id) await eventually(async () => actions(b.call_control_id, 'hangup') === 1);
+      if (b?.carrier_ref) await eventually(async () => actions(b.carrier_ref, 'hangup') === 1);
       else if (b) expect(b.status).toBe('canceled');
     }
   });
@@ -391,22 +378,20 @@ describe('inbound', () => {
   it('an answered target is bridged to the caller; the caller hanging up completes the call and hangs up the target', async () => {
     const inbound = sim.injectInboundCall({ from: '+14155550998', to: INBOUND_NUMBER });
     const callRow = await eventually(
-      async () =>
-        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
-          .rows[0],
+      async () => (await db.pool.query('SELECT id FROM calls WHERE caller_ref = $1', [inbound.callControlId])).rows[0],
     );
     const a = await legAt(callRow.id, 0);
     await sim.deliver(hangupOf(a, 'timeout'));
     const b = await legAt(callRow.id, 1);
-    sim.answer(b.call_control_id);
+    sim.answer(b.carrier_ref);
     await eventually(async () => actions(inbound.callControlId, 'bridge') === 1);
     expect(actions(inbound.callControlId, 'answer')).toBe(1);
     const bridge = sim.requests.find((r) => r.path === `/v2/calls/${inbound.callControlId}/actions/bridge`)!;
-    expect((bridge.body as { call_control_id: string }).call_control_id).toBe(b.call_control_id);
+    expect((bridge.body as { call_control_id: string }).call_control_id).toBe(b.carrier_ref);
 
     sim.hangup(inbound.callControlId);
     await eventually(async () => (await getCall(callRow.id)).status === 'completed');
-    await eventually(async () => actions(b.call_control_id, 'hangup') === 1);
+    await eventually(async () => actions(b.carrier_ref, 'hangup') === 1);
     await quiet();
     expect(await events(callRow.id, 'call.completed')).toBe(1);
     expect((await minutes(callRow.id)).length).toBe(1);
@@ -415,9 +400,7 @@ describe('inbound', () => {
   it('an answer that loses (the caller already gave up) hangs that leg up instead and changes nothing', async () => {
     const inbound = sim.injectInboundCall({ from: '+14155550996', to: INBOUND_NUMBER });
     const callRow = await eventually(
-      async () =>
-        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
-          .rows[0],
+      async () => (await db.pool.query('SELECT id FROM calls WHERE caller_ref = $1', [inbound.callControlId])).rows[0],
     );
     const a = await legAt(callRow.id, 0);
     sim.hangup(inbound.callControlId);
@@ -428,16 +411,14 @@ describe('inbound', () => {
     expect(call.status).toBe('missed');
     expect(call.answered_at).toBeNull();
     expect(await events(callRow.id, 'call.answered')).toBe(0);
-    expect(actions(a.call_control_id, 'hangup')).toBe(1); // once: the command_id de-duplicates the second decision
+    expect(actions(a.carrier_ref, 'hangup')).toBe(1); // once: the command_id de-duplicates the second decision
     expect(actions(inbound.callControlId, 'bridge')).toBe(0);
   });
 
   it('a caller whose hangup we never applied (given up on, or lost) is found gone when we answer them: the call ends, the leg that answered is hung up, nothing is bridged', async () => {
     const inbound = sim.injectInboundCall({ from: '+14155550995', to: INBOUND_NUMBER });
     const callRow = await eventually(
-      async () =>
-        (await db.pool.query('SELECT id FROM calls WHERE caller_call_control_id = $1', [inbound.callControlId]))
-          .rows[0],
+      async () => (await db.pool.query('SELECT id FROM calls WHERE caller_ref = $1', [inbound.callControlId])).rows[0],
     );
     const a = await legAt(callRow.id, 0);
     // The caller leaves, and their hangup never reaches a worker that can apply it.
@@ -445,9 +426,9 @@ describe('inbound', () => {
     sim.hangup(inbound.callControlId);
     await sim.idle();
     sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
-    sim.answer(a.call_control_id);
+    sim.answer(a.carrier_ref);
     await eventually(async () => (await getCall(callRow.id)).status === 'completed');
-    await eventually(async () => actions(a.call_control_id, 'hangup') === 1);
+    await eventually(async () => actions(a.carrier_ref, 'hangup') === 1);
     await quiet();
     expect(actions(inbound.callControlId, 'answer')).toBe(1);
     expect(actions(inbound.callControlId, 'bridge')).toBe(0);
@@ -459,9 +440,7 @@ describe('inbound', () => {
     expect((await acme.post('/v1/phone_numbers', { number: '+13125550102' })).status).toBe(201);
     const inbound = sim.injectInboundCall({ from: '+14155550997', to: '+13125550102' });
     await eventually(async () => actions(inbound.callControlId, 'reject') === 1);
-    const { rows } = await db.pool.query('SELECT id, status FROM calls WHERE caller_call_control_id = $1', [
-      inbound.callControlId,
-    ]);
+    const { rows } = await db.pool.query('SELECT id, status FROM calls WHERE caller_ref = $1', [inbound.callControlId]);
     expect(rows[0].status).toBe('missed');
     expect(await events(rows[0].id, 'call.missed')).toBe(1);
   });

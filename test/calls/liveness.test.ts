@@ -10,8 +10,6 @@ import { connectTask, dialLeg } from '../../src/calls/commands.js';
 import { callHandlers } from '../../src/calls/handlers.js';
 import { carrierEventStore } from '../../src/carrier/events.sql.js';
 import { processCarrierEvent } from '../../src/carrier/process.js';
-import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
-import { telnyxClient } from '../../src/carrier/telnyx/client.js';
 import { telnyxEnvelope } from '../../src/carrier/telnyx/events.js';
 import { retryPolicies } from '../../src/jobs/retry.js';
 import { messageHandlers } from '../../src/messages/receipts.js';
@@ -23,6 +21,7 @@ import { startReceiver, type Receiver } from '../sim/receiver.js';
 import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
+import { telnyxCarriers } from '../support/carrier.js';
 
 const OUR = '+13125550700';
 const INBOUND = '+13125550701';
@@ -68,11 +67,11 @@ afterAll(async () => {
   await db.drop();
 });
 
-const carrier = () => telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-live' });
-const commandDeps = () => ({ pool: db.pool, carrier: carrier(), log, policies });
+const carriers = () => telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-live' });
+const commandDeps = () => ({ pool: db.pool, carriers: carriers(), log, policies });
 const processDeps = (now?: () => Date) => ({
   pool: db.pool,
-  adapters: { telnyx: telnyxAdapter() },
+  carriers: telnyxCarriers(),
   handlers: { ...messageHandlers, ...callHandlers },
   log,
   notReady: policies.notReady,
@@ -119,7 +118,7 @@ describe('a hangup that overtakes its answer', () => {
     const callId: string = placed.json.id;
     const leg0 = await legRow(callId, 0);
     expect(await dialLeg(commandDeps(), leg0.id)).toBe('dialed');
-    const ccid: string = (await legRow(callId, 0)).call_control_id;
+    const ccid: string = (await legRow(callId, 0)).carrier_ref;
 
     // At the carrier: B answers, talks, hangs up. Its answer is what reaches us last.
     sim.answer(ccid);
@@ -156,7 +155,7 @@ describe('a hangup that overtakes its answer', () => {
     const placed = await acme.post('/v1/calls', { from: OUR, to: [B, C], ring_timeout_secs: 30 });
     const callId: string = placed.json.id;
     expect(await dialLeg(commandDeps(), (await legRow(callId, 0)).id)).toBe('dialed');
-    const ccid: string = (await legRow(callId, 0)).call_control_id;
+    const ccid: string = (await legRow(callId, 0)).carrier_ref;
     sim.answer(ccid);
     sim.hangup(ccid, 'time_limit');
     const a = await store((await webhook('call.answered', ccid)).raw);
@@ -173,11 +172,56 @@ describe('a hangup that overtakes its answer', () => {
     const placed = await acme.post('/v1/calls', { from: OUR, to: [B, C], ring_timeout_secs: 30 });
     const callId: string = placed.json.id;
     expect(await dialLeg(commandDeps(), (await legRow(callId, 0)).id)).toBe('dialed');
-    const ccid: string = (await legRow(callId, 0)).call_control_id;
+    const ccid: string = (await legRow(callId, 0)).carrier_ref;
     sim.hangup(ccid, 'timeout');
     const h = await store((await webhook('call.hangup', ccid)).raw);
     expect(await processCarrierEvent(processDeps(), h.id)).toBe('applied');
     expect((await legRow(callId, 1))?.status).toBe('dialing');
+  });
+});
+
+describe('a connected hangup the carrier can no longer explain', () => {
+  it('its answer lost for good and the carrier’s record gone: the call completes (it was picked up), no next target is dialed, and no minute it cannot prove is billed', async () => {
+    const placed = await acme.post('/v1/calls', { from: OUR, to: [B, C], ring_timeout_secs: 30 });
+    const callId: string = placed.json.id;
+    expect(await dialLeg(commandDeps(), (await legRow(callId, 0)).id)).toBe('dialed');
+    const ccid: string = (await legRow(callId, 0)).carrier_ref;
+    sim.answer(ccid);
+    sim.hangup(ccid); // a normal clearing: connected
+    const hangup = await webhook('call.hangup', ccid); // its call.answered never reaches us
+    // By the time the hangup is applied the carrier keeps no record of the leg (here: an id it never issued).
+    const forgotten = `v3:forgotten-${callId}`;
+    await db.pool.query('UPDATE call_legs SET carrier_ref = $1 WHERE carrier_ref = $2', [forgotten, ccid]);
+    const h = await store(hangup.raw.replaceAll(ccid, forgotten));
+
+    // Past the wait, the hangup asks the carrier; the carrier cannot say; its own hangup decides.
+    expect(await processCarrierEvent(processDeps(later(h.storedAt, 3_600_000)), h.id, 40)).toBe('waiting');
+    const reconcile = {
+      pool: db.pool,
+      carriers: carriers(),
+      log,
+      intervalMs: 60_000,
+      afterMs: 60_000,
+      messageAfterMs: 3_600_000,
+    };
+    const leg0 = await legRow(callId, 0);
+    await lookupTask(reconcile)(
+      { target: { kind: 'leg', legId: leg0.id } },
+      { jobId: '9', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
+    );
+    const { rows } = await db.pool.query('SELECT id FROM carrier_events WHERE carrier_event_id = $1', [
+      `reconcile:${forgotten}:answered`,
+    ]);
+    expect(rows).toHaveLength(1);
+    expect(await processCarrierEvent(processDeps(), rows[0].id)).toBe('applied');
+    expect(await processCarrierEvent(processDeps(later(h.storedAt, 3_600_000)), h.id, 41)).toBe('applied');
+
+    const call = await callOf(callId);
+    expect(call).toMatchObject({ status: 'completed', duration_seconds: 0 });
+    expect(call.ended_at).toBe(new Date(hangup.json.data.payload['end_time'] as string).toISOString());
+    expect((await minutes(callId)).reduce((a: number, b: number) => a + b, 0)).toBe(0);
+    expect(await legRow(callId, 1)).toBeUndefined();
+    expect(await events(callId, 'call.completed')).toBe(1);
   });
 });
 
@@ -191,9 +235,7 @@ describe('an inbound caller who gives up before their call is processed', () => 
 
     const h = await store(hangup.raw);
     expect(await processCarrierEvent(processDeps(), h.id, 1)).toBe('ignored');
-    expect(await count(db.pool, 'SELECT * FROM carrier_leg_endings WHERE call_control_id = $1', [callControlId])).toBe(
-      1,
-    );
+    expect(await count(db.pool, 'SELECT * FROM carrier_leg_endings WHERE carrier_ref = $1', [callControlId])).toBe(1);
     // Sixty seconds later the call.initiated is finally processed.
     const i = await store(initiated.raw);
     expect(await processCarrierEvent(processDeps(later(i.storedAt, 60_000)), i.id)).toBe('applied');
@@ -219,9 +261,9 @@ async function answeredInbound(from: string) {
   expect(
     await processCarrierEvent(processDeps(), (await store((await webhook('call.initiated', caller)).raw)).id),
   ).toBe('applied');
-  const call = (await db.pool.query('SELECT * FROM calls WHERE caller_call_control_id = $1', [caller])).rows[0];
+  const call = (await db.pool.query('SELECT * FROM calls WHERE caller_ref = $1', [caller])).rows[0];
   expect(await dialLeg(commandDeps(), (await legRow(call.id, 0)).id)).toBe('dialed');
-  const target: string = (await legRow(call.id, 0)).call_control_id;
+  const target: string = (await legRow(call.id, 0)).carrier_ref;
   const answered = await webhook('call.answered', target);
   expect(await processCarrierEvent(processDeps(), (await store(answered.raw)).id)).toBe('applied');
   expect((await callOf(call.id)).status).toBe('in_progress');
@@ -246,8 +288,7 @@ describe('call.connect finding the caller gone', () => {
     ).toBe(1);
     const reconcile = {
       pool: db.pool,
-      carrier: carrier(),
-      adapter: telnyxAdapter(),
+      carriers: carriers(),
       log,
       intervalMs: 60_000,
       afterMs: 60_000,
@@ -273,7 +314,7 @@ describe('call.connect finding the caller gone', () => {
   it('a bridge refused with a 4xx other than "call ended" hangs up both parties instead of leaving them unbridged', async () => {
     const { callId, caller, target } = await answeredInbound('+14155550792');
     // The carrier no longer knows the answered leg under the id we hold.
-    await db.pool.query(`UPDATE call_legs SET call_control_id = 'v3:forgotten' WHERE call_control_id = $1`, [target]);
+    await db.pool.query(`UPDATE call_legs SET carrier_ref = 'v3:forgotten' WHERE carrier_ref = $1`, [target]);
     await connectTask(commandDeps())(
       { callId },
       { jobId: '3', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },

@@ -4,7 +4,7 @@
 // receiver as the customer's endpoint; each addition is isolated per account.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bill } from '../../src/billing/usage.js';
+import { bill } from '../../src/billing/usage.sql.js';
 import { withTx } from '../../src/db/tx.js';
 import type { Platform } from '../../src/platform.js';
 import { startSimulator, type Simulator } from '../../src/sim/simulator.js';

@@ -2,14 +2,17 @@
 // printed key, an SMS, and `handset listen` receiving a verified
 // message.delivered. Real processes, the simulator as the carrier.
 
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signPayload } from '../../src/delivery/signature.js';
 import { verifyWebhook } from '../../src/dev/listen.js';
 import type { DevState } from '../../src/dev/state.js';
-import { spawnHandset, type HandsetProcess } from '../support/process.js';
+import { HANDSET_BIN, runHandset, spawnHandset, type HandsetProcess } from '../support/process.js';
 
 const procs: HandsetProcess[] = [];
 const dirs: string[] = [];
@@ -82,6 +85,7 @@ describe('handset dev', () => {
     expect((await listen.exited).code).toBe(0);
     dev.child.kill('SIGTERM');
     expect((await dev.exited).code).toBe(0);
+    expect(dev.output().trimEnd().split('\n').at(-1)).toBe('stopped');
 
     // a restart keeps the demo account and key; --reset starts clean
     const again = start(['dev'], dir);
@@ -103,8 +107,104 @@ describe('handset dev shutdown', () => {
     await dev.waitFor(/Starting Handset/);
     dev.child.kill('SIGTERM');
     expect(await dev.exited).toEqual({ code: 0, signal: null });
+    expect(dev.output().trimEnd().split('\n').at(-1)).toBe('stopped');
     // pg.stop() removes the pid file only after PostgreSQL has stopped
     await expect(readFile(path.join(dir, 'handset.pid'), 'utf8')).rejects.toThrow(/ENOENT/);
+  });
+});
+
+describe('handset dev in a terminal', () => {
+  let dir: string;
+  let dev: ChildProcess;
+  let out = '';
+  let exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  beforeAll(async () => {
+    dir = await stateDir();
+    // A process group of its own, as a shell gives a foreground job: a terminal's Ctrl-C reaches the whole group.
+    dev = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'dev'], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env(dir) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    exited = new Promise((resolve) => dev.on('exit', (code, signal) => resolve({ code, signal })));
+    dev.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    dev.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    const deadline = Date.now() + 90_000;
+    while (!/API key\s+hsk_/.test(out)) {
+      if (Date.now() > deadline || dev.exitCode !== null) throw new Error(`dev did not start:\n${out}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+  afterAll(() => {
+    if (dev.exitCode === null) process.kill(-dev.pid!, 'SIGKILL');
+  });
+
+  it('listen --print-json prints each event as received; a forward answered 404 is ✘ with its status, and the redelivery that follows is marked ↻', async () => {
+    const target = http.createServer((_req, res) => res.writeHead(404).end());
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const forwardTo = `http://127.0.0.1:${(target.address() as AddressInfo).port}/hooks`;
+    try {
+      const listen = start(['listen', '--print-json', '--forward-to', forwardTo], dir);
+      let stdout = '';
+      listen.child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+      await listen.waitFor(/Your webhook signing secret is whsec_/);
+
+      const trigger = spawnHandset(['trigger', 'delivered', '--json', '--body', 'forward me'], env(dir));
+      expect((await trigger.exited).code, trigger.output()).toBe(0);
+      const summary = JSON.parse(trigger.output());
+      expect(summary).toMatchObject({
+        scenario: 'delivered',
+        message: { status: 'delivered', to: '+15555550100' },
+        events: ['message.sent', 'message.delivered'],
+      });
+      const id = summary.message.id as string;
+
+      const failed = new RegExp(`✘ .*message\\.sent .*${id}.*→ ${forwardTo} \\[404\\]`);
+      await listen.waitFor(failed);
+      // listen answered 502 for the failed forward, so Handset delivers the same webhook-id again (in ~5 s).
+      const again = await listen.waitFor(new RegExp(`✘ .*message\\.sent .*${id}.*↻ redelivery.*\\[404\\]`), 30_000);
+      expect(again[0]).not.toContain('✔');
+      listen.child.kill('SIGINT');
+      expect((await listen.exited).code).toBe(0);
+
+      // stdout carries the events alone, each one as it was received.
+      const events = stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(events.filter((e) => e.type === 'message.sent' && e.data.id === id).length).toBeGreaterThanOrEqual(2);
+      expect(stdout).not.toContain('✘');
+      expect(listen.output()).toContain('stopped');
+    } finally {
+      target.close();
+    }
+  });
+
+  it('accounts create writes to the running dev’s database (no DATABASE_URL), and the key it prints works', async () => {
+    const made = await runHandset(['accounts', 'create', '--name', 'Acme', '--json'], env(dir));
+    expect(made.code, made.output).toBe(0);
+    const { account_id, api_key } = JSON.parse(made.output.trim().split('\n').at(-1)!);
+    expect(account_id).toMatch(/^acct_/);
+    const state = JSON.parse(await readFile(path.join(dir, 'dev.json'), 'utf8')) as DevState;
+    const res = await fetch(`${state.apiUrl}/v1/messages`, { headers: { authorization: `Bearer ${api_key}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ data: [], has_more: false }); // an account of its own
+
+    const text = await runHandset(['accounts', 'create', '--name', 'Beta'], env(dir));
+    expect(text.code).toBe(0);
+    expect(text.output).toMatch(/^Created account acct_\w+ \(Beta\)\.\nAPI key: hsk_\S+\nIt is shown only this once/m);
+  });
+
+  it('Ctrl-C (SIGINT to its whole process group) stops it quietly: "stopped", exit 0, no log lines, no PostgreSQL left', async () => {
+    const before = out.length;
+    process.kill(-dev.pid!, 'SIGINT');
+    expect(await exited).toEqual({ code: 0, signal: null });
+    const after = out.slice(before);
+    expect(after).toBe('stopped\n');
+    expect(out).not.toMatch(/^\{/m);
+    await expect(readFile(path.join(dir, 'handset.pid'), 'utf8')).rejects.toThrow(/ENOENT/);
+    await expect(readFile(path.join(dir, 'postgres', 'postmaster.pid'), 'utf8')).rejects.toThrow(/ENOENT/);
   });
 });
 

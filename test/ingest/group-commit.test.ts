@@ -180,7 +180,7 @@ describe('a bounded queue', () => {
     const metrics = new Metrics({ defaultMetrics: false });
     const app = buildIngestServer({
       pool: db.pool,
-      adapters: [telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })],
+      carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })]]),
       log: createLogger('silent'),
       metrics,
       groupCommit: { maxInFlight: 1, maxQueue: 2 },

@@ -25,7 +25,7 @@ let url: string;
 async function startIngest(pool = db.pool): Promise<{ app: FastifyInstance; url: string }> {
   const server = buildIngestServer({
     pool,
-    adapters: [telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })],
+    carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })]]),
     log: createLogger('silent'),
     metrics: new Metrics({ defaultMetrics: false }),
   });

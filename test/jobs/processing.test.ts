@@ -4,10 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { retryPolicies } from '../../src/jobs/retry.js';
 import { NotReadyError, processCarrierEvent, type HandlerRegistry } from '../../src/carrier/process.js';
-import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
 import type { Platform } from '../../src/platform.js';
 import { createLogger } from '../../src/telemetry/log.js';
-import { envelope, fixture, postWebhook, telnyxKeys } from '../support/carrier.js';
+import { envelope, fixture, postWebhook, telnyxKeys, telnyxCarriers } from '../support/carrier.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 
@@ -88,7 +87,7 @@ describe('processing', () => {
   it('a re-run after the processing transaction committed does nothing', async () => {
     const deps = {
       pool: db.pool,
-      adapters: { telnyx: telnyxAdapter() },
+      carriers: telnyxCarriers(),
       handlers,
       log: createLogger('silent'),
       notReady,
@@ -116,7 +115,7 @@ describe('processing', () => {
     const at = (ms: number) => () => new Date(rows[0].created_at.getTime() + ms);
     const deps = (now: () => Date) => ({
       pool: db.pool,
-      adapters: { telnyx: telnyxAdapter() },
+      carriers: telnyxCarriers(),
       handlers: waiting,
       log: createLogger('silent'),
       notReady,

@@ -7,8 +7,6 @@ import { retryPolicies } from '../../src/jobs/retry.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processCarrierEvent } from '../../src/carrier/process.js';
-import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
-import { telnyxClient } from '../../src/carrier/telnyx/client.js';
 import { dispatchMessage } from '../../src/messages/dispatch.js';
 import { messageHandlers } from '../../src/messages/receipts.js';
 import { segmentsOf } from '../../src/messages/segments.js';
@@ -19,6 +17,7 @@ import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
+import { telnyxCarriers } from '../support/carrier.js';
 
 const OUR_NUMBER = '+13125550001';
 const SILENT = '+15555550105'; // the simulator's persona: message.sent, never finalized
@@ -129,7 +128,7 @@ describe('inbound SMS', () => {
       `SELECT error FROM carrier_events WHERE payload->'data'->'payload'->>'id' = $1`,
       [carrierId],
     );
-    expect(rows).toEqual([{ error: 'no account owns +19995550000' }]);
+    expect(rows).toEqual([{ error: 'no account owns +19995550000 at telnyx' }]);
     expect(await count(db.pool, 'SELECT * FROM messages WHERE carrier_message_id = $1', [carrierId])).toBe(0);
   });
 });
@@ -223,7 +222,7 @@ describe('outbound receipts', () => {
       await locker.query(`UPDATE messages SET status = 'delivered', completed_at = now() WHERE id = $1`, [id]);
       const deps = {
         pool: db.pool,
-        adapters: { telnyx: telnyxAdapter() },
+        carriers: telnyxCarriers(),
         handlers: messageHandlers,
         log,
         notReady: policies.notReady,
@@ -262,7 +261,7 @@ describe('outbound receipts', () => {
       }
       const deps = {
         pool: db.pool,
-        adapters: { telnyx: telnyxAdapter() },
+        carriers: telnyxCarriers(),
         handlers: messageHandlers,
         log,
         notReady: policies.notReady,
@@ -278,7 +277,7 @@ describe('outbound receipts', () => {
 describe('dispatch', () => {
   const deps = () => ({
     pool: db.pool,
-    carrier: telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey }),
+    carriers: telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey }),
     log,
     policy: policies.dispatch,
   });
@@ -331,18 +330,18 @@ describe('scheduling', () => {
       send_at: sendAt.toISOString(),
     });
     expect(res.json).toMatchObject({ status: 'scheduled', send_at: sendAt.toISOString() });
-    const carrier = telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey });
+    const carriers = telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey });
     const before = carrierSends();
     expect(
       await dispatchMessage(
-        { pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() - 1000) },
+        { pool: db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() - 1000) },
         res.json.id,
       ),
     ).toBe('not_due');
     expect(carrierSends()).toBe(before);
     expect(
       await dispatchMessage(
-        { pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
+        { pool: db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
         res.json.id,
       ),
     ).toBe('sent');
@@ -370,10 +369,10 @@ describe('scheduling', () => {
     expect(canceled.json.status).toBe('canceled');
     expect((await acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
     const before = carrierSends();
-    const carrier = telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey });
+    const carriers = telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey });
     expect(
       await dispatchMessage(
-        { pool: db.pool, carrier, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
+        { pool: db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
         res.json.id,
       ),
     ).toBe('nothing_to_send');

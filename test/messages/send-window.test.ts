@@ -6,7 +6,6 @@
 // which counts what it accepted and what it replayed.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { telnyxClient } from '../../src/carrier/telnyx/client.js';
 import { createPool } from '../../src/db/pool.js';
 import { CARRIER_REPLAY_WINDOW_MS, retryPolicies } from '../../src/jobs/retry.js';
 import { dispatchMessage, OUTCOME_UNKNOWN } from '../../src/messages/dispatch.js';
@@ -17,6 +16,7 @@ import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
+import { telnyxCarriers } from '../support/carrier.js';
 
 const OUR = '+13125550800';
 const SILENT = '+14155550801'; // a recipient whose receipts the test does not care about
@@ -41,10 +41,10 @@ afterAll(async () => {
   await db.drop();
 });
 
-const client = (timeoutMs = 10_000) => telnyxClient({ apiUrl: sim.url, apiKey: sim.apiKey, timeoutMs });
+const client = (timeoutMs = 10_000) => telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey, timeoutMs });
 const deps = (over: Partial<Parameters<typeof dispatchMessage>[0]> = {}) => ({
   pool: db.pool,
-  carrier: client(),
+  carriers: client(),
   log,
   policy,
   ...over,
@@ -92,7 +92,7 @@ describe('the send window', () => {
   it('a 200 whose body stalls is an unknown outcome: retried with the same key, never a second accepted send', async () => {
     const id = await create();
     sim.setBehaviour({ stalledBodyRate: 1 });
-    expect(await dispatchMessage(deps({ carrier: client(500) }), id, 1)).toBe('retrying');
+    expect(await dispatchMessage(deps({ carriers: client(500) }), id, 1)).toBe('retrying');
     sim.setBehaviour({ stalledBodyRate: 0 });
     expect(await dispatchMessage(deps(), id, 2)).toBe('sent');
     expect(accepted(id)).toBe(1);
@@ -104,7 +104,7 @@ describe('the send window', () => {
     const id = await create();
     sim.setBehaviour({ answerDelayMs: 1000 });
     for (let attempt = 1; attempt <= 12; attempt++) {
-      expect(await dispatchMessage(deps({ carrier: client(200) }), id, attempt)).toBe('retrying');
+      expect(await dispatchMessage(deps({ carriers: client(200) }), id, attempt)).toBe('retrying');
     }
     expect((await message(id)).status).toBe('queued');
     sim.setBehaviour({ answerDelayMs: 0 });

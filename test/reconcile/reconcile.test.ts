@@ -83,15 +83,13 @@ describe('lost call webhooks', () => {
 
     const [first, second] = await legs(callId);
     // The first leg's ending came from the carrier's record; the next target was dialed once, promptly.
-    const firstEnd = Date.parse(JSON.parse(lost('call.hangup', first.call_control_id)[0]!.body).data.payload.end_time);
+    const firstEnd = Date.parse(JSON.parse(lost('call.hangup', first.carrier_ref)[0]!.body).data.payload.end_time);
     expect(first).toMatchObject({ status: 'no_answer', reconciled: ['hangup'] });
     expect(dialsTo(TALKS_LOST)).toHaveLength(1);
     expect(Date.parse(dialsTo(TALKS_LOST)[0]!.at) - firstEnd).toBeLessThan(INTERVAL_MS + AFTER_MS + SLACK_MS);
     // The call's duration is the carrier's: from its answer webhook to the end its record gives.
-    const answeredAt = Date.parse(JSON.parse(sent('call.answered', second.call_control_id).body).data.occurred_at);
-    const secondEnd = Date.parse(
-      JSON.parse(lost('call.hangup', second.call_control_id)[0]!.body).data.payload.end_time,
-    );
+    const answeredAt = Date.parse(JSON.parse(sent('call.answered', second.carrier_ref).body).data.occurred_at);
+    const secondEnd = Date.parse(JSON.parse(lost('call.hangup', second.carrier_ref)[0]!.body).data.payload.end_time);
     expect(second).toMatchObject({ status: 'completed', reconciled: ['hangup'] });
     expect(call.duration_seconds).toBe(Math.ceil((secondEnd - answeredAt) / 1000));
     expect(Date.parse(call.ended_at)).toBe(secondEnd);
@@ -103,7 +101,7 @@ describe('lost call webhooks', () => {
     expect(completedAt.getTime() - secondEnd).toBeLessThan(INTERVAL_MS + AFTER_MS + SLACK_MS);
 
     // The lost webhooks arrive at last: nothing changes.
-    for (const d of [...lost('call.hangup', first.call_control_id), ...lost('call.hangup', second.call_control_id)]) {
+    for (const d of [...lost('call.hangup', first.carrier_ref), ...lost('call.hangup', second.carrier_ref)]) {
       expect(await sim.deliver(d.body)).toBe(200);
     }
     await eventually(
@@ -126,7 +124,7 @@ describe('lost call webhooks', () => {
       return c.status === 'completed' && c;
     }, 30_000);
     const [leg] = await legs(callId);
-    const lookups = sim.requests.filter((r) => r.method === 'GET' && r.path === `/v2/calls/${leg.call_control_id}`);
+    const lookups = sim.requests.filter((r) => r.method === 'GET' && r.path === `/v2/calls/${leg.carrier_ref}`);
     // Answered, then 7 s of talk: asked after the bound, then about once an interval.
     expect(lookups.length).toBeGreaterThanOrEqual(2);
     expect(lookups.length).toBeLessThanOrEqual(Math.ceil(7000 / INTERVAL_MS) + 1);
@@ -179,7 +177,7 @@ describe('handset reconcile', () => {
           .id;
         // A leg dialed an hour ago that never heard back.
         await other.pool.query(
-          `UPDATE call_legs SET status = 'ringing', call_control_id = 'v3:long-gone', dialed_at = now() - interval '1 hour' WHERE call_id = $1`,
+          `UPDATE call_legs SET status = 'ringing', carrier_ref = 'v3:long-gone', dialed_at = now() - interval '1 hour' WHERE call_id = $1`,
           [callId],
         );
         const env = { DATABASE_URL: other.url, ...sim.carrierEnv(), LOG_LEVEL: 'warn' };

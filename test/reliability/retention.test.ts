@@ -86,15 +86,11 @@ describe('retention', () => {
     const call = await acme.post('/v1/calls', { from: OUR, to: [B] });
     const leg = await eventually(
       async () =>
-        (
-          await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 AND call_control_id IS NOT NULL', [
-            call.json.id,
-          ])
-        ).rows[0],
+        (await db.pool.query('SELECT * FROM call_legs WHERE call_id = $1 AND carrier_ref IS NOT NULL', [call.json.id]))
+          .rows[0],
     );
     const legFacts = {
-      callControlId: leg.call_control_id,
-      callLegId: leg.carrier_leg_id,
+      callControlId: leg.carrier_ref,
       from: OUR,
       to: B,
       clientState: encodeClientState({ c: leg.call_id, l: leg.id, p: 0 }),

@@ -11,7 +11,7 @@
 //   - no /v1 operation answers anything but 401 without a valid Bearer key.
 
 import { afterAll, describe, expect, it } from 'vitest';
-import { apiKeyRevoke } from '../../src/accounts/accounts.js';
+import { apiKeyRevoke } from '../../src/accounts/accounts.sql.js';
 import { withTx } from '../../src/db/tx.js';
 import { createAccount, request } from '../support/api.js';
 import { createTestDatabase } from '../support/db.js';

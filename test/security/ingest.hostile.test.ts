@@ -43,7 +43,7 @@ let url: string;
 async function startIngest(pool: pg.Pool): Promise<{ app: FastifyInstance; url: string }> {
   const server = buildIngestServer({
     pool,
-    adapters: [telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: TOLERANCE })],
+    carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: TOLERANCE })]]),
     log: createLogger('silent'),
     metrics: new Metrics({ defaultMetrics: false }),
     nowSeconds: () => NOW,

@@ -28,7 +28,7 @@ import { buildIngestServer } from '../../src/ingest/server.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { createAccount, type ApiClient } from '../support/api.js';
-import { envelope, telnyxKeys } from '../support/carrier.js';
+import { envelope, telnyxCarriers, telnyxKeys } from '../support/carrier.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
 import { testConfig } from '../support/platform.js';
 import { exchange, rawRequest, requestHead, urlParts, type RawAnswer } from './support/raw-http.js';
@@ -46,7 +46,7 @@ const log = createLogger('silent');
 function buildIngest() {
   return buildIngestServer({
     pool: db.pool,
-    adapters: [telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })],
+    carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })]]),
     log,
     metrics: new Metrics({ defaultMetrics: false }),
   });
@@ -56,6 +56,7 @@ function buildApi() {
   return buildApiServer({
     pool: db.pool,
     config: testConfig({ HANDSET_API_RATE_LIMIT: '1000000' }),
+    carriers: telnyxCarriers(),
     log,
     metrics: new Metrics({ defaultMetrics: false }),
     routes: [tenantRoutes],

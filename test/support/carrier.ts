@@ -2,6 +2,9 @@
 
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { Carriers } from '../../src/carrier/registry.js';
+import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
+import type { TelnyxClientOptions } from '../../src/carrier/telnyx/client.js';
 import { signTelnyxWebhook, telnyxPublicKeyBase64 } from '../../src/carrier/telnyx/signature.js';
 
 export interface TelnyxKeys {
@@ -47,4 +50,13 @@ export function envelope(id: string, eventType = 'message.finalized', payload: o
     data: { event_type: eventType, id, occurred_at: new Date().toISOString(), payload, record_type: 'event' },
     meta: { attempt: 1, delivered_to: 'http://localhost/webhooks/telnyx' },
   });
+}
+
+/**
+ * The carriers a test's workers talk to: Telnyx, its REST client pointed at the
+ * simulator (or at nothing: events are parsed, nothing is sent).
+ */
+export function telnyxCarriers(rest: TelnyxClientOptions | null = null): Carriers {
+  const adapter = telnyxAdapter({ client: rest });
+  return new Map([[adapter.name, adapter]]);
 }

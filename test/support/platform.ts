@@ -14,6 +14,7 @@ export interface TestPlatformOptions {
   handlers?: PlatformOptions['handlers'];
   log?: PlatformOptions['log'];
   tasks?: PlatformOptions['tasks'];
+  carriers?: PlatformOptions['carriers'];
 }
 
 export function testConfig(env: Record<string, string> = {}): Config {
@@ -42,5 +43,6 @@ export async function startTestPlatform(opts: TestPlatformOptions): Promise<Plat
     log: opts.log ?? createLogger(config.logLevel),
     ...(opts.handlers ? { handlers: opts.handlers } : {}),
     ...(opts.tasks ? { tasks: opts.tasks } : {}),
+    ...(opts.carriers ? { carriers: opts.carriers } : {}),
   });
 }

@@ -19,7 +19,9 @@ import type {
   LookupResult,
   MessageLookup,
   SendMessage,
+  VoiceClient,
 } from '../carrier.js';
+import { parseRetryAfter } from '../../jobs/retry.js';
 import { encodeClientState, receiptStatusOf } from './events.js';
 
 export interface TelnyxClientOptions {
@@ -31,6 +33,7 @@ export interface TelnyxClientOptions {
 }
 
 const CALL_ALREADY_ENDED = '90018';
+const NOT_ANSWERED_YET = '90034';
 const INVALID_CALL_CONTROL_ID = '90015';
 
 interface TelnyxAnswer<T> {
@@ -121,8 +124,48 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     return found ? { ok: true, ...found } : { ok: false, kind: 'retry', detail: 'an answer we could not read' };
   }
 
+  const voice: VoiceClient = {
+    async dial(d: Dial) {
+      const r = await command<{ call_control_id: string; call_leg_id: string }>(
+        '/calls',
+        {
+          connection_id: opts.connectionId,
+          to: d.to,
+          from: d.from,
+          timeout_secs: d.timeoutSecs,
+          client_state: encodeClientState(d.echo),
+          command_id: d.commandKey,
+        },
+        d.idempotencyKey,
+      );
+      return r.ok ? { ok: true, leg: r.data.call_control_id } : r;
+    },
+    async callAction(leg: string, a: CallAction, commandKey: string) {
+      const body =
+        a.action === 'bridge' ? { call_control_id: a.otherLeg, command_id: commandKey } : { command_id: commandKey };
+      const r = await command<unknown>(`/calls/${leg}/actions/${a.action}`, body);
+      if (r.ok) return { ok: true, alreadyEnded: false };
+      if (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED) return { ok: true, alreadyEnded: true };
+      // "Call not answered yet": an answer we sent is still being carried out; asking again shortly succeeds.
+      if (r.kind === 'rejected' && r.code === NOT_ANSWERED_YET) return { ...r, kind: 'retry', retryAfterMs: null };
+      return r;
+    },
+    lookupLeg(leg: string) {
+      return lookup<Record<string, unknown>, LegLookup>(`/calls/${leg}`, (data, observedAt) => {
+        if (typeof data['is_alive'] !== 'boolean') return null;
+        const duration = data['call_duration'];
+        return {
+          alive: data['is_alive'],
+          startedAt: time(data['start_time']),
+          endedAt: time(data['end_time']),
+          connectedSeconds: typeof duration === 'number' && duration > 0 ? Math.floor(duration) : 0,
+          observedAt,
+        };
+      });
+    },
+  };
+
   return {
-    name: 'telnyx',
     async sendMessage(m: SendMessage) {
       // Built in one fixed order from the message alone: the same bytes on every retry.
       const r = await command<{ id: string; parts?: unknown }>(
@@ -140,45 +183,6 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       const parts =
         typeof r.data.parts === 'number' && Number.isInteger(r.data.parts) && r.data.parts > 0 ? r.data.parts : null;
       return { ok: true, carrierMessageId: r.data.id, parts };
-    },
-    async dial(d: Dial) {
-      const r = await command<{ call_control_id: string; call_leg_id: string }>(
-        '/calls',
-        {
-          connection_id: opts.connectionId,
-          to: d.to,
-          from: d.from,
-          timeout_secs: d.timeoutSecs,
-          client_state: encodeClientState(d.clientState),
-          command_id: d.commandId,
-          ...(d.linkTo ? { link_to: d.linkTo, bridge_on_answer: true } : {}),
-        },
-        d.idempotencyKey,
-      );
-      return r.ok ? { ok: true, callControlId: r.data.call_control_id, callLegId: r.data.call_leg_id } : r;
-    },
-    async callAction(callControlId: string, a: CallAction, commandId: string) {
-      const body =
-        a.action === 'bridge'
-          ? { call_control_id: a.otherCallControlId, command_id: commandId }
-          : { command_id: commandId };
-      const r = await command<unknown>(`/calls/${callControlId}/actions/${a.action}`, body);
-      if (r.ok) return { ok: true, alreadyEnded: false };
-      if (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED) return { ok: true, alreadyEnded: true };
-      return r;
-    },
-    lookupLeg(callControlId: string) {
-      return lookup<Record<string, unknown>, LegLookup>(`/calls/${callControlId}`, (data, observedAt) => {
-        if (typeof data['is_alive'] !== 'boolean') return null;
-        const duration = data['call_duration'];
-        return {
-          alive: data['is_alive'],
-          startedAt: time(data['start_time']),
-          endedAt: time(data['end_time']),
-          connectedSeconds: typeof duration === 'number' && duration > 0 ? Math.floor(duration) : 0,
-          observedAt,
-        };
-      });
     },
     lookupMessage(carrierMessageId: string) {
       return lookup<Record<string, unknown>, MessageLookup>(
@@ -199,6 +203,7 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
         },
       );
     },
+    voice,
   };
 }
 
@@ -206,12 +211,4 @@ function time(v: unknown): Date | null {
   if (typeof v !== 'string') return null;
   const d = new Date(v);
   return Number.isNaN(d.getTime()) ? null : d;
-}
-
-/** retry-after in seconds or as an HTTP date; null when absent or unreadable. */
-export function parseRetryAfter(value: string | null, now = Date.now()): number | null {
-  if (!value) return null;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }

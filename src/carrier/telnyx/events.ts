@@ -144,7 +144,6 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
         source,
         occurredAt,
         ...callLeg(payload),
-        callSessionId: str(payload, 'call_session_id'),
         direction: direction === 'incoming' ? 'inbound' : 'outbound',
         from: str(payload, 'from'),
         to: str(payload, 'to'),
@@ -159,7 +158,6 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
         occurredAt,
         ...callLeg(payload),
         hangupCause: typeof payload['hangup_cause'] === 'string' ? payload['hangup_cause'] : 'unspecified',
-        hangupSource: typeof payload['hangup_source'] === 'string' ? payload['hangup_source'] : null,
         connected: connectedOf(payload),
         startedAt: time(payload, 'start_time'),
         endedAt: time(payload, 'end_time'),
@@ -178,11 +176,11 @@ const KNOWN = new Set([
   'call.hangup',
 ]);
 
+/** A Call Control payload's leg (its call_control_id) and our state echoed back (client_state). */
 function callLeg(payload: Json) {
   return {
-    callControlId: str(payload, 'call_control_id'),
-    callLegId: str(payload, 'call_leg_id'),
-    clientState: decodeClientState(payload['client_state']),
+    leg: str(payload, 'call_control_id'),
+    echo: decodeClientState(payload['client_state']),
   };
 }
 

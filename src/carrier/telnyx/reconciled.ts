@@ -11,11 +11,11 @@ import { encodeClientState } from './events.js';
 export function telnyxReconciled(fact: ReconciledFact): ReconciledEvent[] {
   switch (fact.kind) {
     case 'leg.answered': {
-      const ccid = fact.leg.callControlId;
+      const ccid = fact.leg.leg;
       return [event(`reconcile:${ccid}:answered`, 'call.answered', ccid, fact.answeredAt, legPayload(fact.leg))];
     }
     case 'leg.ended': {
-      const ccid = fact.leg.callControlId;
+      const ccid = fact.leg.leg;
       return [
         event(`reconcile:${ccid}:hangup`, 'call.hangup', ccid, fact.endedAt, {
           ...legPayload(fact.leg),
@@ -42,9 +42,8 @@ export function telnyxReconciled(fact: ReconciledFact): ReconciledEvent[] {
 
 function legPayload(leg: Extract<ReconciledFact, { leg: unknown }>['leg']) {
   return {
-    call_control_id: leg.callControlId,
-    call_leg_id: leg.carrierLegId ?? leg.callControlId,
-    client_state: leg.clientState === null ? null : encodeClientState(leg.clientState),
+    call_control_id: leg.leg,
+    client_state: leg.echo === null ? null : encodeClientState(leg.echo),
     from: leg.from,
     to: leg.to,
   };

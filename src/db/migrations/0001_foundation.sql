@@ -23,7 +23,7 @@ CREATE TABLE carrier_events (
 );
 
 -- One row per live graphile-worker pool, refreshed every few seconds; a pool
--- silent past the bound has its jobs unlocked. Owned by src/jobs/recovery.ts.
+-- silent past the bound has its jobs unlocked. Owned by src/jobs/heartbeats.sql.ts.
 CREATE TABLE worker_heartbeats (
   pool_id    text PRIMARY KEY,
   hostname   text NOT NULL,

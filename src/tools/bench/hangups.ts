@@ -68,16 +68,12 @@ try {
     if (res.status !== 201) throw new Error(`POST /v1/calls: ${res.status}`);
   });
   await until(
-    async () =>
-      (await count(`SELECT count(*) FROM call_legs WHERE position = 0 AND call_control_id IS NOT NULL`)) === N,
+    async () => (await count(`SELECT count(*) FROM call_legs WHERE position = 0 AND carrier_ref IS NOT NULL`)) === N,
   );
-  const { rows: legs } = await pool.query(
-    `SELECT id, call_id, call_control_id, carrier_leg_id FROM call_legs WHERE position = 0`,
-  );
+  const { rows: legs } = await pool.query(`SELECT id, call_id, carrier_ref FROM call_legs WHERE position = 0`);
   const webhooks = legs.flatMap((l) => {
     const body = telnyxWebhook.callHangup({
-      callControlId: l.call_control_id,
-      callLegId: l.carrier_leg_id,
+      callControlId: l.carrier_ref,
       from: '+13125550199',
       to: MANUAL,
       clientState: encodeClientState({ c: l.call_id, l: l.id, p: 0 }),
@@ -94,8 +90,7 @@ try {
   });
   const ingested = performance.now();
   await until(
-    async () =>
-      (await count(`SELECT count(*) FROM call_legs WHERE position = 1 AND call_control_id IS NOT NULL`)) === N,
+    async () => (await count(`SELECT count(*) FROM call_legs WHERE position = 1 AND carrier_ref IS NOT NULL`)) === N,
   );
   await until(
     async () =>

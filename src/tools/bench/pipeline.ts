@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { accountCreate } from '../../accounts/accounts.js';
 import { withTx } from '../../db/tx.js';
-import { endpointCreate } from '../../delivery/endpoints.sql.js';
+import { endpointInsert } from '../../delivery/endpoints.sql.js';
 import { newEndpointSecret } from '../../delivery/signature.js';
 import { emit } from '../../outbox/outbox.js';
 import { drive, WebhookClient } from './http-load.js';
@@ -38,7 +38,7 @@ export async function createCustomer(
 ): Promise<Customer> {
   return withTx(pool, async (tx) => {
     const account = await accountCreate(tx, 'Bench customer');
-    const endpoint = await endpointCreate(tx, {
+    const endpoint = await endpointInsert(tx, {
       accountId: account.id,
       url: receiverUrl,
       description: 'bench receiver',

@@ -529,7 +529,10 @@ async function compare(
     const wantEvents = want.events.map(terminal).sort().join(',');
     const gotEvents = (got?.events ?? []).map(terminal).sort().join(',');
     if (!got || status(got.status) !== status(want.status) || gotEvents !== wantEvents) {
-      out.push(`${id}: expected ${want.status} [${wantEvents}], got ${got?.status ?? 'nothing'} [${gotEvents}]`);
+      const story = id.startsWith('call_') ? (await callStory(pool, id)).map((l) => `\n      ${l}`).join('') : '';
+      out.push(
+        `${id}: expected ${want.status} [${wantEvents}], got ${got?.status ?? 'nothing'} [${gotEvents}]${story}`,
+      );
     }
   }
   for (const { from, kind } of inbound) {
@@ -546,6 +549,34 @@ async function compare(
     }
   }
   return out;
+}
+
+/** What happened to a call, for a difference to be understood: its legs and the carrier events about them. */
+async function callStory(pool: pg.Pool, callId: string): Promise<string[]> {
+  const { rows: legs } = await pool.query(
+    `SELECT position, status, hangup_cause, carrier_ref, reconciled, dialed_at, answered_at, ended_at
+       FROM call_legs WHERE call_id = $1 ORDER BY position`,
+    [callId],
+  );
+  const lines: string[] = [];
+  for (const l of legs) {
+    const t = (d: Date | null) => d?.toISOString().slice(11, 23) ?? '-';
+    lines.push(
+      `leg ${l.position} ${l.status} (${l.hangup_cause ?? '-'}) dialed ${t(l.dialed_at)} answered ${t(l.answered_at)} ended ${t(l.ended_at)} reconciled [${l.reconciled}]`,
+    );
+    if (!l.carrier_ref) continue;
+    const { rows: events } = await pool.query(
+      `SELECT event_type, carrier_event_id, created_at, processed_at, error FROM carrier_events
+        WHERE subject = $1 ORDER BY created_at`,
+      [l.carrier_ref],
+    );
+    for (const e of events) {
+      lines.push(
+        `  ${e.event_type} ${String(e.carrier_event_id).slice(0, 24)} stored ${t(e.created_at)} processed ${t(e.processed_at)}${e.error ? ` (${e.error})` : ''}`,
+      );
+    }
+  }
+  return lines;
 }
 
 async function startCountingReceiver() {

@@ -5,7 +5,7 @@
 // every id and secret the account owns, so tests can look for them elsewhere.
 
 import type pg from 'pg';
-import { bill } from '../../../src/billing/usage.js';
+import { bill } from '../../../src/billing/usage.sql.js';
 import { withTx } from '../../../src/db/tx.js';
 import type { ApiClient } from '../../support/api.js';
 import { count } from '../../support/db.js';

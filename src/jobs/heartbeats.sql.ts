@@ -1,4 +1,4 @@
-// Crash recovery for graphile-worker. A SIGKILLed worker leaves its jobs locked
+// SQL for crash recovery of graphile-worker (worker_heartbeats). A SIGKILLed worker leaves its jobs locked
 // for four hours; here every worker process writes a heartbeat for its pool every
 // few seconds, and any worker process unlocks the jobs (and named queues) of pools
 // whose heartbeat is older than the bound, with graphile_worker.force_unlock_workers().
@@ -17,7 +17,11 @@ export async function heartbeat(db: pg.Pool, poolId: string): Promise<void> {
 }
 
 export async function forgetHeartbeat(db: pg.Pool, poolId: string): Promise<void> {
-  await db.query('DELETE FROM worker_heartbeats WHERE pool_id = $1', [poolId]);
+  await db.query({
+    name: 'worker_heartbeat_forget',
+    text: 'DELETE FROM worker_heartbeats WHERE pool_id = $1',
+    values: [poolId],
+  });
 }
 
 /**
@@ -48,6 +52,14 @@ export async function sweepStaleWorkers(
 
 /** Frees every job and named queue the given pools hold, and forgets their heartbeats. */
 export async function unlockPools(db: pg.Pool, poolIds: string[]): Promise<void> {
-  await db.query('SELECT graphile_worker.force_unlock_workers($1::text[])', [poolIds]);
-  await db.query('DELETE FROM worker_heartbeats WHERE pool_id = ANY ($1::text[])', [poolIds]);
+  await db.query({
+    name: 'worker_pools_unlock',
+    text: 'SELECT graphile_worker.force_unlock_workers($1::text[])',
+    values: [poolIds],
+  });
+  await db.query({
+    name: 'worker_heartbeats_forget',
+    text: 'DELETE FROM worker_heartbeats WHERE pool_id = ANY ($1::text[])',
+    values: [poolIds],
+  });
 }

@@ -1,12 +1,19 @@
-// The usage ledger. bill() is called inside the transaction of the guarded
-// transition that made something billable (a message dispatched or received, a
-// call completed), so a refused transition bills nothing and a duplicate carrier
-// event cannot bill twice. Owns usage_records.
+// SQL for usage_records, the ledger. bill() is called inside the transaction of
+// the guarded transition that made something billable (a message dispatched or
+// received, a call completed), so a refused transition bills nothing and a
+// duplicate carrier event cannot bill twice.
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 
-export type UsageKind = 'sms_segment_outbound' | 'sms_segment_inbound' | 'mms_outbound' | 'mms_inbound' | 'call_minute';
+export const USAGE_KINDS = [
+  'sms_segment_outbound',
+  'sms_segment_inbound',
+  'mms_outbound',
+  'mms_inbound',
+  'call_minute',
+] as const;
+export type UsageKind = (typeof USAGE_KINDS)[number];
 
 export async function bill(
   tx: Tx,
@@ -34,12 +41,13 @@ export async function usageSummary(
   to: Date,
   tenantId: string | null,
 ): Promise<{ kind: UsageKind; quantity: number }[]> {
-  const { rows } = await db.query<{ kind: UsageKind; quantity: number }>(
-    `SELECT kind, sum(quantity)::int AS quantity FROM usage_records
-      WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3 AND ($4::text IS NULL OR tenant_id = $4)
-      GROUP BY kind ORDER BY kind`,
-    [accountId, from, to, tenantId],
-  );
+  const { rows } = await db.query<{ kind: UsageKind; quantity: number }>({
+    name: 'usage_summary',
+    text: `SELECT kind, sum(quantity)::int AS quantity FROM usage_records
+            WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3 AND ($4::text IS NULL OR tenant_id = $4)
+            GROUP BY kind ORDER BY kind`,
+    values: [accountId, from, to, tenantId],
+  });
   return rows;
 }
 
@@ -60,14 +68,15 @@ export async function usageOverTime(
   tenantId: string | null,
   interval: UsageInterval,
 ): Promise<{ start: Date; kind: UsageKind; quantity: number }[]> {
-  const { rows } = await db.query<{ start: Date; kind: UsageKind; quantity: number }>(
-    `SELECT date_trunc($5, occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start,
-            kind, sum(quantity)::int AS quantity
-       FROM usage_records
-      WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3 AND ($4::text IS NULL OR tenant_id = $4)
-      GROUP BY 1, kind ORDER BY 1, kind`,
-    [accountId, from, to, tenantId, interval],
-  );
+  const { rows } = await db.query<{ start: Date; kind: UsageKind; quantity: number }>({
+    name: 'usage_over_time',
+    text: `SELECT date_trunc($5, occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start,
+                  kind, sum(quantity)::int AS quantity
+             FROM usage_records
+            WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3 AND ($4::text IS NULL OR tenant_id = $4)
+            GROUP BY 1, kind ORDER BY 1, kind`,
+    values: [accountId, from, to, tenantId, interval],
+  });
   return rows;
 }
 

@@ -1,0 +1,84 @@
+// Every job Handset runs, declared once: the task names, their payloads (the
+// graphile-worker Tasks interface the typed enqueue checks against), the job
+// keys that collapse repeated decisions into one waiting job, and the named
+// queues (lanes) that make jobs run one at a time. Task names are stable strings:
+// a job enqueued by one release is run by the next. SQL that needs a key is handed
+// it as a parameter from here, never spells it.
+
+import type { AttemptTrigger } from '../delivery/deliveries.sql.js';
+
+export const TASKS = [
+  'carrier_event.process',
+  'message.dispatch',
+  'call.dial',
+  'call.command',
+  'call.connect',
+  'delivery.attempt',
+  'reconcile',
+  'reconcile.lookup',
+  'maintenance',
+] as const;
+export type TaskName = (typeof TASKS)[number];
+
+/** What reconciliation can be asked to look up now. */
+export type LookupTarget =
+  | { kind: 'leg'; legId: string }
+  | { kind: 'caller'; callId: string }
+  | { kind: 'message'; messageId: string };
+
+/** `attempt` counts a task's own retries (1 = the first run); `since` (ISO) starts a retry policy's window. */
+export interface Payloads {
+  'carrier_event.process': { eventId: string; attempt?: number };
+  'message.dispatch': { messageId: string; attempt?: number };
+  'call.dial': { legId: string; attempt?: number };
+  /** A command to one carrier leg (its carrier reference); `commandKey` is what the carrier de-duplicates. */
+  'call.command': {
+    carrier: string;
+    carrierRef: string;
+    action: 'hangup' | 'reject';
+    commandKey: string;
+    attempt?: number;
+    since?: string;
+  };
+  /** Inbound: answer the waiting caller, then bridge them to the leg that answered. */
+  'call.connect': { callId: string; attempt?: number; since?: string };
+  'delivery.attempt': { deliveryId: string; trigger: AttemptTrigger };
+  /** The scheduled reconciliation pass; it schedules its next run itself. */
+  reconcile: Record<string, never>;
+  /** One carrier lookup a handler asked for. */
+  'reconcile.lookup': { target: LookupTarget };
+  maintenance: Record<string, never>;
+}
+
+declare global {
+  namespace GraphileWorker {
+    interface Tasks extends Payloads {}
+  }
+}
+
+/** Job keys: a second enqueue under the same key replaces the waiting job instead of adding one. */
+export const jobKeys = {
+  carrierEvent: (eventId: string) => `carrier_event.process:${eventId}`,
+  dispatch: (messageId: string) => `message.dispatch:${messageId}`,
+  dial: (legId: string) => `call.dial:${legId}`,
+  connect: (callId: string) => `call.connect:${callId}`,
+  /** One hang-up (or reject) per carrier leg, whoever decided it; also its command key at the carrier. */
+  command: (action: 'hangup' | 'reject', carrierRef: string) => `${action}:${carrierRef}`,
+  /** A delivery's scheduled attempts (emit, retries). */
+  delivery: (deliveryId: string) => `${DELIVERY_KEY_PREFIX}${deliveryId}`,
+  /** A redelivery the customer asked for: a job of its own, so a scheduled retry is neither replaced nor hurried. */
+  redelivery: (deliveryId: string) => `redeliver:${deliveryId}`,
+  lookup: (t: LookupTarget) =>
+    `reconcile.lookup:${t.kind}:${t.kind === 'leg' ? t.legId : t.kind === 'caller' ? t.callId : t.messageId}`,
+  reconcile: 'reconcile',
+  maintenance: 'maintenance',
+} as const;
+
+/** The prefix of a delivery's job key (the audit looks for a pending delivery's job by it). */
+export const DELIVERY_KEY_PREFIX = 'delivery:';
+
+/** Named queues: the jobs in one run one at a time. */
+export const lanes = {
+  /** A failing endpoint's deliveries, one at a time, so a hanging endpoint holds one worker slot. */
+  endpoint: (endpointId: string) => `endpoint:${endpointId}`,
+} as const;

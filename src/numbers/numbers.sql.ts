@@ -1,0 +1,88 @@
+// SQL for phone_numbers. A number is unique at its carrier; inbound carrier events
+// find their account through (carrier, number). Reads named `…OfAccount` take the
+// account and find only its rows.
+
+import type { Db } from '../db/pool.js';
+import type { Tx } from '../db/tx.js';
+
+export interface PhoneNumberRow {
+  id: string;
+  account_id: string;
+  tenant_id: string | null;
+  carrier: string;
+  number: string;
+  inbound_ring: string[];
+  ring_timeout_secs: number;
+  created_at: Date;
+}
+const NUMBER_COLUMNS = 'id, account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs, created_at';
+
+/** The column list the row above is typed from, held to the table by a test. */
+export const NUMBER_TABLE_COLUMNS = { phone_numbers: NUMBER_COLUMNS };
+
+/** Adds the number to the account; null when the carrier's number is someone's already. */
+export async function numberInsert(
+  tx: Tx,
+  n: {
+    accountId: string;
+    tenantId: string | null;
+    carrier: string;
+    number: string;
+    inboundRing: string[];
+    ringTimeoutSecs: number;
+  },
+): Promise<PhoneNumberRow | null> {
+  const { rows } = await tx.query<PhoneNumberRow>({
+    name: 'number_insert',
+    text: `INSERT INTO phone_numbers (account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (carrier, number) DO NOTHING
+           RETURNING ${NUMBER_COLUMNS}`,
+    values: [n.accountId, n.tenantId, n.carrier, n.number, n.inboundRing, n.ringTimeoutSecs],
+  });
+  return rows[0] ?? null;
+}
+
+export async function numberList(
+  db: Db,
+  accountId: string,
+  limit: number,
+  startingAfter: string | null,
+): Promise<PhoneNumberRow[]> {
+  const { rows } = await db.query<PhoneNumberRow>({
+    name: 'number_list',
+    text: `SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE account_id = $1 AND ($2::text IS NULL OR id < $2)
+            ORDER BY id DESC LIMIT $3`,
+    values: [accountId, startingAfter, limit + 1],
+  });
+  return rows;
+}
+
+export async function numberOfAccount(db: Db, accountId: string, id: string): Promise<PhoneNumberRow | null> {
+  const { rows } = await db.query<PhoneNumberRow>({
+    name: 'number_of_account',
+    text: `SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE id = $1 AND account_id = $2`,
+    values: [id, accountId],
+  });
+  return rows[0] ?? null;
+}
+
+/** The number a carrier event is addressed to, whoever owns it (routing). */
+export async function numberAtCarrier(db: Db, carrier: string, number: string): Promise<PhoneNumberRow | null> {
+  const { rows } = await db.query<PhoneNumberRow>({
+    name: 'number_at_carrier',
+    text: `SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE carrier = $1 AND number = $2`,
+    values: [carrier, number],
+  });
+  return rows[0] ?? null;
+}
+
+/** An account's own number (at whichever carrier), or null when the account does not own it. */
+export async function numberOwned(db: Db, accountId: string, number: string): Promise<PhoneNumberRow | null> {
+  const { rows } = await db.query<PhoneNumberRow>({
+    name: 'number_owned',
+    text: `SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE number = $1 AND account_id = $2 ORDER BY id LIMIT 1`,
+    values: [number, accountId],
+  });
+  return rows[0] ?? null;
+}

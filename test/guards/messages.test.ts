@@ -1,0 +1,239 @@
+// The guards of a message's transitions, each on its own: a transition applies
+// once, a second try finds nothing to do, and every status it does not start
+// from refuses it and leaves the row as it was. Rows come from the factory, in a
+// transaction rolled back after each test.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  MESSAGE_STATUSES,
+  messageCancel,
+  messageClaimScheduled,
+  messageFinalize,
+  messageInsertInbound,
+  messageMarkChecked,
+  messageMarkRejected,
+  messageMarkSent,
+} from '../../src/messages/messages.sql.js';
+import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { allBut, inRolledBackTx, later, message, reread, T0, unique } from '../support/factory.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+describe('messageClaimScheduled: scheduled → queued once send_at has come', () => {
+  it('a due scheduled message is claimed once; a second claim finds it queued', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'scheduled', send_at: T0 });
+      expect(await messageClaimScheduled(tx, m.id, T0)).toEqual({ ...m, sequence: m.sequence + 1, status: 'queued' });
+      expect(await messageClaimScheduled(tx, m.id, T0)).toBeNull();
+      expect((await reread(tx, 'messages', m)).status).toBe('queued');
+    }));
+
+  it('a scheduled message is not claimed before its send_at', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'scheduled', send_at: later(1) });
+      expect(await messageClaimScheduled(tx, m.id, T0)).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(m);
+    }));
+
+  it('no other status is claimed', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of allBut(MESSAGE_STATUSES, 'scheduled')) {
+        const m = await message(tx, { status, send_at: T0 });
+        expect(await messageClaimScheduled(tx, m.id, T0), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+});
+
+describe('messageMarkSent: queued → sent with the carrier id, the transition that bills', () => {
+  it('a queued message is marked sent once; a second send answer finds it sent', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      const sent = await messageMarkSent(tx, m.id, 'carrier-1', T0);
+      expect(sent).toEqual({
+        ...m,
+        sequence: m.sequence + 1,
+        status: 'sent',
+        carrier_message_id: 'carrier-1',
+        sent_at: T0,
+      });
+      expect(await messageMarkSent(tx, m.id, 'carrier-2', later(1))).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(sent);
+    }));
+
+  it('a message already past sending, canceled or inbound is not marked sent', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of allBut(MESSAGE_STATUSES, 'queued', 'scheduled')) {
+        const m = await message(tx, { status });
+        expect(await messageMarkSent(tx, m.id, unique('carrier'), T0), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+
+  // Only a claimed (queued) message is sent: the claim is what makes a later cancel refuse.
+  it('a scheduled message is not marked sent before it is claimed', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'scheduled', send_at: T0 });
+      expect(await messageMarkSent(tx, m.id, unique('carrier'), T0)).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(m);
+    }));
+});
+
+describe('messageMarkRejected: queued → failed when the carrier refuses the send', () => {
+  it('a queued message is rejected once; a second refusal finds it failed', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      const failed = await messageMarkRejected(tx, m.id, '40310', T0);
+      expect(failed).toEqual({
+        ...m,
+        sequence: m.sequence + 1,
+        status: 'failed',
+        error_code: '40310',
+        completed_at: T0,
+      });
+      expect(await messageMarkRejected(tx, m.id, '40311', later(1))).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(failed);
+    }));
+
+  it('a message already sent, finished, canceled or inbound is not rejected', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of allBut(MESSAGE_STATUSES, 'queued', 'scheduled')) {
+        const m = await message(tx, { status });
+        expect(await messageMarkRejected(tx, m.id, '40310', T0), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+
+  // A send refusal fails only a claimed message, never one still cancelable.
+  it('a scheduled message is not rejected before it is claimed', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'scheduled', send_at: T0 });
+      expect(await messageMarkRejected(tx, m.id, '40310', T0)).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(m);
+    }));
+});
+
+describe('messageCancel: scheduled → canceled, by the account that owns it', () => {
+  it('a scheduled message is canceled once; a second cancel finds it canceled', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'scheduled' });
+      const canceled = await messageCancel(tx, m.account_id, m.id, T0);
+      expect(canceled).toEqual({ ...m, sequence: m.sequence + 1, status: 'canceled', completed_at: T0 });
+      expect(await messageCancel(tx, m.account_id, m.id, later(1))).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(canceled);
+    }));
+
+  it('another account cannot cancel it', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'scheduled' });
+      const other = await message(tx, { status: 'scheduled' });
+      expect(await messageCancel(tx, other.account_id, m.id, T0)).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(m);
+    }));
+
+  it('a message no longer scheduled is not canceled', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of allBut(MESSAGE_STATUSES, 'scheduled')) {
+        const m = await message(tx, { status });
+        expect(await messageCancel(tx, m.account_id, m.id, T0), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+});
+
+describe('messageFinalize: sent → delivered | failed, the first terminal word wins', () => {
+  it('a sent message is finalized once; a second receipt finds nothing to do', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'sent' });
+      const delivered = await messageFinalize(tx, m.id, 'delivered', null, later(5));
+      expect(delivered).toEqual({ ...m, sequence: m.sequence + 1, status: 'delivered', completed_at: later(5) });
+      expect(await messageFinalize(tx, m.id, 'failed', '40300', later(6))).toBeNull();
+      expect(await messageFinalize(tx, m.id, 'delivered', null, later(7))).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(delivered);
+    }));
+
+  it('a finalized or inbound message refuses a receipt', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of ['delivered', 'failed', 'received'] as const) {
+        const m = await message(tx, { status });
+        expect(await messageFinalize(tx, m.id, 'delivered', null, later(9)), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+
+  // Only a sent message takes a receipt: a canceled one (terminal already) or one
+  // never sent would otherwise reach a second terminal status.
+  it('a message that was never sent refuses a receipt', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of allBut(MESSAGE_STATUSES, 'sent', 'delivered', 'failed', 'received')) {
+        const m = await message(tx, { status });
+        expect(await messageFinalize(tx, m.id, 'delivered', null, later(9)), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+});
+
+describe('messageInsertInbound: one message per carrier message id', () => {
+  const inbound = (accountId: string, carrierMessageId: string, carrier = 'telnyx') => ({
+    accountId,
+    tenantId: null,
+    from: '+15555550100',
+    to: '+13125550142',
+    body: 'hi',
+    mediaUrls: [],
+    encoding: 'GSM-7' as const,
+    segments: 1,
+    carrier,
+    carrierMessageId,
+    receivedAt: T0,
+  });
+
+  it('an inbound SMS is inserted once; the same carrier id again inserts nothing', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const { account_id } = await message(tx);
+      const first = await messageInsertInbound(tx, inbound(account_id, 'sms-1'));
+      expect(first).toMatchObject({ status: 'received', direction: 'inbound', carrier_message_id: 'sms-1' });
+      expect(await messageInsertInbound(tx, { ...inbound(account_id, 'sms-1'), body: 'again' })).toBeNull();
+      expect(await reread(tx, 'messages', first!)).toEqual(first);
+    }));
+
+  it('a carrier id some message in any status already has inserts nothing', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of MESSAGE_STATUSES) {
+        const m = await message(tx, { status, carrier_message_id: unique('taken') });
+        expect(await messageInsertInbound(tx, inbound(m.account_id, m.carrier_message_id!)), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+
+  it('the same id at another carrier is another message', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'received' });
+      const other = await messageInsertInbound(tx, inbound(m.account_id, m.carrier_message_id!, 'othercarrier'));
+      expect(other).toMatchObject({ carrier: 'othercarrier', carrier_message_id: m.carrier_message_id });
+    }));
+});
+
+describe('messageMarkChecked: reconciliation bookkeeping on a sent message only', () => {
+  it('a sent message records when the carrier was asked', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'sent' });
+      await messageMarkChecked(tx, m.id, later(60));
+      expect(await reread(tx, 'messages', m)).toEqual({ ...m, checked_at: later(60) });
+    }));
+
+  it('a message in any other status is left as it was', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of allBut(MESSAGE_STATUSES, 'sent')) {
+        const m = await message(tx, { status });
+        await messageMarkChecked(tx, m.id, later(60));
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+});
