@@ -118,7 +118,8 @@ export class Metrics {
   /** Whether a scrape carrying this Authorization header may read the metrics (any, when no token is set). */
   mayScrape(authorization: string | undefined): boolean {
     if (!this.scrapeDigest) return true;
-    const given = authorization?.startsWith('Bearer ') ? authorization.slice(7).trim() : '';
+    // The scheme is case-insensitive (RFC 9110); the token is not.
+    const given = /^bearer /i.test(authorization ?? '') ? authorization!.slice(7).trim() : '';
     // Digests of equal length, so the comparison takes the same time whatever was sent.
     return timingSafeEqual(digest(given), this.scrapeDigest);
   }

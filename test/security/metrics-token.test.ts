@@ -58,6 +58,7 @@ describe('with HANDSET_METRICS_TOKEN set', () => {
       const ok = await scrape(base, `Bearer ${TOKEN}`);
       expect(ok.status).toBe(200);
       expect(ok.text).toContain('handset_ingest_requests_total');
+      expect((await scrape(base, `bearer ${TOKEN}`)).status).toBe(200); // the scheme's case does not matter
       // the other operational routes stay open to health checks
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
       expect((await fetch(`${base}/readyz`)).status).toBe(200);
