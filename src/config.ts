@@ -71,6 +71,24 @@ export interface Config {
   reconcileMessageAfterMs: number;
   /** Requests per second one API key may make before 429. Defaults to 100. */
   apiRateLimit: number;
+  /** A carrier webhook body larger than this is refused with 413, in bytes. Defaults to 256 KiB. */
+  ingestBodyLimit: number;
+  /**
+   * HTTP connections each role's server keeps open at once; a connection beyond
+   * it is closed as soon as it is accepted. Defaults to 256 (ingest) and 1024 (API).
+   */
+  maxConnections: { ingest: number; api: number };
+  /** Verified webhooks that may wait for the next write; beyond it 503 at once. Defaults to 400. */
+  ingestQueueLimit: number;
+  /**
+   * statement_timeout and lock_timeout of each role's database connections, in ms
+   * (0: the database's own setting). Ingest's stay under the carrier's 2 s answer
+   * deadline, so a blocked write is answered 503 rather than cut off. Defaults:
+   * ingest 1 s and 500 ms, API 5 s and 2 s, worker 30 s and 10 s.
+   */
+  databaseTimeouts: Record<'ingest' | 'api' | 'worker', { statementMs: number; lockMs: number }>;
+  /** When set, GET /metrics needs `Authorization: Bearer <token>` on every role. Defaults to unset (open). */
+  metricsToken: string | null;
   /** pino log level. Defaults to info. */
   logLevel: string;
   /** Where dev mode keeps its state (embedded PostgreSQL, demo credentials). Defaults to ./.handset. */
@@ -89,6 +107,28 @@ export class ConfigError extends Error {
 
 const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,14h,20h';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Parses "262144", "256KiB", "1MiB" into bytes. */
+export function parseSize(text: string): number | null {
+  const m = /^(\d+)(B|KiB|MiB)?$/.exec(text.trim());
+  if (!m) return null;
+  return Number(m[1]) * { B: 1, KiB: 1024, MiB: 1024 * 1024 }[(m[2] ?? 'B') as 'B' | 'KiB' | 'MiB'];
+}
+
+/**
+ * Text that may hold a URL or connection string, as it can be shown: the user
+ * info's password (or a user info without one, which may be a token) and any
+ * password-like parameter replaced by ***. Greedy up to the last @, so a password
+ * with an unescaped @ or / (the reason such a URL does not parse) is hidden whole.
+ */
+export function redactCredentials(text: string): string {
+  return text
+    .replace(/([a-z][a-z0-9+.-]*:\/\/)([^\s"]*)@/gi, (_m, scheme: string, userinfo: string) => {
+      const colon = userinfo.indexOf(':');
+      return `${scheme}${colon < 0 ? '***' : `${userinfo.slice(0, colon)}:***`}@`;
+    })
+    .replace(/\b(password|passwd|pwd|sslpassword|secret|token|api_?key)=([^&\s"]*)/gi, '$1=***');
+}
 
 /** Parses "250ms", "5s", "5m", "2h", "30d" into milliseconds. */
 export function parseDuration(text: string): number | null {
@@ -132,7 +172,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
       const u = new URL(v);
       if (!['http:', 'https:', 'postgres:', 'postgresql:'].includes(u.protocol)) throw new Error();
     } catch {
-      throw new ConfigError(name, `must be a URL, got "${v}"`);
+      throw new ConfigError(name, `must be a URL, got "${redactCredentials(v)}"`);
     }
     return v.replace(/\/+$/, '');
   };
@@ -160,6 +200,37 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
   }
 
   const deliveryConcurrency = int('HANDSET_DELIVERY_CONCURRENCY', 10, 1, 1000);
+
+  const size = (name: string, fallback: string, min: number, max: number): number => {
+    const v = str(name) ?? fallback;
+    const bytes = parseSize(v);
+    if (bytes === null || bytes < min || bytes > max) {
+      throw new ConfigError(name, `must be a size from ${min} to ${max} bytes (units KiB, MiB), got "${v}"`);
+    }
+    return bytes;
+  };
+  // 0 turns a timeout off (the database's own setting applies).
+  const timeout = (name: string, fallback: string): number => {
+    const v = str(name) ?? fallback;
+    const ms = v === '0' ? 0 : parseDuration(v);
+    if (ms === null) {
+      throw new ConfigError(name, `must be a duration such as 500ms or 5s (0: off), got "${v}"`);
+    }
+    return ms;
+  };
+  const timeouts = (role: 'INGEST' | 'API' | 'WORKER', statement: string, lock: string) => {
+    const statementMs = timeout(`HANDSET_${role}_STATEMENT_TIMEOUT`, statement);
+    const lockMs = timeout(`HANDSET_${role}_LOCK_TIMEOUT`, lock);
+    if (statementMs > 0 && lockMs > statementMs) {
+      throw new ConfigError(`HANDSET_${role}_LOCK_TIMEOUT`, `must not exceed HANDSET_${role}_STATEMENT_TIMEOUT`);
+    }
+    return { statementMs, lockMs };
+  };
+
+  const metricsToken = str('HANDSET_METRICS_TOKEN');
+  if (metricsToken !== null && !/^[\x21-\x7e]{16,}$/.test(metricsToken)) {
+    throw new ConfigError('HANDSET_METRICS_TOKEN', 'must be at least 16 printable characters without spaces');
+  }
 
   const logLevel = str('LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
@@ -205,6 +276,19 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     reconcileAfterMs: duration('HANDSET_RECONCILE_AFTER', dev ? '10s' : '60s'),
     reconcileMessageAfterMs: duration('HANDSET_RECONCILE_MESSAGE_AFTER', dev ? '1m' : '1h'),
     apiRateLimit: int('HANDSET_API_RATE_LIMIT', 100, 1, 1_000_000),
+    // Telnyx bodies are a few kilobytes; an MMS with many media URLs stays far below this.
+    ingestBodyLimit: size('HANDSET_INGEST_BODY_LIMIT', '256KiB', 1024, 16 * 1024 * 1024),
+    maxConnections: {
+      ingest: int('HANDSET_INGEST_MAX_CONNECTIONS', 256, 1, 1_000_000),
+      api: int('HANDSET_API_MAX_CONNECTIONS', 1024, 1, 1_000_000),
+    },
+    ingestQueueLimit: int('HANDSET_INGEST_QUEUE_LIMIT', 400, 1, 1_000_000),
+    databaseTimeouts: {
+      ingest: timeouts('INGEST', '1s', '500ms'),
+      api: timeouts('API', '5s', '2s'),
+      worker: timeouts('WORKER', '30s', '10s'),
+    },
+    metricsToken,
     logLevel,
     stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),
   };

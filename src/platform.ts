@@ -95,14 +95,38 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const carriers = configuredCarriers(config, opts.carriers);
   checkRoleConfig(config, carriers, roles);
   const keys = config.secretKeys ? keyring(config.secretKeys) : null;
-  const metrics = new Metrics();
+  const metrics = new Metrics({ scrapeToken: config.metricsToken });
   const pools: pg.Pool[] = [];
   const servers: FastifyInstance[] = [];
   const runners: JobRunner[] = [];
-  const pool = (name: string, max: number) => {
-    const p = createPool(opts.databaseUrl, { max, applicationName: `handset-${name}`, log });
+  /** A pool for one role's work, with that role's statement and lock timeouts. */
+  const pool = (role: Role, max: number, name: string = role) => {
+    const { statementMs, lockMs } = config.databaseTimeouts[role];
+    const p = createPool(opts.databaseUrl, {
+      max,
+      applicationName: `handset-${name}`,
+      log,
+      statementTimeoutMs: statementMs,
+      lockTimeoutMs: lockMs,
+    });
     pools.push(p);
     return p;
+  };
+  // Past the cap a new connection is closed as soon as it is accepted: it costs
+  // no request parsing and no body, and the carrier retries what got no answer.
+  // Idle keep-alive connections are closed then too, so the cap is held by
+  // requests in flight (and senders too slow to finish one), not by idle clients.
+  let lastDropWarning = 0;
+  const capConnections = (app: FastifyInstance, role: 'ingest' | 'api') => {
+    app.server.maxConnections = config.maxConnections[role];
+    app.server.on('drop', () => {
+      metrics.connectionsRefused.inc({ role });
+      app.server.closeIdleConnections();
+      if (Date.now() - lastDropWarning > 10_000) {
+        lastDropWarning = Date.now();
+        log.warn({ role, max: config.maxConnections[role] }, 'connection cap reached: new connections are refused');
+      }
+    });
   };
 
   const stop = async () => {
@@ -114,6 +138,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   };
 
   try {
+    // No timeouts here: a replica waits on the migration lock for as long as another one migrates.
     const migrationPool = createPool(opts.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
     try {
       await untilAvailable(
@@ -128,7 +153,15 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     let ingestUrl: string | null = null;
     if (roles.includes('ingest')) {
       // Group commit keeps at most two writes in flight; one more connection for /readyz.
-      const app = buildIngestServer({ pool: pool('ingest', 4), carriers, log, metrics });
+      const app = buildIngestServer({
+        pool: pool('ingest', 4),
+        carriers,
+        log,
+        metrics,
+        bodyLimit: config.ingestBodyLimit,
+        groupCommit: { maxQueue: config.ingestQueueLimit },
+      });
+      capConnections(app, 'ingest');
       servers.push(app);
       ingestUrl = await listen(app, config.host, config.ingestPort);
       log.info({ url: ingestUrl }, 'ingest listening');
@@ -155,16 +188,24 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           ...(opts.routes ?? []),
         ],
       });
+      capConnections(app, 'api');
       servers.push(app);
       apiUrl = await listen(app, config.host, config.apiPort);
       log.info({ url: apiUrl }, 'api listening');
+    }
+
+    if (servers.length > 0 && !config.metricsToken && !isLoopback(config.host)) {
+      log.warn(
+        { host: config.host },
+        'HANDSET_METRICS_TOKEN is not set: GET /metrics answers anyone who can reach this address',
+      );
     }
 
     if (roles.includes('worker')) {
       // Two runners, each with its pool and its own slots: carrier events, sends,
       // dials and call commands never wait behind a customer's slow endpoints.
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
-      const deliveryPool = pool('delivery', config.deliveryConcurrency * 2 + 2);
+      const deliveryPool = pool('worker', config.deliveryConcurrency * 2 + 2, 'delivery');
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
         pool: workerPool,
@@ -262,6 +303,10 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     await stop();
     throw err;
   }
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^(::ffff:)?127\./.test(host);
 }
 
 async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {

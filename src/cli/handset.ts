@@ -14,7 +14,7 @@ import { Argument, Command, CommanderError, InvalidArgumentError } from 'command
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { auditCommand, auditDatabase, type AuditFlags } from '../audit/cli.js';
 import { carriers } from '../carrier/registry.js';
-import { ConfigError, loadConfig, type Config, type Mode } from '../config.js';
+import { ConfigError, loadConfig, redactCredentials, type Config, type Mode } from '../config.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
@@ -53,7 +53,8 @@ function act(mode: Mode, run: Action) {
     } catch (err) {
       if (err instanceof UsageError) cmd.error(err.message, { exitCode: EXIT.usage, code: 'handset.usage' });
       if (err instanceof ConfigError) {
-        process.stderr.write(`handset: configuration error: ${err.message}\n`);
+        // A URL in it never shows its credentials, wherever the error was raised.
+        process.stderr.write(`handset: configuration error: ${redactCredentials(err.message)}\n`);
         outcome = EXIT.usage;
         return;
       }

@@ -25,15 +25,17 @@ export function isCheckViolation(err: unknown): boolean {
   return sqlState(err) === '23514';
 }
 
-// Connection exception, operator intervention (shutdown, cannot connect now), too many connections.
-const UNAVAILABLE_STATES = /^(08...|57P0[1-3]|53300)$/;
+// Connection exception, operator intervention (shutdown, cannot connect now), too many connections, and
+// a statement or lock wait cut off by the connection's statement_timeout or lock_timeout (query_canceled,
+// lock_not_available): the database is there but too slow or too busy right now, which a retry can outlast.
+const UNAVAILABLE_STATES = /^(08...|57P0[1-3]|53300|57014|55P03)$/;
 const UNAVAILABLE_MESSAGES =
   /Connection terminated|connection timeout|timeout exceeded when trying to connect|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Client has encountered a connection error|Cannot use a pool after calling end/;
 
 /**
- * The database could not be reached or the connection broke: an expected
- * condition during a failover, a restart or a network blip, answered with 503
- * and retried, never a crash or a 500.
+ * The database could not be reached, the connection broke, or a statement ran
+ * past its timeout: an expected condition during a failover, a restart, a
+ * network blip or a long lock, answered with 503 and retried, never a crash or a 500.
  */
 export function isUnavailable(err: unknown): boolean {
   const state = sqlState(err);

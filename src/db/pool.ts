@@ -13,6 +13,13 @@ export interface PoolOptions {
   max?: number;
   applicationName: string;
   log?: Logger;
+  /**
+   * The longest a statement may run, and a lock be waited for, on these
+   * connections (0 or unset: the database's own setting). Sent as startup
+   * parameters, so they hold from the first statement of every connection.
+   */
+  statementTimeoutMs?: number;
+  lockTimeoutMs?: number;
 }
 
 export function createPool(connectionString: string, opts: PoolOptions): pg.Pool {
@@ -24,6 +31,8 @@ export function createPool(connectionString: string, opts: PoolOptions): pg.Pool
     idleTimeoutMillis: 30_000,
     // A dead TCP peer must not hold a request forever; the carrier retries on 5xx.
     keepAlive: true,
+    ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
+    ...(opts.lockTimeoutMs ? { lock_timeout: opts.lockTimeoutMs } : {}),
   });
   // An idle client losing its connection must not crash the process; the pool
   // drops it and the next checkout opens a new one. Once the pool is ending, a

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { guardedLookup, isBlockedAddress } from './ssrf.js';
+import { guardedLookup, isBlockedAddress, isBlockedPort } from './ssrf.js';
 
 export interface AttemptResult {
   status: number | null;
@@ -56,6 +56,7 @@ export function sendWebhook(
       return done({ status: null, retryAfter: null, excerpt: null, error: 'invalid url' });
     }
     const host = url.hostname.replace(/^\[|\]$/g, '');
+    if (isBlockedPort(url)) return done({ status: null, retryAfter: null, excerpt: null, error: 'blocked port' });
     if (!opts.allowPrivate && isIP(host) && isBlockedAddress(host)) {
       return done({ status: null, retryAfter: null, excerpt: null, error: 'blocked address' });
     }

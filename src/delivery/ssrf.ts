@@ -1,14 +1,16 @@
 // Keeps customer webhook URLs from reaching our own network: loopback, private,
 // link-local (cloud metadata), CGNAT, multicast and reserved ranges are refused,
-// including IPv4 hidden inside IPv6 (mapped, NAT64, 6to4). Checked when an
-// endpoint is saved, and again at connect time on the address actually dialed,
-// so DNS rebinding cannot slip past. HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS=true
-// turns it off (dev and tests).
+// including IPv4 hidden inside IPv6 (mapped, SIIT-translated, compatible, NAT64,
+// 6to4), and so is port 0. Checked when an endpoint is saved, and again at
+// connect time on the address actually dialed, so DNS rebinding cannot slip past.
+// HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS=true turns it off (dev and tests).
 
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 
-const blocked = new BlockList();
+// Two lists: Node's BlockList matches an IPv4 address against IPv6 rules too (as ::ffff:a.b.c.d).
+const blockedV4 = new BlockList();
+const blockedV6 = new BlockList();
 for (const [net, prefix] of [
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
@@ -26,39 +28,45 @@ for (const [net, prefix] of [
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
 ] as const) {
-  blocked.addSubnet(net, prefix, 'ipv4');
+  blockedV4.addSubnet(net, prefix, 'ipv4');
 }
+// Addresses with an IPv4 inside (below) are judged by that IPv4 first; what is left of
+// their ranges is not a unicast host on the internet.
 for (const [net, prefix] of [
-  ['::', 128],
-  ['::1', 128],
+  ['::', 8], // unspecified, loopback, and the IPv4-compatible/mapped/translated forms
   ['100::', 64],
-  ['64:ff9b:1::', 48], // local-use NAT64 (RFC 8215): the embedded IPv4 is not ours to check
+  ['64:ff9b::', 32], // the NAT64 well-known /96 and the local-use /48 (RFC 8215), whose IPv4 is not ours to judge
+  ['2001::', 23], // IETF protocol assignments: Teredo (2001::/32, a client's IPv4 hidden inverted), benchmarking, ORCHID
   ['2001:db8::', 32],
+  ['3fff::', 20], // documentation (RFC 9637)
+  ['5f00::', 16], // SRv6 segment identifiers
   ['fc00::', 7],
   ['fe80::', 10],
   ['fec0::', 10],
   ['ff00::', 8],
 ] as const) {
-  blocked.addSubnet(net, prefix, 'ipv6');
+  blockedV6.addSubnet(net, prefix, 'ipv6');
 }
 
 /** True for any address a customer webhook must not reach. */
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
-  if (family === 4) return blocked.check(address, 'ipv4');
+  if (family === 4) return blockedV4.check(address, 'ipv4');
   if (family !== 6) return true;
   const embedded = embeddedIPv4(address);
-  if (embedded) return blocked.check(embedded, 'ipv4');
-  return blocked.check(address, 'ipv6');
+  if (embedded) return blockedV4.check(embedded, 'ipv4');
+  return blockedV6.check(address, 'ipv6');
 }
 
-// ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible), 64:ff9b::/96 (NAT64), 2002:AABB:CCDD::/16 (6to4).
+// ::ffff:a.b.c.d (mapped), ::ffff:0:a.b.c.d (SIIT-translated), ::a.b.c.d (compatible),
+// 64:ff9b::a.b.c.d (NAT64 well-known prefix), 2002:AABB:CCDD::/48 (6to4).
 function embeddedIPv4(address: string): string | null {
   const words = expandIPv6(address);
   if (!words) return null;
   const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
   const zero = (from: number, to: number) => words.slice(from, to).every((w) => w === 0);
   if (zero(0, 5) && words[5] === 0xffff) return v4(words[6]!, words[7]!);
+  if (zero(0, 4) && words[4] === 0xffff && words[5] === 0) return v4(words[6]!, words[7]!);
   if (zero(0, 6) && (words[6]! !== 0 || words[7]! > 1)) return v4(words[6]!, words[7]!);
   if (words[0] === 0x64 && words[1] === 0xff9b && zero(2, 6)) return v4(words[6]!, words[7]!);
   if (words[0] === 0x2002) return v4(words[1]!, words[2]!);
@@ -96,6 +104,7 @@ export async function checkEndpointUrl(text: string, allowPrivate: boolean): Pro
   }
   if (url.username || url.password)
     return { ok: false, code: 'invalid_url', detail: 'url must not contain credentials' };
+  if (isBlockedPort(url)) return { ok: false, code: 'invalid_url', detail: 'url must not use port 0' };
   if (allowPrivate) return { ok: true, url };
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: string[];
@@ -114,6 +123,11 @@ function resolveAll(host: string): Promise<LookupAddress[]> {
   return new Promise((resolve, reject) =>
     dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))),
   );
+}
+
+/** Port 0 names no service: connecting to it reaches whatever the system makes of it, never a receiver. */
+export function isBlockedPort(url: URL): boolean {
+  return url.port === '0';
 }
 
 export class BlockedAddressError extends Error {

@@ -16,6 +16,12 @@
 // retried one webhook at a time, so only the offending webhook is refused; any
 // other failure (connection, lock timeout…) fails the whole batch, and every
 // webhook in it gets its 503 and is retried by the carrier.
+//
+// The queue is bounded: while the database is slow (a long lock, a statement
+// running to its timeout) webhooks pile up behind the write in flight, and each
+// would wait out several writes before its answer, past the carrier's deadline.
+// A webhook that finds the queue full is refused at once (a 503, so the carrier
+// retries later) instead of waiting for an answer it would never see.
 
 import type pg from 'pg';
 import { carrierEventStoreMany, type NewCarrierEvent, type StoreResult } from '../carrier/events.sql.js';
@@ -36,6 +42,13 @@ export interface GroupCommitOptions {
   maxBatch?: number;
   /** And at most this much body text, in characters (a write always takes at least one webhook). */
   maxBatchBytes?: number;
+  /** Webhooks waiting for a write beyond the ones in flight; one more is refused at once. */
+  maxQueue?: number;
+}
+
+/** The queue was full: nothing was written, try again later. */
+export class IngestQueueFullError extends Error {
+  override name = 'IngestQueueFullError';
 }
 
 interface Waiting {
@@ -50,6 +63,7 @@ export class CarrierEventWriter {
   private readonly maxInFlight: number;
   private readonly maxBatch: number;
   private readonly maxBatchBytes: number;
+  private readonly maxQueue: number;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -58,10 +72,22 @@ export class CarrierEventWriter {
     this.maxInFlight = opts.maxInFlight ?? 1;
     this.maxBatch = opts.maxBatch ?? 200;
     this.maxBatchBytes = opts.maxBatchBytes ?? 8 * 1024 * 1024;
+    this.maxQueue = opts.maxQueue ?? 400;
   }
 
-  /** Resolves once the event (or the fact that it was already stored) is committed. */
+  /** Webhooks waiting for a write, beyond the ones in flight. */
+  get waiting(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * Resolves once the event (or the fact that it was already stored) is committed;
+   * rejects at once with IngestQueueFullError when the queue is full.
+   */
   store(event: NewCarrierEvent): Promise<StoreResult> {
+    if (this.queue.length >= this.maxQueue) {
+      return Promise.reject(new IngestQueueFullError(`${this.queue.length} webhooks already wait for a write`));
+    }
     return new Promise((resolve, reject) => {
       this.queue.push({ event, resolve, reject });
       this.flush();

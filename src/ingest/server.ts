@@ -7,17 +7,20 @@
 // 503 so the carrier retries. Webhooks arriving together share one transaction
 // (group-commit.ts), which is what lets ingest scale past one commit at a time.
 
+import type { IncomingMessage } from 'node:http';
 import { TextDecoder } from 'node:util';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Carriers } from '../carrier/registry.js';
 import { isBadInput } from '../db/errors.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { IngestOutcome, Metrics } from '../telemetry/metrics.js';
-import { CarrierEventWriter, type GroupCommitOptions } from './group-commit.js';
+import { readBody } from './body.js';
+import { CarrierEventWriter, IngestQueueFullError, type GroupCommitOptions } from './group-commit.js';
 
-export const MAX_BODY_BYTES = 1024 * 1024;
+/** Telnyx bodies are a few kilobytes; an MMS with many media URLs stays far below this. */
+export const DEFAULT_BODY_LIMIT = 256 * 1024;
 
 export interface IngestDeps {
   pool: pg.Pool;
@@ -29,6 +32,8 @@ export interface IngestDeps {
   nowSeconds?: () => number;
   /** How concurrent webhooks share a write (group-commit.ts); the defaults suit production. */
   groupCommit?: GroupCommitOptions;
+  /** A body larger than this, in bytes, is refused with 413. Defaults to DEFAULT_BODY_LIMIT. */
+  bodyLimit?: number;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -37,9 +42,11 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   const { pool, log, metrics } = deps;
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
+  const bodyLimit = deps.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const writer = new CarrierEventWriter(pool, deps.groupCommit);
+  metrics.observeIngestQueue(() => writer.waiting);
   const app = Fastify({
-    bodyLimit: MAX_BODY_BYTES,
+    bodyLimit,
     // A slow or stalled sender gets at most this long for its head, and for its
     // whole request; Node checks every second (its default is every 30 s).
     requestTimeout: 10_000,
@@ -57,7 +64,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   });
 
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', (_req: FastifyRequest, payload: IncomingMessage) => readBody(payload, bodyLimit));
 
   const answer = (reply: FastifyReply, started: number, outcome: IngestOutcome, status: number, body: object) => {
     metrics.ingestRequests.inc({ outcome });
@@ -107,6 +114,9 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
           ? answer(reply, started, 'stored', 200, { status: 'stored' })
           : answer(reply, started, 'duplicate', 200, { status: 'duplicate' });
       } catch (err) {
+        if (err instanceof IngestQueueFullError) {
+          return answer(reply, started, 'queue_full', 503, { error: 'unavailable', detail: 'try again' });
+        }
         if (isBadInput(err)) {
           return answer(reply, started, 'bad_request', 400, {
             error: 'unstorable_body',
@@ -125,7 +135,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       metrics.ingestRequests.inc({ outcome: 'too_large' });
-      return reply.code(413).send({ error: 'too_large', detail: `body over ${MAX_BODY_BYTES} bytes` });
+      return reply.code(413).send({ error: 'too_large', detail: `body over ${bodyLimit} bytes` });
     }
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) log.error({ err: err.message }, 'ingest error');

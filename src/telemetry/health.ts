@@ -1,5 +1,5 @@
 // Operational routes shared by both HTTP roles: liveness, readiness (the database
-// answers) and Prometheus metrics.
+// answers) and Prometheus metrics (behind HANDSET_METRICS_TOKEN when it is set).
 
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
@@ -15,7 +15,11 @@ export function registerOperationalRoutes(app: FastifyInstance, deps: { pool: pg
       return reply.code(503).send({ status: 'unavailable', detail: 'database unreachable' });
     }
   });
-  app.get('/metrics', async (_req, reply) => {
+  app.get('/metrics', async (req, reply) => {
+    if (!deps.metrics.mayScrape(req.headers.authorization)) {
+      reply.header('www-authenticate', 'Bearer');
+      return reply.code(401).send({ error: 'unauthorized', detail: 'GET /metrics needs its Bearer token' });
+    }
     reply.header('content-type', deps.metrics.registry.contentType);
     return deps.metrics.registry.metrics();
   });

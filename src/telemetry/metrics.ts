@@ -1,9 +1,17 @@
-// Prometheus metrics for one process. A fresh registry per process (not the
-// prom-client global) so tests can run several servers side by side.
+// Prometheus metrics for one process, and who may read them. A fresh registry per
+// process (not the prom-client global) so tests can run several servers side by side.
 
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export type IngestOutcome = 'stored' | 'duplicate' | 'bad_signature' | 'bad_request' | 'too_large' | 'db_error';
+export type IngestOutcome =
+  | 'stored'
+  | 'duplicate'
+  | 'bad_signature'
+  | 'bad_request'
+  | 'too_large'
+  | 'db_error'
+  | 'queue_full';
 export type JobOutcome = 'completed' | 'failed';
 export type DeliveryOutcome = 'succeeded' | 'retrying' | 'failed' | 'skipped';
 
@@ -24,6 +32,14 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
     registers: [this.registry],
   });
+
+  readonly ingestQueued: Gauge = new Gauge({
+    name: 'handset_ingest_queued_webhooks',
+    help: 'Verified webhooks waiting for the next write (beyond the one in flight)',
+    registers: [this.registry],
+    collect: () => this.ingestQueued.set(this.queued()),
+  });
+  private queued: () => number = () => 0;
 
   readonly jobs = new Counter({
     name: 'handset_jobs_total',
@@ -86,7 +102,33 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(opts: { defaultMetrics?: boolean } = {}) {
+  readonly connectionsRefused = new Counter({
+    name: 'handset_http_connections_refused_total',
+    help: 'Connections closed as soon as accepted because the role had its maximum open, by role',
+    labelNames: ['role'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly scrapeDigest: Buffer | null;
+
+  constructor(opts: { defaultMetrics?: boolean; scrapeToken?: string | null } = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    this.scrapeDigest = opts.scrapeToken ? digest(opts.scrapeToken) : null;
+  }
+
+  /** The ingest server tells where its queue length is read. */
+  observeIngestQueue(length: () => number): void {
+    this.queued = length;
+  }
+
+  /** Whether a scrape carrying this Authorization header may read the metrics (any, when no token is set). */
+  mayScrape(authorization: string | undefined): boolean {
+    if (!this.scrapeDigest) return true;
+    // The scheme is case-insensitive (RFC 9110); the token is not.
+    const given = /^bearer /i.test(authorization ?? '') ? authorization!.slice(7).trim() : '';
+    // Digests of equal length, so the comparison takes the same time whatever was sent.
+    return timingSafeEqual(digest(given), this.scrapeDigest);
   }
 }
+
+const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();

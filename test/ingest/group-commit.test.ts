@@ -2,13 +2,20 @@
 // still gets exactly the answer it would have got alone: stored once with one
 // job, a duplicate (even inside the same batch) stores and enqueues nothing, a
 // body the database refuses fails alone, and a failed write fails everyone in it.
+// The queue behind a write is bounded: a webhook that finds it full is refused at
+// once, over HTTP a 503 counted in the metrics.
 
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { carrierEventStoreMany, type NewCarrierEvent } from '../../src/carrier/events.sql.js';
 import { isBadInput } from '../../src/db/errors.js';
-import { CarrierEventWriter } from '../../src/ingest/group-commit.js';
-import { envelope } from '../support/carrier.js';
+import type { AddressInfo } from 'node:net';
+import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
+import { CarrierEventWriter, IngestQueueFullError } from '../../src/ingest/group-commit.js';
+import { buildIngestServer } from '../../src/ingest/server.js';
+import { createLogger } from '../../src/telemetry/log.js';
+import { Metrics } from '../../src/telemetry/metrics.js';
+import { envelope, postWebhook, telnyxKeys } from '../support/carrier.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
 
 let db: TestDatabase;
@@ -141,3 +148,120 @@ describe('group commit', () => {
     expect(await jobs()).toBe(await events());
   });
 });
+
+describe('a bounded queue', () => {
+  it('a webhook that finds the queue full is refused at once, while the ones queued before it wait and are then stored', async () => {
+    const writer = new CarrierEventWriter(db.pool, { maxInFlight: 1, maxQueue: 3 });
+    const lock = await lockCarrierEvents();
+    let stored: Promise<unknown[]>;
+    try {
+      const inFlight = watched(writer.store(event('q-in-flight')));
+      const queued = [1, 2, 3].map((i) => watched(writer.store(event(`q-queued-${i}`))));
+      expect(writer.waiting).toBe(3);
+      const refused = [1, 2].map((i) => watched(writer.store(event(`q-refused-${i}`))));
+      await Promise.allSettled(refused.map((w) => w.promise));
+      // refused while the write in flight still waits for the lock
+      expect(refused.map((w) => w.settled)).toEqual(['rejected', 'rejected']);
+      expect(refused.every((w) => w.reason instanceof IngestQueueFullError)).toBe(true);
+      expect([inFlight, ...queued].map((w) => w.settled)).toEqual([null, null, null, null]);
+      stored = Promise.all([inFlight, ...queued].map((w) => w.promise));
+    } finally {
+      await lock.release();
+    }
+    expect((await stored).every((r) => (r as { stored: boolean }).stored)).toBe(true);
+    expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id LIKE 'q-refused-%'`)).toBe(0);
+    // with room again, the same writer takes webhooks again
+    expect(await writer.store(event('q-after'))).toMatchObject({ stored: true });
+    expect(await events()).toBe(5);
+  });
+
+  it('over HTTP a full queue answers 503 at once, counted as queue_full; nothing refused is stored', async () => {
+    const keys = telnyxKeys();
+    const metrics = new Metrics({ defaultMetrics: false });
+    const app = buildIngestServer({
+      pool: db.pool,
+      carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })]]),
+      log: createLogger('silent'),
+      metrics,
+      groupCommit: { maxInFlight: 1, maxQueue: 2 },
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/webhooks/telnyx`;
+    const metric = async (name: string, outcome?: string) => {
+      const values = (await metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
+      return values.find((v) => outcome === undefined || v.labels['outcome'] === outcome)?.value ?? 0;
+    };
+    const lock = await lockCarrierEvents();
+    try {
+      const first = watched(postWebhook(url, keys, envelope('h-0')));
+      await until(async () => (await lockWaiters()) === 1); // the write in flight is blocked on the lock
+      const waiting = [1, 2].map((i) => watched(postWebhook(url, keys, envelope(`h-${i}`))));
+      await until(async () => (await metric('handset_ingest_queued_webhooks')) === 2);
+      const refused = await Promise.all([3, 4, 5].map((i) => postWebhook(url, keys, envelope(`h-${i}`))));
+      expect(refused.map((r) => [r.status, r.json])).toEqual(
+        Array(3).fill([503, { error: 'unavailable', detail: 'try again' }]),
+      );
+      // answered while the three before them still wait for the lock
+      expect([first, ...waiting].map((w) => w.settled)).toEqual([null, null, null]);
+      expect(await metric('handset_ingest_requests_total', 'queue_full')).toBe(3);
+      await lock.release();
+      const answered = await Promise.all([first, ...waiting].map((w) => w.promise));
+      expect(answered.map((r) => r.status)).toEqual([200, 200, 200]);
+    } finally {
+      await lock.release();
+      await app.close();
+    }
+    expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id IN ('h-3', 'h-4', 'h-5')`)).toBe(
+      0,
+    );
+    expect(await events()).toBe(3);
+  });
+});
+
+/** Holds carrier_events locked against inserts, in a test transaction of its own, until release(). */
+async function lockCarrierEvents(): Promise<{ release: () => Promise<void> }> {
+  const client = await db.pool.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE carrier_events IN EXCLUSIVE MODE');
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      await client.query('ROLLBACK');
+      client.release();
+    },
+  };
+}
+
+/** Statements of this database waiting for a lock on carrier_events. */
+const lockWaiters = () =>
+  count(
+    db.pool,
+    `SELECT * FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+      WHERE c.relname = 'carrier_events' AND NOT l.granted
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+  );
+
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    if (await condition()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('condition not met');
+}
+
+/** The promise, and whether it has settled yet (and how). */
+function watched<T>(promise: Promise<T>) {
+  const w = { settled: null as 'fulfilled' | 'rejected' | null, reason: undefined as unknown, promise };
+  promise.then(
+    () => {
+      w.settled = 'fulfilled';
+    },
+    (err: unknown) => {
+      w.settled = 'rejected';
+      w.reason = err;
+    },
+  );
+  return w;
+}

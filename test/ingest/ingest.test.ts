@@ -15,6 +15,7 @@ import { Metrics } from '../../src/telemetry/metrics.js';
 import { envelope, fixture, postWebhook, telnyxKeys } from '../support/carrier.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { exchange, requestHead } from '../security/support/raw-http.js';
 
 const keys = telnyxKeys();
 let db: TestDatabase;
@@ -236,12 +237,53 @@ describe('atomicity and failures', () => {
 });
 
 describe('bad input', () => {
-  it('a body over 1 MiB is 413 and stores nothing', async () => {
-    const big = envelope('big', 'message.received', { text: 'x'.repeat(1024 * 1024) });
+  it('a body over the limit (256 KiB) is 413 and stores nothing', async () => {
+    const big = envelope('big', 'message.received', { text: 'x'.repeat(256 * 1024) });
     const res = await postWebhook(url, keys, big);
     expect(res.status).toBe(413);
     expect(res.json).toMatchObject({ error: 'too_large' });
     expect(await events()).toBe(0);
+  });
+
+  it('a body that arrives in pieces, plain or chunked, is verified and stored byte for byte', async () => {
+    const { port } = new URL(url);
+    for (const chunked of [false, true]) {
+      const id = `pieces-${chunked}`;
+      // multi-byte characters, so a piece boundary falls inside one
+      const body = Buffer.from(envelope(id, 'message.received', { text: 'Grüße 👋 '.repeat(6000) }));
+      const ts = Math.floor(Date.now() / 1000);
+      const head = requestHead('POST', '/webhooks/telnyx', [
+        ['host', `127.0.0.1:${port}`],
+        ['content-type', 'application/json'],
+        ['connection', 'close'],
+        chunked ? ['transfer-encoding', 'chunked'] : ['content-length', String(body.length)],
+        ...Object.entries(signTelnyxWebhook(keys.privateKey, ts, body)),
+      ]);
+      const pieces = [1, 7777, 30_001, 65_536, body.length].map((end, i, ends) => body.subarray(ends[i - 1] ?? 0, end));
+      const answer = await exchange(
+        '127.0.0.1',
+        Number(port),
+        async (socket) => {
+          socket.write(head);
+          for (const piece of pieces) {
+            socket.write(
+              chunked
+                ? Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')])
+                : piece,
+            );
+            await new Promise((r) => setTimeout(r, 30));
+          }
+          if (chunked) socket.write('0\r\n\r\n');
+        },
+        5000,
+      );
+      expect(answer.status).toBe(200);
+      const { rows } = await db.pool.query(
+        `SELECT payload::text = $2::jsonb::text AS same FROM carrier_events WHERE carrier_event_id = $1`,
+        [id, body.toString('utf8')],
+      );
+      expect(rows).toEqual([{ same: true }]);
+    }
   });
 
   it('a signed body that is not a Telnyx envelope is 400 and stores nothing', async () => {

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
 import { signTelnyxWebhook } from '../../src/carrier/telnyx/signature.js';
 import { createPool } from '../../src/db/pool.js';
-import { buildIngestServer, storableJson } from '../../src/ingest/server.js';
+import { buildIngestServer, DEFAULT_BODY_LIMIT, storableJson } from '../../src/ingest/server.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { envelope, fixture, telnyxKeys } from '../support/carrier.js';
@@ -559,7 +559,7 @@ describe('correctly signed requests with hostile bodies', () => {
         ]);
         const json = checkAnswer(a, [200, 400, 413]);
         if (a.status === 413) {
-          expect(body.length).toBeGreaterThan(1024 * 1024);
+          expect(body.length).toBeGreaterThan(DEFAULT_BODY_LIMIT);
           return;
         }
         if (expected === 'stored' || (expected === 'stored_or_unstorable' && a.status === 200)) {
@@ -603,7 +603,7 @@ describe('correctly signed requests with hostile bodies', () => {
         );
         const ts = String(NOW);
         const before = await events();
-        sent('signed: deep nesting up to 1 MiB');
+        sent('signed: deep nesting up to 1 MB');
         const started = performance.now();
         const a = await post(body, [
           ['telnyx-timestamp', ts],
@@ -611,7 +611,7 @@ describe('correctly signed requests with hostile bodies', () => {
         ]);
         expect(performance.now() - started).toBeLessThan(5000);
         const json = checkAnswer(a, [200, 400, 413]);
-        if (body.length > 1024 * 1024) expect(a.status).toBe(413);
+        if (body.length > DEFAULT_BODY_LIMIT) expect(a.status).toBe(413);
         else if (!inPayload) expect(json['error']).toBe('not_an_envelope');
         if (a.status !== 200) expect(await events()).toBe(before);
       }),
@@ -619,15 +619,16 @@ describe('correctly signed requests with hostile bodies', () => {
     );
   });
 
-  it('a body of exactly 1 MiB is accepted and one byte more is 413, by content-length or chunked; nothing oversized is stored', async () => {
+  it('a body of exactly the limit (256 KiB) is accepted and one byte more is 413, by content-length or chunked; nothing oversized is stored', async () => {
     const sized = (n: number, id: string) => {
       const head = envelope(id, 'message.received', { text: '' });
       const pad = n - Buffer.byteLength(head);
       return Buffer.from(head.replace('"text":""', `"text":"${'x'.repeat(pad)}"`));
     };
-    const exact = sized(1024 * 1024, 'fz-exact');
-    const over = sized(1024 * 1024 + 1, 'fz-over');
-    expect([exact.length, over.length]).toEqual([1024 * 1024, 1024 * 1024 + 1]);
+    expect(DEFAULT_BODY_LIMIT).toBe(256 * 1024);
+    const exact = sized(DEFAULT_BODY_LIMIT, 'fz-exact');
+    const over = sized(DEFAULT_BODY_LIMIT + 1, 'fz-over');
+    expect([exact.length, over.length]).toEqual([DEFAULT_BODY_LIMIT, DEFAULT_BODY_LIMIT + 1]);
     const ts = String(NOW);
     const signed = (b: Buffer): Header[] => [
       ['telnyx-timestamp', ts],
