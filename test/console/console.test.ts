@@ -2,9 +2,9 @@
 // running in this process with the simulator as the carrier: a person signs in,
 // sends an SMS and watches it reach delivered, sees the carrier's duplicates and
 // contradiction refused, places a sequential-ring call and sees its legs drawn,
-// redelivers an event, creates and rotates an endpoint, reads its health and the
-// usage chart, pages through messages, uses a phone-sized screen, and switches
-// accounts without seeing anything of the first. Every test also checks that no
+// redelivers an event, creates and rotates an endpoint, reads its health, recovers
+// what an endpoint missed and sends it a test event, reads the usage chart, pages
+// through messages, uses a phone-sized screen, and switches accounts without seeing anything of the first. Every test also checks that no
 // page threw and that nothing was requested from another origin.
 
 import { mkdir } from 'node:fs/promises';
@@ -338,6 +338,61 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     expect(await page.locator('svg.attempts-chart g.attempt').count()).toBe(recent.length);
     expect(await page.locator('svg.attempts-chart g.attempt.failed').count()).toBe(recent.length - ok);
     expect(await page.locator('tbody tr.row-failed').count()).toBeGreaterThanOrEqual(Math.min(6, recent.length - ok));
+  });
+
+  it('Recover since… re-sends what failed while the receiver was down, under the original event ids, and shows its progress; Send test event reaches this endpoint alone', async () => {
+    const ep = (await alice.get('/v1/webhook_endpoints')).json.data.find(
+      (e: { url: string }) => e.url === receiver.url,
+    );
+    // the previous test's events, their retries spent while the receiver answered 503
+    const failed = await until(async () => {
+      const { rows } = await db.pool.query<{ event_id: string }>(
+        `SELECT event_id FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'failed'`,
+        [ep.id],
+      );
+      return rows.length >= 2 && rows.map((r) => r.event_id);
+    });
+    const receivedBefore = receiver.received.length;
+    await page.goto(consoleUrl(`/webhooks/${ep.id}`));
+    await page.getByRole('heading', { name: 'Recover' }).waitFor();
+    await page.getByRole('button', { name: 'Recover', exact: true }).click();
+    const row = page.locator('tr[data-recovery]').first();
+    await row.waitFor();
+    const recovery = (await alice.get(`/v1/webhook_endpoints/${ep.id}/recoveries`)).json.data[0];
+    expect(await row.getAttribute('data-recovery')).toBe(recovery.id);
+    await until(
+      async () => (await alice.get(`/v1/webhook_endpoints/${ep.id}/recoveries`)).json.data[0].status === 'completed',
+    );
+    await until(async () => {
+      const refresh = page.getByRole('button', { name: 'Refresh' });
+      if (await refresh.count()) await refresh.click();
+      return (await row.locator('td').nth(2).innerText()) === 'completed';
+    });
+    expect(Number(await row.locator('[data-stat=resent]').innerText())).toBe(failed.length);
+    const resent = receiver.received.slice(receivedBefore).map((r) => r.headers['webhook-id']);
+    expect([...resent].sort()).toEqual([...failed].sort());
+
+    // the API's refusal of a moment in the future is shown as its detail
+    await page.getByLabel('Recover since').fill('2999-01-01T00:00');
+    await page.getByRole('button', { name: 'Recover', exact: true }).click();
+    await page.getByText('since must not be in the future').waitFor();
+
+    const other = await startReceiver();
+    try {
+      const second = await alice.post('/v1/webhook_endpoints', { url: other.url });
+      other.secrets = [second.json.secret];
+      await page.getByRole('button', { name: 'Send test event' }).click();
+      const notice = page.getByRole('status').filter({ hasText: 'Test event' });
+      const eventId = await notice.locator('code').innerText();
+      const got = await until(async () => receiver.received.find((r) => r.headers['webhook-id'] === eventId));
+      expect(JSON.parse(got.body).type).toBe('webhook_endpoint.test');
+      expect(got.verifiedWith).toEqual([true]);
+      expect(await count(db.pool, 'SELECT * FROM webhook_deliveries WHERE event_id = $1', [eventId])).toBe(1);
+      expect(other.received.filter((r) => r.headers['webhook-id'] === eventId)).toEqual([]);
+      await alice.delete(`/v1/webhook_endpoints/${second.json.id}`);
+    } finally {
+      await other.close();
+    }
   });
 
   it('the usage page charts the period by kind, with the totals the API gives for it', async () => {

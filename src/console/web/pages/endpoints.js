@@ -1,14 +1,27 @@
 // Webhook endpoints: the list with a form to add one (its signing secret shown
 // once), and an endpoint's page: enable or disable it, rotate its secret (the new
-// one shown once), delete it, and its health — success rate and latency of its
-// recent attempts as a chart, consecutive failures, why it was disabled — with
-// every attempt in a paged table.
+// one shown once), send it a test event, recover what it missed since a moment,
+// delete it, and its health — success rate and latency of its recent attempts as
+// a chart, consecutive failures, why it was disabled — with every attempt in a
+// paged table.
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, idempotencyKey } from '../api.js';
 import { AttemptsChart } from '../charts.js';
-import { Badge, ErrorBox, Facts, Loading, SecretOnce, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
+import {
+  Badge,
+  ErrorBox,
+  Facts,
+  Head,
+  Loading,
+  SecretOnce,
+  TableWrap,
+  Time,
+  useLoad,
+  usePageTitle,
+  useSubmit,
+} from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration } from '../time.js';
 import { Answer, ListView, useEnum, useList } from './shared.js';
@@ -133,6 +146,76 @@ function Health({ endpoint, attempts }) {
   </section>`;
 }
 
+/** A moment typed in the browser's local time as the API's ISO-8601. @param {string} local */
+const isoFromLocal = (local) => new Date(local).toISOString();
+
+/** The same moment as a datetime-local input shows it (minutes, local time). @param {Date} at */
+function localInput(at) {
+  const pad = (/** @type {number} */ n) => String(n).padStart(2, '0');
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
+}
+
+/**
+ * Recover since…: re-sends, in the background, every delivery to this endpoint that failed or was skipped since
+ * a moment; its recent recoveries with their progress.
+ * @param {{ path: string, enabled: boolean }} props
+ */
+function Recover({ path, enabled }) {
+  const [since, setSince] = useState(() => localInput(new Date(Date.now() - 3_600_000)));
+  const recoveries = useLoad(`${path}/recoveries`, (signal) => api(`${path}/recoveries`, { signal }));
+  const submit = useSubmit();
+  /** @param {Event} e */
+  const start = (e) => {
+    e.preventDefault();
+    submit.run(async () => {
+      await api(`${path}/recover`, { method: 'POST', body: { since: isoFromLocal(since) } });
+      recoveries.reload();
+    });
+  };
+  const rows = recoveries.data?.data ?? [];
+  return html`<section aria-labelledby="recover-h">
+    <h2 id="recover-h">Recover</h2>
+    <p class="muted">
+      Re-sends every delivery to this endpoint that failed or was skipped since the moment you choose, oldest first,
+      with the original event ids; it stops at the first that fails.
+    </p>
+    <form class="inline" onSubmit=${start}>
+      <div class="field"><label for="recover-since">Recover since</label>
+        <input id="recover-since" type="datetime-local" required value=${since}
+          onInput=${(/** @type {any} */ e) => setSince(e.currentTarget.value)} /></div>
+      <button type="submit" disabled=${submit.busy || !enabled}>${submit.busy ? 'Starting…' : 'Recover'}</button>
+      ${enabled ? null : html`<span class="muted">Enable the endpoint first.</span>`}
+    </form>
+    <${ErrorBox} error=${submit.error} />
+    <${ErrorBox} error=${recoveries.error} />
+    ${
+      rows.length
+        ? html`<${TableWrap} label="Recoveries">
+          <table class="list">
+            <${Head} cells=${['Asked', 'Since', 'State', 'Re-sent', 'Why it stopped']} />
+            <tbody>
+              ${rows.map(
+                (/** @type {any} */ r) => html`<tr data-recovery=${r.id}>
+                  <td><${Time} at=${r.created_at} /></td>
+                  <td><${Time} at=${r.since} /></td>
+                  <td><${Badge} value=${r.status} /></td>
+                  <td data-stat="resent">${r.resent}</td>
+                  <td>${r.stopped_reason?.replaceAll('_', ' ') ?? ''}</td>
+                </tr>`,
+              )}
+            </tbody>
+          </table>
+        <//>`
+        : null
+    }
+    ${
+      rows.some((/** @type {any} */ r) => r.status === 'running')
+        ? html`<button type="button" onClick=${() => recoveries.reload()}>Refresh</button>`
+        : null
+    }
+  </section>`;
+}
+
 /** @param {{ params: { id: string }, search: string }} props */
 export function EndpointPage({ params, search }) {
   const id = params.id;
@@ -144,6 +227,7 @@ export function EndpointPage({ params, search }) {
   });
   const attempts = useList(`${path}/attempts`, search, []);
   const [secret, setSecret] = useState(/** @type {string | null} */ (null));
+  const [tested, setTested] = useState(/** @type {string | null} */ (null));
   const [confirming, setConfirming] = useState(/** @type {'rotate' | 'delete' | null} */ (null));
   const action = useSubmit();
   /** @param {() => Promise<void>} fn */
@@ -157,6 +241,11 @@ export function EndpointPage({ params, search }) {
     act(async () => {
       setSecret((await api(`${path}/rotate_secret`, { method: 'POST' })).secret);
       endpoint.reload();
+    });
+  const sendTest = () =>
+    act(async () => {
+      setTested((await api(`${path}/test`, { method: 'POST' })).event_id);
+      attempts.reload();
     });
   const remove = () =>
     act(async () => {
@@ -186,6 +275,7 @@ export function EndpointPage({ params, search }) {
               ? html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(false)}>Disable</button>`
               : html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(true)}>Enable</button>`
           }
+          <button type="button" disabled=${action.busy || !d.e.enabled} onClick=${sendTest}>Send test event</button>
           <button type="button" disabled=${action.busy} onClick=${() => setConfirming('rotate')}>Rotate secret…</button>
           <button type="button" class="danger" disabled=${action.busy} onClick=${() => setConfirming('delete')}>
             Delete…
@@ -213,8 +303,17 @@ export function EndpointPage({ params, search }) {
             : null
         }
         ${secret ? html`<${SecretOnce} title="The new signing secret:" secret=${secret} />` : null}
+        ${
+          tested
+            ? html`<p role="status" class="notice">
+              Test event <a href=${href(`/events/${encodeURIComponent(tested)}`)}><code>${tested}</code></a> queued to
+              this endpoint only.
+            </p>`
+            : null
+        }
         <${ErrorBox} error=${action.error} />
         <${Health} endpoint=${d.e} attempts=${d.recent} />
+        <${Recover} path=${path} enabled=${d.e.enabled} />
         <section aria-labelledby="attempts-h">
           <h2 id="attempts-h">Attempts</h2>
           <${ListView} list=${attempts} search=${search} label="Attempts"
