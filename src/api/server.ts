@@ -121,6 +121,14 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setErrorHandler(apiErrorHandler(deps.log));
+  // A body-less POST (cancel, rotate_secret, test, redeliver) with Content-Type:
+  // application/json and nothing after it, as many HTTP clients send, is no body
+  // rather than a 400; a route that needs a body still says so (422).
+  const json = app.getDefaultJsonParser('error', 'ignore');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) =>
+    body === '' ? done(null, undefined) : json(req, body as string, done),
+  );
   app.setNotFoundHandler((req, reply) =>
     sendProblem(reply, problem(404, 'route_not_found', `No route for ${req.method} ${req.url.split('?')[0]}`)),
   );
@@ -156,7 +164,8 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
       v1.addHook('onRoute', withStandardProblems);
       v1.addHook('onRequest', async (req, reply) => {
         const header = req.headers.authorization;
-        const key = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : null;
+        // The scheme is case-insensitive (RFC 9110): bearer and BEARER are Bearer.
+        const key = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
         const principal = key ? await authenticate(deps.pool, key) : null;
         if (!principal) {
           reply.header('www-authenticate', 'Bearer');
