@@ -45,6 +45,17 @@ import { Metrics } from './telemetry/metrics.js';
 /** Every customer event type's `data` schema, from the domains that emit them. */
 export const EVENT_SCHEMAS: EventSchemas = { ...messageEvents, ...callEvents, ...endpointEvents };
 
+/** The customer API's routes, every domain's: what the api role serves and the OpenAPI document describes. */
+export const API_ROUTES: readonly ApiRoutes[] = [
+  tenantRoutes,
+  numberRoutes,
+  messageRoutes,
+  callRoutes,
+  usageRoutes,
+  deliveryRoutes,
+  eventRoutes,
+];
+
 export const ROLES = ['ingest', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
 
@@ -180,16 +191,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         events: EVENT_SCHEMAS,
         log,
         metrics,
-        routes: [
-          tenantRoutes,
-          numberRoutes,
-          messageRoutes,
-          callRoutes,
-          usageRoutes,
-          deliveryRoutes,
-          eventRoutes,
-          ...(opts.routes ?? []),
-        ],
+        routes: [...API_ROUTES, ...(opts.routes ?? [])],
       });
       capConnections(app, 'api');
       servers.push(app);

@@ -2,17 +2,22 @@
 // carry a tenant_id; messages and calls inherit their number's.
 
 import { Type } from 'typebox';
-import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { named } from '../api/fields.js';
+import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
+import { ok, problems } from '../api/openapi.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
 import { notFound } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { tenantInsert, tenantList, tenantOfAccount, type TenantRow } from './accounts.sql.js';
 
-const Tenant = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  created_at: Type.String({ format: 'date-time' }),
-});
+const Tenant = named(
+  'Tenant',
+  Type.Object({
+    id: Type.String(),
+    name: Type.String(),
+    created_at: Type.String({ format: 'date-time' }),
+  }),
+);
 const tenantResource = (t: TenantRow) => ({ id: t.id, name: t.name, created_at: t.created_at.toISOString() });
 
 export const tenantRoutes: ApiRoutes = (app, ctx) => {
@@ -22,9 +27,11 @@ export const tenantRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'createTenant',
         summary: 'Create a tenant (sub-account)',
+        headers: IdempotencyHeaders,
         body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }),
-        response: { 201: Tenant },
+        response: { 201: ok('The tenant', Tenant), ...problems(409) },
       },
     },
     async (req, reply) => {
@@ -38,7 +45,15 @@ export const tenantRoutes: ApiRoutes = (app, ctx) => {
   );
   app.get(
     '/tenants',
-    { schema: { tags, summary: 'List tenants', querystring: ListQuery, response: { 200: listOf(Tenant) } } },
+    {
+      schema: {
+        tags,
+        operationId: 'listTenants',
+        summary: 'List tenants',
+        querystring: ListQuery,
+        response: { 200: ok('A page of tenants', listOf(Tenant)) },
+      },
+    },
     async (req) => {
       const rows = await tenantList(
         ctx.pool,
@@ -55,9 +70,10 @@ export const tenantRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'getTenant',
         summary: 'Get a tenant',
         params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-        response: { 200: Tenant },
+        response: { 200: ok('The tenant', Tenant) },
       },
     },
     async (req) => {

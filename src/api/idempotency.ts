@@ -8,9 +8,21 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
+import { Type } from 'typebox';
 import { withTx, type Tx } from '../db/tx.js';
 import { idempotencyKeyFind, idempotencyKeyStore, idempotencyKeyTryLock } from './idempotency.sql.js';
 import { ApiError } from './problem.js';
+
+/** The header a create honours, declared on its route so the OpenAPI document shows it. */
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({
+      description:
+        '1-255 visible ASCII characters. The same key with the same body replays the first response; ' +
+        'with another body 422; while the first is in flight 409. Kept at least 24 h.',
+    }),
+  ),
+});
 
 export interface Created {
   status: number;

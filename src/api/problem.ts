@@ -4,19 +4,23 @@
 
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
+import { named } from './fields.js';
 import { isBadInput, isUnavailable } from '../db/errors.js';
 import type { Logger } from '../telemetry/log.js';
 
-export const Problem = Type.Object(
-  {
-    type: Type.String(),
-    title: Type.String(),
-    status: Type.Integer(),
-    code: Type.String(),
-    detail: Type.Optional(Type.String()),
-    param: Type.Optional(Type.String()),
-  },
-  { $id: 'Problem', description: 'RFC 9457 problem details with a stable machine code' },
+export const Problem = named(
+  'Problem',
+  Type.Object(
+    {
+      type: Type.String(),
+      title: Type.String(),
+      status: Type.Integer(),
+      code: Type.String(),
+      detail: Type.Optional(Type.String()),
+      param: Type.Optional(Type.String({ description: 'the field the problem is about' })),
+    },
+    { description: 'RFC 9457 problem details with a stable machine code' },
+  ),
 );
 export type Problem = Static<typeof Problem>;
 

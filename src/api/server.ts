@@ -22,6 +22,8 @@ import { registerConsoleRoutes } from '../console/routes.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { COMPONENT_NAME } from './fields.js';
+import { hoistComponents, withStandardProblems } from './openapi.js';
 import { apiErrorHandler, problem, sendProblem } from './problem.js';
 
 export type ApiApp = FastifyInstance<
@@ -111,7 +113,7 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
         useDefaults: true,
         allErrors: false,
         verbose: true, // errors carry their schema, so x-code can name the error
-        keywords: ['x-code'],
+        keywords: ['x-code', COMPONENT_NAME],
       },
       // After ajv-formats (which the compiler adds last among plugins), so this one wins.
       onCreate: strictDateTime,
@@ -119,6 +121,14 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setErrorHandler(apiErrorHandler(deps.log));
+  // A body-less POST (cancel, rotate_secret, test, redeliver) with Content-Type:
+  // application/json and nothing after it, as many HTTP clients send, is no body
+  // rather than a 400; a route that needs a body still says so (422).
+  const json = app.getDefaultJsonParser('error', 'ignore');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) =>
+    body === '' ? done(null, undefined) : json(req, body as string, done),
+  );
   app.setNotFoundHandler((req, reply) =>
     sendProblem(reply, problem(404, 'route_not_found', `No route for ${req.method} ${req.url.split('?')[0]}`)),
   );
@@ -133,13 +143,17 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
           'Messages, calls and webhooks on Telnyx, exactly once. Authenticate with `Authorization: Bearer <api key>`. ' +
           'Errors are RFC 9457 problem+json with a stable `code`. Lists take `limit` and `starting_after`. ' +
           'POST creates accept an `Idempotency-Key` header.',
+        license: { name: 'UNLICENSED (proprietary)', url: 'https://docs.handset.dev/license' },
       },
+      servers: [{ url: 'http://127.0.0.1:3000', description: '`handset dev` (HANDSET_API_PORT)' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearerAuth: [] }],
       // The OpenAPI types want every schema as their own; ours are plain JSON Schema.
       webhooks: webhooksDocument(deps.events ?? {}) as Record<string, never>,
     },
     hideUntagged: true,
+    // Named schemas become components; the OpenAPI types want every schema as their own.
+    transformObject: (doc) => hoistComponents(('openapiObject' in doc ? doc.openapiObject : {}) as object) as never,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', async () => app.swagger());
@@ -147,9 +161,11 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(
     async (v1) => {
       v1.decorateRequest('principal', null as unknown as Principal);
+      v1.addHook('onRoute', withStandardProblems);
       v1.addHook('onRequest', async (req, reply) => {
         const header = req.headers.authorization;
-        const key = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : null;
+        // The scheme is case-insensitive (RFC 9110): bearer and BEARER are Bearer.
+        const key = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
         const principal = key ? await authenticate(deps.pool, key) : null;
         if (!principal) {
           reply.header('www-authenticate', 'Bearer');

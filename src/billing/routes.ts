@@ -2,36 +2,67 @@
 // hour, day, week or month), and what the ledger billed for one message or call.
 
 import { Type } from 'typebox';
+import { named } from '../api/fields.js';
+import { ok } from '../api/openapi.js';
 import { listOf } from '../api/pagination.js';
 import { notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { callOfAccount } from '../calls/calls.sql.js';
 import type { Db } from '../db/pool.js';
 import { messageOfAccount } from '../messages/messages.sql.js';
-import { USAGE_INTERVALS, usageOverTime, usageRecordsOf, usageSummary } from './usage.sql.js';
+import {
+  USAGE_INTERVALS,
+  USAGE_KINDS,
+  type UsageKind as UsageKindName,
+  usageOverTime,
+  usageRecordsOf,
+  usageSummary,
+} from './usage.sql.js';
 
-const Quantities = Type.Array(Type.Object({ kind: Type.String(), quantity: Type.Integer() }));
+const UsageKind = named('UsageKind', Type.Enum([...USAGE_KINDS]));
+const UsageInterval = named('UsageInterval', Type.Enum([...USAGE_INTERVALS]));
+const Quantities = Type.Array(named('UsageQuantity', Type.Object({ kind: UsageKind, quantity: Type.Integer() })));
 const BucketStart = Type.String({ format: 'date-time', description: "the bucket's UTC boundary" });
 
-const UsageRecord = Type.Object({
-  id: Type.String(),
-  kind: Type.String(),
-  quantity: Type.Integer(),
-  source_id: Type.String({ description: 'the message or call billed' }),
-  tenant_id: Type.Union([Type.String(), Type.Null()]),
-  occurred_at: Type.String({ format: 'date-time' }),
-});
+const UsageRecord = named(
+  'UsageRecord',
+  Type.Object({
+    id: Type.String(),
+    kind: UsageKind,
+    quantity: Type.Integer(),
+    source_id: Type.String({ description: 'the message or call billed' }),
+    tenant_id: Type.Union([Type.String(), Type.Null()]),
+    occurred_at: Type.String({ format: 'date-time' }),
+  }),
+);
+
+const Usage = named(
+  'Usage',
+  Type.Object({
+    from: Type.String({ format: 'date-time' }),
+    to: Type.String({ format: 'date-time' }),
+    data: Quantities,
+    interval: Type.Optional(UsageInterval),
+    buckets: Type.Optional(Type.Array(Type.Object({ start: BucketStart, data: Quantities }))),
+  }),
+);
 
 interface Billed {
   path: string;
+  operationId: string;
   noun: string;
   find: (db: Db, accountId: string, id: string) => Promise<unknown>;
 }
 
 /** Resources the ledger bills, each with how to find one of the caller's; a new billable resource is one line. */
 const BILLED = [
-  { path: '/messages/:id/usage_records', noun: 'message', find: messageOfAccount },
-  { path: '/calls/:id/usage_records', noun: 'call', find: callOfAccount },
+  {
+    path: '/messages/:id/usage_records',
+    operationId: 'listMessageUsageRecords',
+    noun: 'message',
+    find: messageOfAccount,
+  },
+  { path: '/calls/:id/usage_records', operationId: 'listCallUsageRecords', noun: 'call', find: callOfAccount },
 ] as const satisfies readonly Billed[];
 
 export const usageRoutes: ApiRoutes = (app, ctx) => {
@@ -41,6 +72,7 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'getUsage',
         summary: 'Usage per kind in [from, to); defaults to the current calendar month (UTC)',
         description:
           'With `interval`, `buckets` also gives the quantities per UTC hour, day, week (from Monday) or month, ' +
@@ -50,19 +82,11 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
             from: Type.Optional(Type.String({ format: 'date-time' })),
             to: Type.Optional(Type.String({ format: 'date-time' })),
             tenant_id: Type.Optional(Type.String({ maxLength: 64 })),
-            interval: Type.Optional(Type.Enum([...USAGE_INTERVALS])),
+            interval: Type.Optional(UsageInterval),
           },
           { additionalProperties: false },
         ),
-        response: {
-          200: Type.Object({
-            from: Type.String({ format: 'date-time' }),
-            to: Type.String({ format: 'date-time' }),
-            data: Quantities,
-            interval: Type.Optional(Type.String()),
-            buckets: Type.Optional(Type.Array(Type.Object({ start: BucketStart, data: Quantities }))),
-          }),
-        },
+        response: { 200: ok('Quantities per kind over the period (and per bucket with interval)', Usage) },
       },
     },
     async (req) => {
@@ -80,7 +104,7 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
       const period = { from: from.toISOString(), to: to.toISOString(), data };
       const interval = req.query.interval;
       if (!interval) return period;
-      const buckets = new Map<string, { start: string; data: { kind: string; quantity: number }[] }>();
+      const buckets = new Map<string, { start: string; data: { kind: UsageKindName; quantity: number }[] }>();
       for (const row of await usageOverTime(ctx.pool, accountId, from, to, tenantId, interval)) {
         const start = row.start.toISOString();
         const bucket = buckets.get(start) ?? { start, data: [] };
@@ -97,9 +121,10 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
       {
         schema: {
           tags,
+          operationId: billed.operationId,
           summary: `What the ledger billed for this ${billed.noun}, oldest first`,
           params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-          response: { 200: listOf(UsageRecord) },
+          response: { 200: ok(`The ${billed.noun}'s usage records`, listOf(UsageRecord)) },
         },
       },
       async (req) => {

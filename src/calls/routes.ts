@@ -1,8 +1,9 @@
 // Customer API for calls: place a sequential-ring call, read one with its legs, list.
 
 import { Type } from 'typebox';
-import { Nullable, Sequence, Time } from '../api/fields.js';
-import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { named, Nullable, Sequence, Time } from '../api/fields.js';
+import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
+import { ok, problems } from '../api/openapi.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { notFound, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
@@ -20,36 +21,45 @@ import {
   legsOf,
 } from './calls.sql.js';
 
-const Leg = Type.Object({
-  id: Type.String(),
-  position: Type.Integer(),
-  to: Type.String(),
-  status: Type.Enum([...LEG_STATUSES]),
-  hangup_cause: Nullable(Type.String()),
-  dialed_at: Nullable(Time),
-  answered_at: Nullable(Time),
-  ended_at: Nullable(Time),
-  reconciled: Type.Array(Type.Enum([...LEG_FACTS]), {
-    description: "the leg's facts (answered, hangup) learned by asking the carrier because their webhook never came",
-  }),
-});
+const CallStatus = named('CallStatus', Type.Enum([...CALL_STATUSES]));
+const CallDirection = named('CallDirection', Type.Enum([...CALL_DIRECTIONS]));
 
-const Call = Type.Object({
-  id: Type.String(),
-  direction: Type.Enum([...CALL_DIRECTIONS]),
-  from: Type.String(),
-  to: Type.Array(Type.String(), { description: 'ring targets, in order' }),
-  number: Type.String({ description: 'the Handset number involved' }),
-  status: Type.Enum([...CALL_STATUSES]),
-  ring_timeout_secs: Type.Integer(),
-  tenant_id: Nullable(Type.String()),
-  answered_at: Nullable(Time),
-  ended_at: Nullable(Time),
-  duration_seconds: Nullable(Type.Integer()),
-  created_at: Time,
-  sequence: Sequence,
-  legs: Type.Array(Leg),
-});
+const Leg = named(
+  'Leg',
+  Type.Object({
+    id: Type.String(),
+    position: Type.Integer(),
+    to: Type.String(),
+    status: named('LegStatus', Type.Enum([...LEG_STATUSES])),
+    hangup_cause: Nullable(Type.String()),
+    dialed_at: Nullable(Time),
+    answered_at: Nullable(Time),
+    ended_at: Nullable(Time),
+    reconciled: Type.Array(Type.Enum([...LEG_FACTS]), {
+      description: "the leg's facts (answered, hangup) learned by asking the carrier because their webhook never came",
+    }),
+  }),
+);
+
+const Call = named(
+  'Call',
+  Type.Object({
+    id: Type.String(),
+    direction: CallDirection,
+    from: Type.String(),
+    to: Type.Array(Type.String(), { description: 'ring targets, in order' }),
+    number: Type.String({ description: 'the Handset number involved' }),
+    status: CallStatus,
+    ring_timeout_secs: Type.Integer(),
+    tenant_id: Nullable(Type.String()),
+    answered_at: Nullable(Time),
+    ended_at: Nullable(Time),
+    duration_seconds: Nullable(Type.Integer()),
+    created_at: Time,
+    sequence: Sequence,
+    legs: Type.Array(Leg),
+  }),
+);
 
 /** The events about a call: each carries the call, with its legs, as it is after its transition. */
 export const callEvents = {
@@ -66,7 +76,9 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'createCall',
         summary: 'Place a call that rings `to` in order until one answers',
+        headers: IdempotencyHeaders,
         body: Type.Object(
           {
             from: E164,
@@ -77,7 +89,7 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
           },
           { additionalProperties: false },
         ),
-        response: { 201: Call },
+        response: { 201: ok('The call, ringing its first target', Call), ...problems(409) },
       },
     },
     async (req, reply) => {
@@ -100,12 +112,13 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'listCalls',
         summary: 'List calls, newest first',
         querystring: listQuery({
-          status: Type.Optional(Type.Enum([...CALL_STATUSES])),
-          direction: Type.Optional(Type.Enum([...CALL_DIRECTIONS])),
+          status: Type.Optional(CallStatus),
+          direction: Type.Optional(CallDirection),
         }),
-        response: { 200: listOf(Call) },
+        response: { 200: ok('A page of calls', listOf(Call)) },
       },
     },
     async (req) => {
@@ -130,9 +143,10 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'getCall',
         summary: 'Get a call with its legs',
         params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-        response: { 200: Call },
+        response: { 200: ok('The call with its legs', Call) },
       },
     },
     async (req) => {

@@ -272,7 +272,7 @@ export async function deliveryListForEvent(
 
 export interface EndpointAttemptRow extends AttemptRow {
   event_id: string;
-  event_type: string;
+  event_type: EventType;
   succeeded: boolean;
 }
 

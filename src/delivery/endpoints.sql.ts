@@ -9,6 +9,7 @@
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
+import type { EventType } from '../outbox/outbox.sql.js';
 
 export const DISABLE_REASONS = ['consecutive_failures', 'gone', 'manual'] as const;
 export type DisableReason = (typeof DISABLE_REASONS)[number];
@@ -25,7 +26,8 @@ export interface EndpointRow {
   account_id: string;
   url: string;
   description: string | null;
-  event_types: string[];
+  /** Only types the API accepted (it validates them against the list). */
+  event_types: EventType[];
   enabled: boolean;
   disabled_reason: DisableReason | null;
   disabled_at: Date | null;

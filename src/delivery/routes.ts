@@ -3,8 +3,9 @@
 // event's deliveries (the delivery log, redeliver).
 
 import { Type } from 'typebox';
-import { Nullable, Sequence, Time } from '../api/fields.js';
-import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { named, Nullable, Sequence, Time } from '../api/fields.js';
+import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
+import { ok, problems } from '../api/openapi.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
 import { ApiError, conflict, notFound, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
@@ -12,7 +13,8 @@ import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
-import { EVENT_TYPES, type EventSchemas, eventOfAccount } from '../outbox/outbox.sql.js';
+import { type EventSchemas, eventOfAccount } from '../outbox/outbox.sql.js';
+import { EventType } from '../outbox/routes.js';
 import {
   attemptListForEndpoint,
   deliveriesToRedeliver,
@@ -45,46 +47,57 @@ import { checkEndpointUrl } from './ssrf.js';
 export const RECOVERIES_PER_HOUR = 10;
 export const REDELIVERIES_PER_MINUTE = 60;
 
-const EventTypeList = Type.Array(Type.Enum([...EVENT_TYPES]), {
+const EventTypeList = Type.Array(EventType, {
   uniqueItems: true,
   description: 'Event types to receive; empty or absent means all (webhook_endpoint.test only when asked for)',
 });
 
-export const Endpoint = Type.Object({
-  id: Type.String(),
-  url: Type.String(),
-  description: Nullable(Type.String()),
-  event_types: Type.Array(Type.String()),
-  enabled: Type.Boolean(),
-  disabled_reason: Nullable(Type.Enum([...DISABLE_REASONS])),
-  disabled_at: Nullable(Time),
-  consecutive_failures: Type.Integer(),
-  timing_out: Type.Boolean({
-    description: 'its last attempt got no answer in time: it gets a short timeout and one attempt at a time',
+const DisableReason = named('WebhookEndpointDisabledReason', Type.Enum([...DISABLE_REASONS]));
+
+export const Endpoint = named(
+  'WebhookEndpoint',
+  Type.Object({
+    id: Type.String(),
+    url: Type.String(),
+    description: Nullable(Type.String()),
+    event_types: Type.Array(EventType, { description: 'empty: every type' }),
+    enabled: Type.Boolean(),
+    disabled_reason: Nullable(DisableReason),
+    disabled_at: Nullable(Time),
+    consecutive_failures: Type.Integer(),
+    timing_out: Type.Boolean({
+      description: 'its last attempt got no answer in time: it gets a short timeout and one attempt at a time',
+    }),
+    created_at: Time,
+    updated_at: Time,
+    sequence: Sequence,
   }),
-  created_at: Time,
-  updated_at: Time,
-  sequence: Sequence,
-});
+);
 
-const EndpointWithSecret = Type.Object({
-  ...Endpoint.properties,
-  secret: Type.Optional(Type.String({ description: 'whsec_…; shown only in the response that made it' })),
-  secret_omitted: Type.Optional(
-    Type.String({ description: 'why `secret` is absent (a replayed request: the secret is shown only once)' }),
-  ),
-});
+const EndpointWithSecret = named(
+  'WebhookEndpointWithSecret',
+  Type.Object({
+    ...Endpoint.properties,
+    secret: Type.Optional(Type.String({ description: 'whsec_…; shown only in the response that made it' })),
+    secret_omitted: Type.Optional(
+      Type.String({ description: 'why `secret` is absent (a replayed request: the secret is shown only once)' }),
+    ),
+  }),
+);
 
-const Recovery = Type.Object({
-  id: Type.String(),
-  endpoint_id: Type.String(),
-  since: Time,
-  status: Type.Enum([...RECOVERY_STATUSES]),
-  resent: Type.Integer({ description: 'deliveries re-sent and answered 2xx so far' }),
-  stopped_reason: Nullable(Type.String()),
-  created_at: Time,
-  finished_at: Nullable(Time),
-});
+const Recovery = named(
+  'Recovery',
+  Type.Object({
+    id: Type.String(),
+    endpoint_id: Type.String(),
+    since: Time,
+    status: named('RecoveryStatus', Type.Enum([...RECOVERY_STATUSES])),
+    resent: Type.Integer({ description: 'deliveries re-sent and answered 2xx so far' }),
+    stopped_reason: Nullable(Type.String()),
+    created_at: Time,
+    finished_at: Nullable(Time),
+  }),
+);
 
 const recoveryResource = (r: RecoveryRow) => ({
   id: r.id,
@@ -105,7 +118,7 @@ const LastFailure = Nullable(
 export const endpointEvents = {
   'webhook_endpoint.disabled': Type.Object({
     ...Endpoint.properties,
-    reason: Type.Enum([...DISABLE_REASONS]),
+    reason: DisableReason,
     last_failure: LastFailure,
   }),
   'webhook_endpoint.enabled': Endpoint,
@@ -121,35 +134,46 @@ const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
 const SECRET_OMITTED = 'The secret is shown only in the first response; rotate_secret makes a new one';
 
-const Attempt = Type.Object({
-  attempt: Type.Integer(),
-  trigger: Type.Enum([...ATTEMPT_TRIGGERS]),
-  url: Type.String(),
-  started_at: Type.String({ format: 'date-time' }),
-  duration_ms: Type.Integer(),
-  response_status: Type.Union([Type.Integer(), Type.Null()]),
-  response_excerpt: Type.Union([Type.String(), Type.Null()]),
-  error: Type.Union([Type.String(), Type.Null()]),
-});
+const AttemptTrigger = named('DeliveryAttemptTrigger', Type.Enum([...ATTEMPT_TRIGGERS]));
 
-const EndpointAttempt = Type.Object({
-  id: Type.String(),
-  delivery_id: Type.String(),
-  event_id: Type.String(),
-  event_type: Type.String(),
-  ...Attempt.properties,
-  succeeded: Type.Boolean({ description: 'a 2xx answer within the timeout' }),
-});
+const Attempt = named(
+  'DeliveryAttempt',
+  Type.Object({
+    attempt: Type.Integer(),
+    trigger: AttemptTrigger,
+    url: Type.String(),
+    started_at: Type.String({ format: 'date-time' }),
+    duration_ms: Type.Integer(),
+    response_status: Type.Union([Type.Integer(), Type.Null()]),
+    response_excerpt: Type.Union([Type.String(), Type.Null()]),
+    error: Type.Union([Type.String(), Type.Null()]),
+  }),
+);
 
-const Delivery = Type.Object({
-  id: Type.String(),
-  event_id: Type.String(),
-  endpoint_id: Type.String(),
-  url: Type.String(),
-  status: Type.Enum([...DELIVERY_STATUSES]),
-  attempts: Type.Array(Attempt),
-  next_attempt_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-});
+const EndpointAttempt = named(
+  'WebhookEndpointAttempt',
+  Type.Object({
+    id: Type.String(),
+    delivery_id: Type.String(),
+    event_id: Type.String(),
+    event_type: EventType,
+    ...Attempt.properties,
+    succeeded: Type.Boolean({ description: 'a 2xx answer within the timeout' }),
+  }),
+);
+
+const Delivery = named(
+  'Delivery',
+  Type.Object({
+    id: Type.String(),
+    event_id: Type.String(),
+    endpoint_id: Type.String(),
+    url: Type.String(),
+    status: named('DeliveryStatus', Type.Enum([...DELIVERY_STATUSES])),
+    attempts: Type.Array(Attempt),
+    next_attempt_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  }),
+);
 
 export const deliveryRoutes: ApiRoutes = (app, ctx) => {
   const tags = ['Webhook endpoints'];
@@ -170,7 +194,9 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'createWebhookEndpoint',
         summary: 'Subscribe a URL to events',
+        headers: IdempotencyHeaders,
         description: `At most HANDSET_ENDPOINTS_PER_ACCOUNT (default 50) per account. The secret is in this response only.`,
         body: Type.Object(
           {
@@ -180,7 +206,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
           },
           { additionalProperties: false },
         ),
-        response: { 201: EndpointWithSecret },
+        response: { 201: ok('The endpoint with its signing secret', EndpointWithSecret), ...problems(409) },
       },
     },
     async (req, reply) => {
@@ -210,7 +236,15 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
 
   app.get(
     '/webhook_endpoints',
-    { schema: { tags, summary: 'List endpoints', querystring: ListQuery, response: { 200: listOf(Endpoint) } } },
+    {
+      schema: {
+        tags,
+        operationId: 'listWebhookEndpoints',
+        summary: 'List endpoints',
+        querystring: ListQuery,
+        response: { 200: ok('A page of endpoints', listOf(Endpoint)) },
+      },
+    },
     async (req) => {
       const rows = await endpointList(
         ctx.pool,
@@ -225,7 +259,15 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
 
   app.get(
     '/webhook_endpoints/:id',
-    { schema: { tags, summary: 'Get an endpoint', params: IdParams, response: { 200: Endpoint } } },
+    {
+      schema: {
+        tags,
+        operationId: 'getWebhookEndpoint',
+        summary: 'Get an endpoint',
+        params: IdParams,
+        response: { 200: ok('The endpoint', Endpoint) },
+      },
+    },
     async (req) => endpointResource(await ownEndpoint(req.principal.accountId, req.params.id)),
   );
 
@@ -234,6 +276,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'updateWebhookEndpoint',
         summary: 'Update an endpoint; {"enabled":true} re-enables it and resets its failure count',
         description:
           "Enabling or disabling announces it to the account's other endpoints (webhook_endpoint.enabled / " +
@@ -248,7 +291,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
           },
           { additionalProperties: false, minProperties: 1 },
         ),
-        response: { 200: Endpoint },
+        response: { 200: ok('The endpoint as updated', Endpoint) },
       },
     },
     async (req) => {
@@ -279,9 +322,10 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'deleteWebhookEndpoint',
         summary: 'Delete an endpoint (its secrets are wiped)',
         params: IdParams,
-        response: { 200: Type.Object({ id: Type.String(), deleted: Type.Boolean() }) },
+        response: { 200: ok('Deleted', Type.Object({ id: Type.String(), deleted: Type.Boolean() })) },
       },
     },
     async (req) => {
@@ -298,9 +342,10 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'rotateWebhookEndpointSecret',
         summary: 'A new signing secret; every secret it replaced in the last 24 h keeps signing beside it until then',
         params: IdParams,
-        response: { 200: EndpointWithSecret },
+        response: { 200: ok('The endpoint with its new secret', EndpointWithSecret) },
       },
     },
     async (req) => {
@@ -317,9 +362,13 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'testWebhookEndpoint',
         summary: 'Send one webhook_endpoint.test to this endpoint only, whatever its event_types',
         params: IdParams,
-        response: { 202: Type.Object({ event_id: Type.String() }) },
+        response: {
+          202: ok('The test event, on its way', Type.Object({ event_id: Type.String() })),
+          ...problems(409),
+        },
       },
     },
     async (req, reply) => {
@@ -336,13 +385,14 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'recoverWebhookEndpoint',
         summary: 'Re-send every failed or skipped delivery since a moment, oldest first, with the original event ids',
         description:
           `In the background, one after the other; stops at the first that fails (ask again to resume). ` +
           `One recovery at a time per endpoint, at most ${RECOVERIES_PER_HOUR} asked per account per hour.`,
         params: IdParams,
         body: Type.Object({ since: Time }, { additionalProperties: false }),
-        response: { 202: Recovery },
+        response: { 202: ok('The recovery, started', Recovery), ...problems(409) },
       },
     },
     async (req, reply) => {
@@ -377,9 +427,10 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'listWebhookEndpointRecoveries',
         summary: "The endpoint's recent recoveries, newest first, with their progress",
         params: IdParams,
-        response: { 200: listOf(Recovery) },
+        response: { 200: ok('The recent recoveries', listOf(Recovery)) },
       },
     },
     async (req) => {
@@ -393,10 +444,11 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'listWebhookEndpointAttempts',
         summary: "The endpoint's delivery attempts, newest first (its health: outcomes and latency)",
         params: IdParams,
         querystring: ListQuery,
-        response: { 200: listOf(EndpointAttempt) },
+        response: { 200: ok('A page of attempts', listOf(EndpointAttempt)) },
       },
     },
     async (req) => {
@@ -432,9 +484,10 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags: eventTags,
+        operationId: 'listEventDeliveries',
         summary: "An event's deliveries and every attempt",
         params: IdParams,
-        response: { 200: listOf(Delivery) },
+        response: { 200: ok("The event's deliveries", listOf(Delivery)) },
       },
     },
     async (req) => {
@@ -479,8 +532,15 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
         tags: eventTags,
         summary:
           'Send the event once more (same id, fresh signatures) to its enabled endpoints; each is an attempt of its own',
+        operationId: 'redeliverEvent',
         params: IdParams,
-        response: { 202: Type.Object({ event_id: Type.String(), deliveries: Type.Array(Type.String()) }) },
+        response: {
+          202: ok(
+            'The deliveries queued',
+            Type.Object({ event_id: Type.String(), deliveries: Type.Array(Type.String()) }),
+          ),
+          ...problems(409),
+        },
       },
     },
     async (req, reply) => {

@@ -2,8 +2,9 @@
 // read one with its status history, and list them.
 
 import { Type } from 'typebox';
-import { Nullable, Sequence, Time } from '../api/fields.js';
-import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { named, Nullable, Sequence, Time } from '../api/fields.js';
+import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
+import { ok, problems } from '../api/openapi.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { conflict, notFound, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
@@ -15,6 +16,7 @@ import { cancelMessage, createMessage, MAX_BODY_CHARACTERS, messageResource } fr
 import {
   ENCODINGS,
   HISTORY_EFFECTS,
+  HISTORY_SOURCES,
   historyList,
   MESSAGE_DIRECTIONS,
   MESSAGE_STATUSES,
@@ -22,27 +24,49 @@ import {
   messageOfAccount,
 } from './messages.sql.js';
 
-const Message = Type.Object({
-  id: Type.String(),
-  direction: Type.Enum([...MESSAGE_DIRECTIONS]),
-  from: Type.String(),
-  to: Type.String(),
-  body: Nullable(Type.String()),
-  media_urls: Type.Array(Type.String()),
-  status: Type.Enum([...MESSAGE_STATUSES], {
+const MessageStatus = named(
+  'MessageStatus',
+  Type.Enum([...MESSAGE_STATUSES], {
     description: 'scheduled, queued, sent, delivered, failed, canceled (outbound); received (inbound)',
   }),
-  encoding: Type.Enum([...ENCODINGS]),
-  segments: Type.Integer(),
-  error_code: Nullable(Type.String()),
-  carrier_message_id: Nullable(Type.String()),
-  tenant_id: Nullable(Type.String()),
-  send_at: Nullable(Time),
-  created_at: Time,
-  sent_at: Nullable(Time),
-  completed_at: Nullable(Time),
-  sequence: Sequence,
-});
+);
+const MessageDirection = named('MessageDirection', Type.Enum([...MESSAGE_DIRECTIONS]));
+
+const Message = named(
+  'Message',
+  Type.Object({
+    id: Type.String(),
+    direction: MessageDirection,
+    from: Type.String(),
+    to: Type.String(),
+    body: Nullable(Type.String()),
+    media_urls: Type.Array(Type.String()),
+    status: MessageStatus,
+    encoding: Type.Enum([...ENCODINGS]),
+    segments: Type.Integer(),
+    error_code: Nullable(Type.String()),
+    carrier_message_id: Nullable(Type.String()),
+    tenant_id: Nullable(Type.String()),
+    send_at: Nullable(Time),
+    created_at: Time,
+    sent_at: Nullable(Time),
+    completed_at: Nullable(Time),
+    sequence: Sequence,
+  }),
+);
+
+const StatusHistoryEntry = named(
+  'MessageStatusHistoryEntry',
+  Type.Object({
+    source: Type.Enum([...HISTORY_SOURCES]),
+    status: Type.String(),
+    carrier_status: Nullable(Type.String()),
+    error_code: Nullable(Type.String()),
+    effect: Type.Enum([...HISTORY_EFFECTS]),
+    note: Nullable(Type.String()),
+    occurred_at: Time,
+  }),
+);
 
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
@@ -62,7 +86,9 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'createMessage',
         summary: 'Send an SMS or MMS, now or at send_at',
+        headers: IdempotencyHeaders,
         body: Type.Object(
           {
             from: E164,
@@ -79,7 +105,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
           },
           { additionalProperties: false },
         ),
-        response: { 201: Message },
+        response: { 201: ok('The message, queued (or scheduled)', Message), ...problems(409) },
       },
     },
     async (req, reply) => {
@@ -109,12 +135,13 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'listMessages',
         summary: 'List messages, newest first',
         querystring: listQuery({
-          status: Type.Optional(Type.Enum([...MESSAGE_STATUSES])),
-          direction: Type.Optional(Type.Enum([...MESSAGE_DIRECTIONS])),
+          status: Type.Optional(MessageStatus),
+          direction: Type.Optional(MessageDirection),
         }),
-        response: { 200: listOf(Message) },
+        response: { 200: ok('A page of messages', listOf(Message)) },
       },
     },
     async (req) => {
@@ -133,7 +160,15 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
 
   app.get(
     '/messages/:id',
-    { schema: { tags, summary: 'Get a message', params: IdParams, response: { 200: Message } } },
+    {
+      schema: {
+        tags,
+        operationId: 'getMessage',
+        summary: 'Get a message',
+        params: IdParams,
+        response: { 200: ok('The message', Message) },
+      },
+    },
     async (req) => {
       const m = await messageOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!m) throw notFound('message');
@@ -146,22 +181,11 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'listMessageStatusHistory',
         summary:
           'Every word about this message: API, dispatcher and each carrier receipt, and whether it changed the message',
         params: IdParams,
-        response: {
-          200: listOf(
-            Type.Object({
-              source: Type.String(),
-              status: Type.String(),
-              carrier_status: Nullable(Type.String()),
-              error_code: Nullable(Type.String()),
-              effect: Type.Enum([...HISTORY_EFFECTS]),
-              note: Nullable(Type.String()),
-              occurred_at: Time,
-            }),
-          ),
-        },
+        response: { 200: ok("The message's timeline, oldest first", listOf(StatusHistoryEntry)) },
       },
     },
     async (req) => {
@@ -186,9 +210,10 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'cancelMessage',
         summary: 'Cancel a scheduled message (409 once it is no longer scheduled)',
         params: IdParams,
-        response: { 200: Message },
+        response: { 200: ok('The message, canceled', Message), ...problems(409) },
       },
     },
     async (req) => {

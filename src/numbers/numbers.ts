@@ -4,6 +4,7 @@
 // The resource and its schema; the SQL is numbers.sql.ts.
 
 import { Type } from 'typebox';
+import { named } from '../api/fields.js';
 import type { PhoneNumberRow } from './numbers.sql.js';
 
 /** E.164: "+", country code, at most 15 digits. Bad input answers 422 invalid_phone_number. */
@@ -16,8 +17,9 @@ export const E164 = Type.String({
 
 export const isE164 = (s: string) => /^\+[1-9][0-9]{1,14}$/.test(s);
 
-export const PhoneNumber = Type.Object(
-  {
+export const PhoneNumber = named(
+  'PhoneNumber',
+  Type.Object({
     id: Type.String(),
     number: E164,
     carrier: Type.String({ description: 'the carrier its messages and calls go through' }),
@@ -25,8 +27,7 @@ export const PhoneNumber = Type.Object(
     inbound_ring: Type.Array(E164),
     ring_timeout_secs: Type.Integer(),
     created_at: Type.String({ format: 'date-time' }),
-  },
-  { $id: 'PhoneNumber' },
+  }),
 );
 
 export function phoneNumberResource(n: PhoneNumberRow) {

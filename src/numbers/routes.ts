@@ -2,7 +2,8 @@
 
 import { Type } from 'typebox';
 import { tenantOfAccount } from '../accounts/accounts.sql.js';
-import { createIdempotently, sendCreated } from '../api/idempotency.js';
+import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
+import { ok, problems } from '../api/openapi.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
 import { ApiError, notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
@@ -16,7 +17,9 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'createPhoneNumber',
         summary: 'Add a number to the account',
+        headers: IdempotencyHeaders,
         body: Type.Object(
           {
             number: E164,
@@ -35,7 +38,10 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
           },
           { additionalProperties: false },
         ),
-        response: { 201: PhoneNumber },
+        response: {
+          201: ok('The number, routing to this account', PhoneNumber),
+          ...problems(404, 409),
+        },
       },
     },
     async (req, reply) => {
@@ -69,7 +75,15 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
 
   app.get(
     '/phone_numbers',
-    { schema: { tags, summary: 'List numbers', querystring: ListQuery, response: { 200: listOf(PhoneNumber) } } },
+    {
+      schema: {
+        tags,
+        operationId: 'listPhoneNumbers',
+        summary: 'List numbers',
+        querystring: ListQuery,
+        response: { 200: ok('A page of numbers', listOf(PhoneNumber)) },
+      },
+    },
     async (req) => {
       const rows = await numberList(
         ctx.pool,
@@ -87,9 +101,10 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'getPhoneNumber',
         summary: 'Get a number',
         params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-        response: { 200: PhoneNumber },
+        response: { 200: ok('The number', PhoneNumber) },
       },
     },
     async (req) => {

@@ -1,19 +1,29 @@
 // Customer API for the account's outbound events, newest first.
 
 import { Type } from 'typebox';
+import { named } from '../api/fields.js';
+import { ok } from '../api/openapi.js';
 import { listOf, listQuery, page } from '../api/pagination.js';
 import { notFound } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { eventResource } from './outbox.js';
 import { EVENT_TYPES, eventList, eventOfAccount } from './outbox.sql.js';
 
-const Event = Type.Object({
-  id: Type.String(),
-  type: Type.String(),
-  timestamp: Type.String({ format: 'date-time' }),
-  account_id: Type.String(),
-  data: Type.Record(Type.String(), Type.Unknown()),
-});
+/** Every customer event type, as the API and the webhooks name them. */
+export const EventType = named('EventType', Type.Enum([...EVENT_TYPES]));
+
+const Event = named(
+  'Event',
+  Type.Object({
+    id: Type.String(),
+    type: EventType,
+    timestamp: Type.String({ format: 'date-time' }),
+    account_id: Type.String(),
+    data: Type.Record(Type.String(), Type.Unknown(), {
+      description: 'the resource after the transition; its schema per type is in the webhooks section',
+    }),
+  }),
+);
 
 export const eventRoutes: ApiRoutes = (app, ctx) => {
   const tags = ['Events'];
@@ -22,12 +32,13 @@ export const eventRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'listEvents',
         summary: 'List events, newest first',
         querystring: listQuery({
-          type: Type.Optional(Type.Enum([...EVENT_TYPES])),
+          type: Type.Optional(EventType),
           subject_id: Type.Optional(Type.String({ maxLength: 64, description: 'only events about this resource' })),
         }),
-        response: { 200: listOf(Event) },
+        response: { 200: ok('A page of events', listOf(Event)) },
       },
     },
     async (req) => {
@@ -49,9 +60,10 @@ export const eventRoutes: ApiRoutes = (app, ctx) => {
     {
       schema: {
         tags,
+        operationId: 'getEvent',
         summary: 'Get an event',
         params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-        response: { 200: Event },
+        response: { 200: ok('The event', Event) },
       },
     },
     async (req) => {

@@ -61,7 +61,7 @@ describe('the event catalogue', () => {
     const want = ['webhook_endpoint.disabled', 'webhook_endpoint.enabled', 'webhook_endpoint.test', 'message.canceled'];
     await eventually(async () => want.every((t) => receiver.events().some((e) => e.type === t)));
     for (const body of receiver.events()) {
-      const schema = doc.webhooks[body.type].post.requestBody.content['application/json'].schema;
+      const schema = resolveRefs(doc, doc.webhooks[body.type].post.requestBody.content['application/json'].schema);
       expect({
         type: body.type,
         errors: Errors(schema, body)[1].map((e) => `${e.instancePath} ${e.message}`),
@@ -73,3 +73,12 @@ describe('the event catalogue', () => {
     }
   });
 });
+
+/** The schema with every $ref into components.schemas replaced by what it names. */
+function resolveRefs(doc: any, node: unknown): any {
+  if (Array.isArray(node)) return node.map((n) => resolveRefs(doc, n));
+  if (node === null || typeof node !== 'object') return node;
+  const ref = (node as { $ref?: string }).$ref;
+  if (ref) return resolveRefs(doc, doc.components.schemas[ref.replace('#/components/schemas/', '')]);
+  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, resolveRefs(doc, v)]));
+}

@@ -263,6 +263,7 @@ describe('GET /v1/usage?interval=', () => {
       ]),
     );
     const usage = doc.paths['/v1/usage'].get.parameters.find((p: { name: string }) => p.name === 'interval');
-    expect(usage.schema.enum).toEqual(['hour', 'day', 'week', 'month']);
+    expect(usage.schema).toEqual({ $ref: '#/components/schemas/UsageInterval' });
+    expect(doc.components.schemas.UsageInterval.enum).toEqual(['hour', 'day', 'week', 'month']);
   });
 });
