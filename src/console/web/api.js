@@ -88,5 +88,10 @@ export async function enumOf(path, name) {
   });
   const doc = await openapi;
   const param = (doc.paths?.[path]?.get?.parameters ?? []).find((/** @type {{ name: string }} */ p) => p.name === name);
-  return param?.schema?.enum ?? [];
+  let schema = param?.schema;
+  // A named list (a status, an event type) is a component the parameter refers to.
+  for (let hops = 0; schema?.$ref && hops < 5; hops++) {
+    schema = doc.components?.schemas?.[String(schema.$ref).split('/').pop() ?? ''];
+  }
+  return schema?.enum ?? [];
 }
