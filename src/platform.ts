@@ -7,7 +7,6 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
-import { ed25519 } from './carrier/telnyx/ed25519.js';
 import { carriers as configuredCarriers, type Carriers } from './carrier/registry.js';
 import { processCarrierEventTask, type HandlerRegistry } from './carrier/process.js';
 import { ConfigError, type Config } from './config.js';
@@ -176,9 +175,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       capConnections(app, 'ingest');
       servers.push(app);
       ingestUrl = await listen(app, config.host, config.ingestPort);
-      // Which Ed25519 verifies webhooks: libsodium, or node:crypto (several times the CPU) when it did not load.
-      metrics.ed25519Verifier.set({ implementation: ed25519.name }, 1);
-      log.info({ url: ingestUrl, ed25519: ed25519.name }, 'ingest listening');
+      log.info({ url: ingestUrl }, 'ingest listening');
     }
 
     let apiUrl: string | null = null;

@@ -33,7 +33,7 @@ export interface NewCarrierEvent {
   eventType: string;
   /** The carrier resource the event is about (a leg's control id, a message id), when it names one. */
   subject: string | null;
-  /** The verified body as the carrier sent it, a whole JSON text; it goes straight to jsonb (no parse/stringify round trip). */
+  /** The verified body as the carrier sent it; it goes straight to jsonb (no parse/stringify round trip). */
   rawJson: string;
 }
 
@@ -49,48 +49,38 @@ export interface NewCarrierEvent {
  * what bounds ingest throughput. A batch with no new event calls nothing and
  * notifies nobody. Rows go in key order, so two concurrent batches carrying the
  * same events wait for each other instead of deadlocking on the unique index.
- *
- * The batch travels as one JSON array with each body spliced in as it came
- * (every rawJson is a whole JSON text: ingest parsed it, reconciliation made it),
- * so PostgreSQL parses each body once, as it would cast it to jsonb anyway, and
- * nothing escapes a body into an array literal: pg does that in JavaScript, a
- * character at a time, and on ingest it cost more than all the SQL around it.
  */
 export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierEvent[]): Promise<StoreResult[]> {
   const ids = events.map(() => newId('cev'));
-  let batch = '[';
-  for (const [i, e] of events.entries()) {
-    const job = { eventId: ids[i]! } satisfies Payloads['carrier_event.process'];
-    const fields = JSON.stringify({
-      id: ids[i],
-      carrier: e.carrier,
-      carrier_event_id: e.carrierEventId,
-      event_type: e.eventType,
-      subject: e.subject,
-      job,
-    });
-    batch += `${i ? ',' : ''}${fields.slice(0, -1)},"payload":${e.rawJson}}`;
-  }
-  batch += ']';
+  const payloads = ids.map((eventId) => JSON.stringify({ eventId } satisfies Payloads['carrier_event.process']));
   const { rows } = await db.query<{ carrier: string; carrier_event_id: string; id: string }>({
     name: 'carrier_event_store_many',
     text: `WITH input AS (
-             SELECT * FROM jsonb_to_recordset($1::jsonb)
-                      AS t (id text, carrier text, carrier_event_id text, event_type text, payload jsonb, subject text, job json)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                      AS t (id, carrier, carrier_event_id, event_type, payload, subject, job)
            ), ins AS (
              INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, subject)
-             SELECT id, carrier, carrier_event_id, event_type, payload, subject FROM input
+             SELECT id, carrier, carrier_event_id, event_type, payload::jsonb, subject FROM input
               ORDER BY carrier, carrier_event_id
              ON CONFLICT (carrier, carrier_event_id) DO NOTHING
              RETURNING id, carrier, carrier_event_id
            ), jobs AS (
              SELECT count(*) AS n FROM graphile_worker.add_jobs(
-               (SELECT array_agg(ROW($2::text, input.job, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec)
+               (SELECT array_agg(ROW($8::text, input.job::json, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec)
                   FROM ins JOIN input USING (id)))
            )
            -- jobs runs (once) only when ins returned rows: nothing new, no add_jobs, no NOTIFY.
            SELECT ins.id, ins.carrier, ins.carrier_event_id, (SELECT n FROM jobs) AS jobs FROM ins`,
-    values: [batch, 'carrier_event.process' satisfies TaskName],
+    values: [
+      ids,
+      events.map((e) => e.carrier),
+      events.map((e) => e.carrierEventId),
+      events.map((e) => e.eventType),
+      events.map((e) => e.rawJson),
+      events.map((e) => e.subject),
+      payloads,
+      'carrier_event.process' satisfies TaskName,
+    ],
   });
   // Each stored row answers the first request in the batch that carried its key.
   const stored = new Map(rows.map((r) => [`${r.carrier}\u0000${r.carrier_event_id}`, r.id]));

@@ -1,58 +1,27 @@
 // This process's delivery slots, shared fairly: no account holds more than its
-// share of attempts in flight at once, so one customer's hanging endpoints leave
-// the rest of the capacity to everyone else. (Delivery capacity is apart from
-// carrier-event processing altogether: platform.ts gives it a job runner of its
-// own.) The counts are per process, like the slots they guard.
-//
-// An endpoint's own limit follows how it answers: it starts at half its
-// account's share, gains a slot for each quick 2xx up to all but one of the
-// account's slots (so its account's other endpoints always have room), and
-// falls to one slot at its first slow answer or failure, from which it climbs
-// again. A fast receiver gets parallel deliveries; a slow or failing one holds
-// one slot, whatever it is sent.
+// share of attempts in flight at once, and no endpoint more than half of its
+// account's share, so one customer's hanging endpoints leave the rest of the
+// capacity to everyone else, and one hanging endpoint leaves its account's other
+// endpoints room. (Delivery capacity is apart from carrier-event processing
+// altogether: platform.ts gives it a job runner of its own.) The counts are per
+// process, like the slots they guard.
 
 export type Release = () => void;
-
-/** An answer slower than this (even a 2xx) takes an endpoint down to one slot. */
-export const SLOW_ANSWER_MS = 1_000;
-
-/** Endpoints whose limit is remembered; the least recently answered is forgotten first. */
-const REMEMBERED_ENDPOINTS = 10_000;
 
 export class Capacity {
   private readonly byAccount = new Map<string, number>();
   private readonly byEndpoint = new Map<string, number>();
-  /** Each endpoint's limit, learnt from its answers; absent: the starting limit. */
-  private readonly limits = new Map<string, number>();
   private readonly waiters = new Set<() => void>();
-  /** Where an endpoint starts, and where one known to answer quickly may climb to. */
   readonly perEndpoint: number;
-  readonly perEndpointMax: number;
 
   constructor(readonly perAccount: number) {
     this.perEndpoint = Math.max(1, Math.floor(perAccount / 2));
-    this.perEndpointMax = Math.max(this.perEndpoint, perAccount - 1);
-  }
-
-  /** The attempts `endpointId` may have in flight now. */
-  limit(endpointId: string): number {
-    return this.limits.get(endpointId) ?? this.perEndpoint;
-  }
-
-  /** How an attempt went: a quick 2xx adds a slot (up to the maximum), anything else leaves one. */
-  answered(endpointId: string, succeeded: boolean, durationMs: number): void {
-    const before = this.limit(endpointId);
-    const after = succeeded && durationMs < SLOW_ANSWER_MS ? Math.min(this.perEndpointMax, before + 1) : 1;
-    this.limits.delete(endpointId); // re-inserted last: the map's order is the order of answers
-    this.limits.set(endpointId, after);
-    if (this.limits.size > REMEMBERED_ENDPOINTS) this.limits.delete(this.limits.keys().next().value!);
-    if (after > before) for (const wake of this.waiters) wake();
   }
 
   /** Why a slot cannot be had now, or null when it can. */
   full(accountId: string, endpointId: string): 'account' | 'endpoint' | null {
     if ((this.byAccount.get(accountId) ?? 0) >= this.perAccount) return 'account';
-    if ((this.byEndpoint.get(endpointId) ?? 0) >= this.limit(endpointId)) return 'endpoint';
+    if ((this.byEndpoint.get(endpointId) ?? 0) >= this.perEndpoint) return 'endpoint';
     return null;
   }
 

@@ -141,7 +141,6 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     deps.metrics.deliveryDuration.observe(result.durationMs / 1000);
 
     const succeeded = result.status !== null && result.status >= 200 && result.status < 300;
-    deps.capacity.answered(endpoint.id, succeeded, result.durationMs);
     const outcome = await withTx(deps.pool, async (tx) => {
       // Lock order: the endpoint row first, then delivery rows. Two attempts to one
       // endpoint finishing together must not take them in opposite orders.

@@ -109,13 +109,6 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly ed25519Verifier = new Gauge({
-    name: 'handset_ed25519_verifier_info',
-    help: 'The Ed25519 implementation that verifies carrier webhooks in this process (1 for the one in use)',
-    labelNames: ['implementation'] as const,
-    registers: [this.registry],
-  });
-
   private readonly scrapeDigest: Buffer | null;
 
   constructor(opts: { defaultMetrics?: boolean; scrapeToken?: string | null } = {}) {

@@ -106,8 +106,6 @@ export async function findPostmaster(pool: pg.Pool): Promise<number | null> {
 }
 
 export interface CpuSplit {
-  /** How long the watch ran. */
-  seconds: number;
   /** Busy cores of the whole machine (0…cpus), averaged over the measurement. */
   machine: number | null;
   /** This process: the load generator (and the receiver, where there is one). */
@@ -145,7 +143,6 @@ export function watchCpu(roles: Record<string, number>, postmaster: number | nul
         }
       }
       return {
-        seconds,
         machine:
           machine0 && machine1
             ? ((machine1.busy - machine0.busy) / Math.max(1, machine1.total - machine0.total)) * os.cpus().length

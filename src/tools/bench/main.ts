@@ -7,7 +7,6 @@
 //
 // Phases (each can be picked with --only): ingest (unique events at several
 // concurrencies with baselines A, A1, B; duplicates; half-peak latency),
-// cpu (CPU µs per stored inbound text at c=16 and 64, the verify micro-benchmark),
 // pipeline (queue floor, receipts → customer webhooks), delivery (1 and 8
 // endpoints), growth (10k vs 1M stored carrier events), scale (1, 2, 4 ingest
 // processes, each against as many writers over pg).
@@ -41,10 +40,8 @@ import { parseOptions, type BenchOptions, type Phase } from './options.js';
 import { createCustomer, runDelivery, runPipeline, type Customer } from './pipeline.js';
 import { measureQueueFloor } from './queue.js';
 import { startReceiver, type Receiver } from './receiver.js';
-import { measureVerify } from './verify.js';
 import {
   evaluateTargets,
-  type CpuPoint,
   renderTable,
   type BenchReport,
   type GrowthPoint,
@@ -78,11 +75,11 @@ class Bench {
 
   private readonly profileDir = () => (this.opts.profile ? path.resolve(this.opts.outDir, 'profiles') : undefined);
 
-  async start(role: 'ingest' | 'worker', bin?: string): Promise<RoleProcess> {
+  async start(role: 'ingest' | 'worker'): Promise<RoleProcess> {
     const p = await spawnRole(
       role,
       { databaseUrl: this.db.url, telnyxPublicKey: this.factory.publicKeyBase64, secretKey: this.secretKeyBase64 },
-      { profileDir: role === 'ingest' ? this.profileDir() : undefined, bin },
+      { profileDir: role === 'ingest' ? this.profileDir() : undefined },
     );
     this.running.add(p);
     return p;
@@ -125,11 +122,6 @@ class Bench {
     while (webhooks.length < need) webhooks.push(...sent);
     const { from: _from, used: _used, ...r } = await this.load(ps, c, webhooks);
     return r;
-  }
-
-  /** One ingest process, the given webhooks: warm-up, then the measured run. */
-  loadOne(p: RoleProcess, c: number, webhooks: SignedWebhook[]) {
-    return this.load([p], c, webhooks);
   }
 
   /** Warm-up, then the measured run with its CPU split and the rows it added. */
@@ -243,51 +235,6 @@ async function ingestPhase(b: Bench): Promise<void> {
     await b.stop(ingest);
     await resetIngestTables(b.db.pool);
   }
-}
-
-/**
- * CPU per stored webhook, measured from outside: one `handset serve --roles
- * ingest` process, new signed inbound texts over keep-alive connections, its
- * utime+stime from /proc divided by the rows it stored. With --compare, another
- * build's ingest is measured the same way, alternating with this one's.
- */
-async function cpuPhase(b: Bench): Promise<void> {
-  const sample = b.factory.inbound();
-  const verify = measureVerify(sample, b.factory.publicKeyBase64, b.opts.quick ? 2_000 : 10_000);
-  log(
-    `  verify (${verify.bytes} bytes signed): libsodium ${verify.libsodium?.toFixed(1) ?? '—'} µs, node:crypto ${verify.nodeCrypto.toFixed(1)} µs`,
-  );
-  const builds: { build: CpuPoint['build']; bin?: string }[] = [
-    { build: 'this' },
-    ...(b.opts.compare ? [{ build: 'compare' as const, bin: path.resolve(b.opts.compare) }] : []),
-  ];
-  const points: CpuPoint[] = [];
-  const peak = Math.max(0, ...b.report.ingest.map((p) => p.ingest.rate));
-  for (const c of [16, 64]) {
-    for (const { build, bin } of builds) {
-      const ingest = await b.start('ingest', bin);
-      try {
-        await resetIngestTables(b.db.pool);
-        const { duration, warmup } = b.opts;
-        const n = Math.ceil(Math.max(peak, 6_000) * 1.6 * (duration + warmup)) + 500;
-        const webhooks = Array.from({ length: n }, () => b.factory.inbound());
-        const { from: _from, ...run } = await b.loadOne(ingest, c, webhooks);
-        const cpu = run.cpu.roles['ingest0'];
-        const usPerStored = cpu != null && run.stored ? (cpu * run.cpu.seconds * 1e6) / run.stored : null;
-        const pgPerStored =
-          run.cpu.postgres != null && run.stored ? (run.cpu.postgres * run.cpu.seconds * 1e6) / run.stored : null;
-        if (run.exhausted) b.report.notes.push(`cpu c=${c} (${build}): the pre-signed requests ran out`);
-        points.push({ build, concurrency: c, run, usPerStored, pgPerStored });
-        log(
-          `  c=${c} ${build === 'this' ? 'this build' : 'compared build'}: ${fmt(run)}  ${usPerStored?.toFixed(0) ?? '?'} µs ingest CPU per stored (PostgreSQL ${pgPerStored?.toFixed(0) ?? '?'} µs)`,
-        );
-      } finally {
-        await b.stop(ingest);
-      }
-    }
-  }
-  b.report.cpu = { verify, points, ...(b.opts.compare ? { compare: b.opts.compare } : {}) };
-  await resetIngestTables(b.db.pool);
 }
 
 async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: boolean): Promise<void> {
@@ -560,10 +507,6 @@ async function main(): Promise<void> {
     if (has('ingest')) {
       log('1, 2. ingest: unique events with baselines A and B, duplicates, half-peak latency');
       await ingestPhase(bench);
-    }
-    if (has('cpu')) {
-      log('1a. ingest CPU per stored webhook (inbound texts), verify micro-benchmark');
-      await cpuPhase(bench);
     }
     if (has('pipeline') || has('delivery')) {
       log('3, 4. queue floor, pipeline and delivery (worker role running)');

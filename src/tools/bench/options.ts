@@ -4,7 +4,7 @@
 
 import { parseArgs } from 'node:util';
 
-export const PHASES = ['ingest', 'cpu', 'pipeline', 'delivery', 'growth', 'scale'] as const;
+export const PHASES = ['ingest', 'pipeline', 'delivery', 'growth', 'scale'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface BenchOptions {
@@ -28,8 +28,6 @@ export interface BenchOptions {
   /** Ingest processes for the scale-out figure. */
   processes: number[];
   phases: Phase[];
-  /** Another build's dist/cli/handset.js whose ingest CPU per webhook is measured beside this one's. */
-  compare: string | null;
   /** Run ingest processes under `node --cpu-prof`, profiles next to the results. */
   profile: boolean;
   outDir: string;
@@ -45,7 +43,6 @@ const USAGE = `usage: npm run bench -- [options]
   --large N         stored carrier events for the large growth point (BENCH_LARGE, default 1000000)
   --messages N      at most this many messages in the sustained pipeline run (BENCH_MESSAGES, default 20000)
   --deliveries N    events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (BENCH_DELIVERIES, default 2000)
-  --compare FILE    another build's dist/cli/handset.js: its ingest CPU per webhook beside this one's (BENCH_COMPARE)
   --profile         run ingest under node --cpu-prof; profiles go to <out>/profiles
   --out DIR         where the JSON goes (default bench/results)
 
@@ -63,7 +60,6 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       large: { type: 'string' },
       messages: { type: 'string' },
       deliveries: { type: 'string' },
-      compare: { type: 'string' },
       profile: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean' },
@@ -101,7 +97,6 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     growthLarge: Math.round(num(values.large, 'BENCH_LARGE', quick ? 100_000 : 1_000_000, 20_000)),
     processes: [1, 2, 4],
     phases: phases as Phase[],
-    compare: values.compare ?? env['BENCH_COMPARE'] ?? null,
     profile: values.profile ?? false,
     outDir: values.out ?? 'bench/results',
     quick,

@@ -8,7 +8,6 @@ import type { CpuSplit, MachineInfo } from './machine.js';
 import type { BenchOptions } from './options.js';
 import type { DeliveryResult, PipelineResult } from './pipeline.js';
 import type { QueueFloor } from './queue.js';
-import type { VerifyMicro } from './verify.js';
 import { round, type LatencySummary } from './stats.js';
 
 export interface Measured extends LoadResult {
@@ -24,17 +23,6 @@ export interface IngestPoint {
   B: Measured;
   A1?: Measured;
   N?: Measured;
-}
-
-export interface CpuPoint {
-  /** This build, or the one given with --compare. */
-  build: 'this' | 'compare';
-  concurrency: number;
-  run: Measured;
-  /** The ingest process's CPU µs (utime+stime) per row it stored. */
-  usPerStored: number | null;
-  /** PostgreSQL's, for the same rows. */
-  pgPerStored: number | null;
 }
 
 export interface GrowthPoint {
@@ -69,7 +57,6 @@ export interface BenchReport {
   ingest: IngestPoint[];
   duplicates?: { concurrency: number; ingest: Measured; A: Measured };
   halfPeak?: { offered: number; ingest: Measured };
-  cpu?: { verify: VerifyMicro; points: CpuPoint[]; compare?: string };
   queue?: QueueFloor;
   pipeline?: {
     paced: PipelineResult & { cpu: CpuSplit };
@@ -217,33 +204,6 @@ export function renderTable(r: BenchReport): string {
       ...latencyCells(d.A.latency),
       '',
       cpuCell(d.A.cpu),
-    );
-  }
-  if (r.cpu) {
-    const v = r.cpu.verify;
-    section('1a. ingest CPU per stored webhook (new signed inbound texts, keep-alive; one ingest process, /proc)');
-    for (const p of r.cpu.points) {
-      const other = r.cpu.points.find((q) => q.concurrency === p.concurrency && q.build !== p.build);
-      add(
-        `${p.build === 'this' ? 'this build' : `compared: ${r.cpu.compare}`}: ${p.usPerStored?.toFixed(0) ?? '?'} µs/webhook (pg ${p.pgPerStored?.toFixed(0) ?? '?'})`,
-        p.concurrency,
-        rate(p.run.rate),
-        ...latencyCells(p.run.latency),
-        p.build === 'this' && other?.usPerStored && p.usPerStored
-          ? `CPU ×${ratio(p.usPerStored, other.usPerStored)}`
-          : '',
-        cpuCell(p.run.cpu),
-      );
-    }
-    add(
-      `  verify, ${v.bytes} bytes: libsodium ${v.libsodium?.toFixed(1) ?? '—'} µs, node:crypto ${v.nodeCrypto.toFixed(1)} µs`,
-      1,
-      '',
-      '',
-      '',
-      '',
-      v.libsodium ? `×${ratio(v.libsodium, v.nodeCrypto)}` : '',
-      '',
     );
   }
   if (r.pipeline || r.queue) {
@@ -401,19 +361,6 @@ export function evaluateTargets(r: BenchReport): Target[] {
     if (p) {
       const v = p.ingest.rate / p.A.rate;
       targets.push({ target: `ingest ≥ 0.8 × baseline A at concurrency ${c}`, value: v.toFixed(2), met: v >= 0.8 });
-    }
-  }
-  for (const [c, limit] of [
-    [16, 150],
-    [64, 100],
-  ] as const) {
-    const p = r.cpu?.points.find((x) => x.build === 'this' && x.concurrency === c);
-    if (p?.usPerStored != null) {
-      targets.push({
-        target: `ingest CPU ≤ ${limit} µs per stored webhook at concurrency ${c}`,
-        value: `${p.usPerStored.toFixed(0)} µs`,
-        met: p.usPerStored <= limit,
-      });
     }
   }
   if (r.halfPeak) {

@@ -29,8 +29,6 @@ export interface RoleProcess {
 export interface SpawnOptions {
   /** Directory for a --cpu-prof profile; none when absent. */
   profileDir?: string | undefined;
-  /** Another build's CLI (dist/cli/handset.js) to run instead of this one, for a same-run comparison. */
-  bin?: string | undefined;
 }
 
 export async function spawnRole(
@@ -42,7 +40,7 @@ export async function spawnRole(
     '--unhandled-rejections=strict',
     ...(opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : []),
   ];
-  const child = spawn(process.execPath, [...nodeArgs, opts.bin ?? HANDSET_BIN, 'serve', '--roles', role], {
+  const child = spawn(process.execPath, [...nodeArgs, HANDSET_BIN, 'serve', '--roles', role], {
     env: {
       PATH: process.env['PATH'],
       HOME: process.env['HOME'],

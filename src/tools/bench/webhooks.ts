@@ -1,6 +1,5 @@
-// Telnyx delivery receipts (message.finalized, delivered) and inbound texts
-// (message.received) as the simulator renders them, byte for byte, signed with
-// the bench's carrier key. Bodies are
+// Telnyx delivery receipts (message.finalized, delivered) as the simulator
+// renders them, byte for byte, signed with the bench's carrier key. Bodies are
 // made from one rendered template by swapping the two ids, and every request is
 // signed before a measurement starts: signing is the carrier's cost, not ours.
 
@@ -22,7 +21,6 @@ export class ReceiptFactory {
   readonly publicKeyBase64: string;
   private readonly privateKey: KeyObject;
   private readonly templates: Map<number, string> = new Map();
-  private inboundTemplate: string | null = null;
 
   constructor() {
     const { publicKey, privateKey } = generateKeyPairSync('ed25519');
@@ -52,25 +50,6 @@ export class ReceiptFactory {
   /** A signed receipt; a new event id unless one is given (a replay keeps its id). */
   receipt(carrierMessageId: string = randomUUID(), eventId: string = randomUUID(), attempt = 1): SignedWebhook {
     const body = Buffer.from(this.body(eventId, carrierMessageId, attempt), 'utf8');
-    const signature = signTelnyxWebhook(this.privateKey, Math.floor(Date.now() / 1000), body);
-    return { eventId, carrierMessageId, body, headers: { 'content-type': 'application/json', ...signature } };
-  }
-
-  /** A signed inbound text (message.received), a new event about a new message. */
-  inbound(): SignedWebhook {
-    this.inboundTemplate ??= telnyxWebhook.messageReceived({
-      eventId: TEMPLATE_EVENT_ID,
-      messageId: TEMPLATE_MESSAGE_ID,
-      from: '+13125550002',
-      to: '+13125550001',
-      text: 'Yes, see you at 6. Can you bring the blue folder?',
-      deliveredTo: 'https://handset.example/webhooks/telnyx',
-    });
-    const [eventId, carrierMessageId] = [randomUUID(), randomUUID()];
-    const text = this.inboundTemplate
-      .replace(TEMPLATE_EVENT_ID, eventId)
-      .replace(TEMPLATE_MESSAGE_ID, carrierMessageId);
-    const body = Buffer.from(text, 'utf8');
     const signature = signTelnyxWebhook(this.privateKey, Math.floor(Date.now() / 1000), body);
     return { eventId, carrierMessageId, body, headers: { 'content-type': 'application/json', ...signature } };
   }
