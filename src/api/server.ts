@@ -22,6 +22,7 @@ import { registerConsoleRoutes } from '../console/routes.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { bearerCredential } from './bearer.js';
 import { COMPONENT_NAME } from './fields.js';
 import { hoistComponents, withStandardProblems } from './openapi.js';
 import { apiErrorHandler, problem, sendProblem } from './problem.js';
@@ -163,9 +164,7 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
       v1.decorateRequest('principal', null as unknown as Principal);
       v1.addHook('onRoute', withStandardProblems);
       v1.addHook('onRequest', async (req, reply) => {
-        const header = req.headers.authorization;
-        // The scheme is case-insensitive (RFC 9110): bearer and BEARER are Bearer.
-        const key = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
+        const key = bearerCredential(req.headers.authorization);
         const principal = key ? await authenticate(deps.pool, key) : null;
         if (!principal) {
           reply.header('www-authenticate', 'Bearer');

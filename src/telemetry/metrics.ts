@@ -3,6 +3,7 @@
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { bearerCredential } from '../api/bearer.js';
 
 export type IngestOutcome =
   | 'stored'
@@ -124,8 +125,7 @@ export class Metrics {
   /** Whether a scrape carrying this Authorization header may read the metrics (any, when no token is set). */
   mayScrape(authorization: string | undefined): boolean {
     if (!this.scrapeDigest) return true;
-    // The scheme is case-insensitive (RFC 9110); the token is not.
-    const given = /^bearer /i.test(authorization ?? '') ? authorization!.slice(7).trim() : '';
+    const given = bearerCredential(authorization) ?? '';
     // Digests of equal length, so the comparison takes the same time whatever was sent.
     return timingSafeEqual(digest(given), this.scrapeDigest);
   }
