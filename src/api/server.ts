@@ -153,7 +153,7 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
       webhooks: webhooksDocument(deps.events ?? {}) as Record<string, never>,
     },
     hideUntagged: true,
-    // Named schemas become components; the OpenAPI types want every schema as their own.
+    // Named schemas become components (openapi.ts).
     transformObject: (doc) => hoistComponents(('openapiObject' in doc ? doc.openapiObject : {}) as object) as never,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });

@@ -88,10 +88,8 @@ export async function enumOf(path, name) {
   });
   const doc = await openapi;
   const param = (doc.paths?.[path]?.get?.parameters ?? []).find((/** @type {{ name: string }} */ p) => p.name === name);
-  let schema = param?.schema;
   // A named list (a status, an event type) is a component the parameter refers to.
-  for (let hops = 0; schema?.$ref && hops < 5; hops++) {
-    schema = doc.components?.schemas?.[String(schema.$ref).split('/').pop() ?? ''];
-  }
+  const ref = param?.schema?.$ref;
+  const schema = ref ? doc.components?.schemas?.[String(ref).split('/').pop() ?? ''] : param?.schema;
   return schema?.enum ?? [];
 }
