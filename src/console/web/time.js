@@ -1,5 +1,6 @@
 // How the console writes times and durations: the reader's local time, to the
-// second (to the millisecond on timelines), with the exact ISO instant on hover.
+// second (to the millisecond on timelines), with the exact ISO instant on hover;
+// and how a moment typed into a datetime-local field becomes the API's ISO-8601.
 
 const short = new Intl.DateTimeFormat(undefined, {
   month: 'short',
@@ -44,3 +45,12 @@ export function formatDuration(ms) {
   const s = Math.round(ms / 1000);
   return `${Math.floor(s / 60)} min ${s % 60} s`;
 }
+
+/** A moment as a datetime-local field shows it: the reader's local time, to the minute. @param {Date} at */
+export function toLocalInput(at) {
+  const pad = (/** @type {number} */ n) => String(n).padStart(2, '0');
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
+}
+
+/** What a datetime-local field holds (the reader's local time) as the API's ISO-8601. @param {string} local */
+export const fromLocalInput = (local) => new Date(local).toISOString();

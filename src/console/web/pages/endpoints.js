@@ -23,7 +23,7 @@ import {
   useSubmit,
 } from '../components.js';
 import { href, navigate } from '../router.js';
-import { formatDuration } from '../time.js';
+import { formatDuration, fromLocalInput, toLocalInput } from '../time.js';
 import { Answer, ListView, useEnum, useList } from './shared.js';
 
 /** @param {{ e: any }} props */
@@ -146,29 +146,20 @@ function Health({ endpoint, attempts }) {
   </section>`;
 }
 
-/** A moment typed in the browser's local time as the API's ISO-8601. @param {string} local */
-const isoFromLocal = (local) => new Date(local).toISOString();
-
-/** The same moment as a datetime-local input shows it (minutes, local time). @param {Date} at */
-function localInput(at) {
-  const pad = (/** @type {number} */ n) => String(n).padStart(2, '0');
-  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
-}
-
 /**
  * Recover since…: re-sends, in the background, every delivery to this endpoint that failed or was skipped since
  * a moment; its recent recoveries with their progress.
  * @param {{ path: string, enabled: boolean }} props
  */
 function Recover({ path, enabled }) {
-  const [since, setSince] = useState(() => localInput(new Date(Date.now() - 3_600_000)));
+  const [since, setSince] = useState(() => toLocalInput(new Date(Date.now() - 3_600_000)));
   const recoveries = useLoad(`${path}/recoveries`, (signal) => api(`${path}/recoveries`, { signal }));
   const submit = useSubmit();
   /** @param {Event} e */
   const start = (e) => {
     e.preventDefault();
     submit.run(async () => {
-      await api(`${path}/recover`, { method: 'POST', body: { since: isoFromLocal(since) } });
+      await api(`${path}/recover`, { method: 'POST', body: { since: fromLocalInput(since) } });
       recoveries.reload();
     });
   };
