@@ -31,6 +31,7 @@ import { dispatchTask } from './messages/dispatch.js';
 import { messageHandlers } from './messages/receipts.js';
 import { messageEvents, messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
+import { optOutEvents, optOutRoutes } from './optouts/routes.js';
 import type { EventSchemas } from './outbox/outbox.sql.js';
 import { eventRoutes } from './outbox/routes.js';
 import { DELIVERY_TASKS } from './jobs/keys.js';
@@ -42,13 +43,19 @@ import type { Logger } from './telemetry/log.js';
 import { Metrics } from './telemetry/metrics.js';
 
 /** Every customer event type's `data` schema, from the domains that emit them. */
-export const EVENT_SCHEMAS: EventSchemas = { ...messageEvents, ...callEvents, ...endpointEvents };
+export const EVENT_SCHEMAS: EventSchemas = {
+  ...messageEvents,
+  ...callEvents,
+  ...optOutEvents,
+  ...endpointEvents,
+};
 
 /** The customer API's routes, every domain's: what the api role serves and the OpenAPI document describes. */
 export const API_ROUTES: readonly ApiRoutes[] = [
   tenantRoutes,
   numberRoutes,
   messageRoutes,
+  optOutRoutes,
   callRoutes,
   usageRoutes,
   deliveryRoutes,

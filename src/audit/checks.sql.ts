@@ -19,7 +19,7 @@
 import { DELIVERY_KEY_PREFIX } from '../jobs/keys.js';
 import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE, UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
 
-export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 11;
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 10 | 11;
 
 export interface CheckOptions {
   graceSeconds: number;
@@ -148,7 +148,8 @@ export const CHECKS: readonly CheckDef[] = [
 
   // 4 ───────────────────────────────────────────────────────────────────────
   {
-    // Dispatched (sent_at set) outbound: one outbound bill of `segments`;
+    // Dispatched (sent_at set) outbound: one outbound bill of the carrier's part
+    // count when it gave one, else of `segments`;
     // received inbound: one inbound bill of `segments`; anything else (queued,
     // scheduled, canceled, refused at send): no bill at all.
     key: 'messages.billed_once',
@@ -159,7 +160,7 @@ export const CHECKS: readonly CheckDef[] = [
       WITH u AS (${BILLS_BY_SOURCE})
       SELECT m.id,
              CASE WHEN m.direction = 'outbound' AND m.sent_at IS NOT NULL
-                    THEN u.bills = 1 AND u.outbound AND u.quantity = m.segments
+                    THEN u.bills = 1 AND u.outbound AND u.quantity = coalesce(m.carrier_segments, m.segments)
                   WHEN m.direction = 'inbound' AND m.status = 'received'
                     THEN u.bills = 1 AND u.inbound AND u.quantity = m.segments
                   ELSE u.bills IS NULL
@@ -450,6 +451,40 @@ export const CHECKS: readonly CheckDef[] = [
        WHERE ce.event_type = ANY ($2::text[]) AND ce.subject IS NOT NULL
          AND ce.created_at < now() - make_interval(secs => $3::float8)`,
     values: (o) => [o.receiptEventTypes, o.graceSeconds],
+  },
+
+  // 10 ─────────────────────────────────────────────────────────────────────────
+  {
+    // The dispatcher stamps dispatched_at under the pair's lock after checking the
+    // list, and opt-outs are stamped under the same lock, both on the database's
+    // clock: a message cleared while its pair was opted out is one the check let
+    // through. (Messages dispatched before opt-outs existed have no stamp.)
+    key: 'messages.not_to_opted_out',
+    invariant: 10,
+    name: 'no message handed to the carrier while its recipient was opted out',
+    unit: () => 'dispatched messages',
+    subjects: `
+      SELECT m.id,
+             NOT EXISTS (SELECT 1 FROM opt_outs o
+                          WHERE o.account_id = m.account_id AND o.number = m.from_number AND o.recipient = m.to_number
+                            AND o.created_at < m.dispatched_at
+                            AND (o.deleted_at IS NULL OR o.deleted_at > m.dispatched_at)) AS ok
+        FROM messages m
+       WHERE m.direction = 'outbound' AND m.dispatched_at IS NOT NULL`,
+  },
+  {
+    key: 'opt_outs.one_event_per_change',
+    invariant: 10,
+    name: 'one opt_out.created per opt-out, and one opt_out.deleted once it ended',
+    unit: () => 'opt-outs',
+    subjects: `
+      SELECT o.id,
+             count(*) FILTER (WHERE e.type = 'opt_out.created') = 1
+               AND count(*) FILTER (WHERE e.type = 'opt_out.deleted') = CASE WHEN o.deleted_at IS NULL THEN 0 ELSE 1 END
+               AND count(e.id) = count(*) FILTER (WHERE e.type IN ('opt_out.created', 'opt_out.deleted')) AS ok
+        FROM opt_outs o
+        LEFT JOIN outbound_events e ON e.subject_id = o.id
+       GROUP BY o.id`,
   },
 
   // 11 ─────────────────────────────────────────────────────────────────────────

@@ -155,10 +155,17 @@ export interface ReconciledEvent {
   rawJson: string;
 }
 
+/**
+ * Refusals Handset acts on beyond failing the command, in its own words (each
+ * adapter maps its carrier's codes): the recipient opted out of messages from the
+ * sending number at the carrier, which Handset then records too.
+ */
+export type RefusalReason = 'recipient_opted_out';
+
 /** What the carrier said to a command. */
 export type CommandResult<T = unknown> =
   | ({ ok: true } & T)
-  | { ok: false; kind: 'rejected'; status: number; code: string; detail: string } // 4xx: do not retry
+  | { ok: false; kind: 'rejected'; status: number; code: string; detail: string; reason?: RefusalReason } // 4xx: do not retry
   | { ok: false; kind: 'retry'; status: number | null; retryAfterMs: number | null; detail: string }; // 429, 5xx, network
 
 export interface SendMessage {

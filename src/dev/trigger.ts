@@ -111,6 +111,35 @@ export const SCENARIOS: Record<string, Scenario> = {
       }
     },
   },
+  'opt-out': {
+    about: 'someone texts STOP: the next send to them is refused; they text START and sends reach them again',
+    takes: { from: 'a random +1415555…, who opts out and back in', to: YOUR_NUMBER },
+    run: async (c) => {
+      const recipient = c.given.from ?? randomNumber();
+      const number = ours(c, 'to');
+      const listed = async () =>
+        (
+          await c.api(
+            'GET',
+            `/v1/opt_outs?number=${encodeURIComponent(number)}&recipient=${encodeURIComponent(recipient)}`,
+          )
+        ).json.data[0] ?? null;
+      await c.sim('POST', '/inbound/sms', { from: recipient, to: number, text: 'Stop' });
+      c.out(`${recipient} texted "Stop" to ${number}.`);
+      const optOut = await waitFor(`${recipient} on the opt-out list`, listed);
+      c.out(`Handset opted them out (${optOut.id}, source ${optOut.source}).`);
+      const refused = await c.api('POST', '/v1/messages', { from: number, to: recipient, body: 'Are you there?' });
+      c.out(`Sending to them now: ${refused.status} ${refused.json.code ?? ''} — nothing reached the carrier.`);
+      await c.sim('POST', '/inbound/sms', { from: recipient, to: number, text: 'START' });
+      c.out(`${recipient} texted "START".`);
+      await waitFor(`${recipient} off the opt-out list`, async () => (await listed()) === null);
+      c.out('Handset opted them back in.');
+      const sent = await sendAndFollow({ ...c, given: { ...c.given, from: number } }, recipient, 'delivered');
+      const events = await eventsOf(c, optOut.id);
+      c.out(`Your endpoint got: ${events.join(', ')} for the opt-out.`);
+      return { opt_out: optOut, refused: { status: refused.status, code: refused.json.code }, sent, events };
+    },
+  },
   'sequential-ring': {
     about: 'place a call that rings three phones in order: no answer, busy, then one that answers',
     takes: { from: YOUR_NUMBER, to: `${DEMO_RING.join(',')} (no answer, busy, answers after 2 s)` },

@@ -1,7 +1,12 @@
 // The dispatch job: hands an outbound message to the carrier, then records what
-// the carrier said in one transaction. queued → sent (bill the segments, history,
+// the carrier said in one transaction. queued → sent (bill the parts, history,
 // message.sent) only if the guarded UPDATE changed a row; a carrier 4xx makes it
-// failed the same way (message.failed, nothing billed).
+// failed the same way (message.failed, nothing billed). Before the carrier is
+// called, the message is cleared against the opt-out list under the pair's lock:
+// a recipient who opted out since it was created (a scheduled message, a STOP
+// racing the send) fails it as recipient_opted_out, and the carrier never hears of
+// it. A carrier refusal because the recipient opted out at the carrier fails the
+// message the same way and records the opt-out.
 //
 // Every send carries the message id as its Idempotency-Key and the same bytes, so
 // an outcome we could not learn — no answer, a timeout after sending, a cut
@@ -22,13 +27,18 @@ import { decideRetry, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { emit } from '../outbox/outbox.js';
 import type { Logger } from '../telemetry/log.js';
+import type { Tx } from '../db/tx.js';
+import { optOut } from '../optouts/optouts.js';
+import { pairLockShared } from '../optouts/optouts.sql.js';
 import { messageResource } from './messages.js';
 import {
   historyRecord,
   messageById,
   messageClaimScheduled,
+  messageClearForDispatch,
   messageMarkRejected,
   messageMarkSent,
+  type MessageRow,
 } from './messages.sql.js';
 
 export interface DispatchDeps {
@@ -45,6 +55,9 @@ export interface DispatchDeps {
 export type DispatchOutcome = 'sent' | 'rejected' | 'retrying' | 'gave_up' | 'not_due' | 'nothing_to_send';
 
 export const OUTCOME_UNKNOWN = 'carrier_outcome_unknown';
+export const OPTED_OUT = 'recipient_opted_out';
+
+const pairOf = (m: MessageRow) => ({ accountId: m.account_id, number: m.from_number, recipient: m.to_number });
 
 export async function dispatchMessage(deps: DispatchDeps, messageId: string, attempt = 1): Promise<DispatchOutcome> {
   const now = deps.now ?? (() => new Date());
@@ -67,6 +80,14 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
     if (!claimed) return 'nothing_to_send';
   }
 
+  const cleared = await withTx(deps.pool, async (tx) => {
+    await pairLockShared(tx, pairOf(m));
+    if (await messageClearForDispatch(tx, messageId)) return true;
+    const failed = await fail(tx, messageId, OPTED_OUT, 'the recipient opted out of messages from this number', now());
+    return failed ? 'opted_out' : false;
+  });
+  if (cleared !== true) return cleared === 'opted_out' ? 'rejected' : 'nothing_to_send';
+
   const result = await clientOf(deps.carriers, m.carrier).sendMessage({
     from: m.from_number,
     to: m.to_number,
@@ -78,13 +99,14 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
   if (result.ok) {
     return withTx(deps.pool, async (tx) => {
       const at = now();
-      const sent = await messageMarkSent(tx, messageId, result.carrierMessageId, at);
+      const sent = await messageMarkSent(tx, messageId, result.carrierMessageId, result.parts, at);
       if (!sent) return 'nothing_to_send';
+      // The carrier's count when it gave one: it is what the carrier charges for.
       await bill(tx, {
         accountId: sent.account_id,
         tenantId: sent.tenant_id,
         kind: sent.encoding === 'MMS' ? 'mms_outbound' : 'sms_segment_outbound',
-        quantity: sent.segments,
+        quantity: sent.carrier_segments ?? sent.segments,
         sourceId: sent.id,
         occurredAt: at,
       });
@@ -113,27 +135,12 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
         })
       : null;
   if (next === null || !next.retry) {
-    const code = result.kind === 'rejected' ? result.code : OUTCOME_UNKNOWN;
+    const optedOut = result.kind === 'rejected' && result.reason === 'recipient_opted_out';
+    const code = result.kind === 'rejected' ? (optedOut ? OPTED_OUT : result.code) : OUTCOME_UNKNOWN;
     return withTx(deps.pool, async (tx) => {
-      const failed = await messageMarkRejected(tx, messageId, code, at);
+      const failed = await fail(tx, messageId, code, result.detail, at);
       if (!failed) return 'nothing_to_send';
-      await historyRecord(tx, {
-        messageId,
-        source: 'dispatch',
-        status: 'failed',
-        errorCode: code,
-        effect: 'applied',
-        note: result.detail,
-        occurredAt: at,
-      });
-      await emit(tx, {
-        accountId: failed.account_id,
-        tenantId: failed.tenant_id,
-        type: 'message.failed',
-        subjectId: failed.id,
-        data: messageResource(failed),
-        occurredAt: at,
-      });
+      if (optedOut) await optOut(tx, { ...pairOf(failed), tenantId: failed.tenant_id, source: 'carrier' }, at);
       return next === null ? 'rejected' : 'gave_up';
     });
   }
@@ -151,6 +158,30 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
     ),
   );
   return 'retrying';
+}
+
+/** queued → failed, with its history and one message.failed; null when it was no longer queued. */
+async function fail(tx: Tx, messageId: string, code: string, note: string, at: Date): Promise<MessageRow | null> {
+  const failed = await messageMarkRejected(tx, messageId, code, at);
+  if (!failed) return null;
+  await historyRecord(tx, {
+    messageId,
+    source: 'dispatch',
+    status: 'failed',
+    errorCode: code,
+    effect: 'applied',
+    note,
+    occurredAt: at,
+  });
+  await emit(tx, {
+    accountId: failed.account_id,
+    tenantId: failed.tenant_id,
+    type: 'message.failed',
+    subjectId: failed.id,
+    data: messageResource(failed),
+    occurredAt: at,
+  });
+  return failed;
 }
 
 export function dispatchTask(deps: DispatchDeps): TaskHandler<'message.dispatch'> {

@@ -4,7 +4,8 @@
 //
 //   scheduled ──claim──▶ queued ──sent──▶ sent ──receipt──▶ delivered | failed
 //       │                  │                                 (first terminal word wins)
-//       └─cancel─▶ canceled └─carrier 4xx─▶ failed
+//       └─cancel─▶ canceled ├─carrier 4xx─▶ failed
+//                          └─recipient opted out─▶ failed (never reached the carrier)
 //   inbound: received (inserted once per carrier message id)
 
 import type { Db } from '../db/pool.js';
@@ -46,9 +47,14 @@ export interface MessageRow {
   checked_at: Date | null;
   /** Grows by one with each transition (guarded statements below); customers order events by it. */
   sequence: number;
+  /** When the dispatcher cleared it against the opt-out list to go to the carrier (the database's clock). */
+  dispatched_at: Date | null;
+  /** The parts the carrier said it split the text into (what it bills); `segments` is our estimate. */
+  carrier_segments: number | null;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
-  segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence`;
+  segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence,
+  dispatched_at, carrier_segments`;
 
 export interface HistoryRow {
   id: string;
@@ -184,19 +190,44 @@ export async function messageClaimScheduled(tx: Tx, id: string, now: Date): Prom
   return rows[0] ?? null;
 }
 
-/** queued → sent with the carrier's id: the transition that bills the segments. */
+/**
+ * Clears a queued message to go to the carrier: stamps dispatched_at unless its
+ * recipient is opted out of its from-number. Under the pair's shared lock
+ * (optouts.sql.ts), so an opt-out either committed before this and is seen, or
+ * is stamped after it. Once stamped, a retry of the same send (same key) is not
+ * checked again: the first attempt may already have reached the carrier. Null when
+ * the message is not queued or its recipient opted out.
+ */
+export async function messageClearForDispatch(tx: Tx, id: string): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_clear_for_dispatch',
+    text: `UPDATE messages m SET dispatched_at = coalesce(m.dispatched_at, clock_timestamp())
+            WHERE m.id = $1 AND m.status = 'queued'
+              AND (m.dispatched_at IS NOT NULL OR NOT EXISTS (
+                SELECT 1 FROM opt_outs o
+                 WHERE o.account_id = m.account_id AND o.number = m.from_number AND o.recipient = m.to_number
+                   AND o.deleted_at IS NULL))
+            RETURNING ${MESSAGE_COLUMNS}`,
+    values: [id],
+  });
+  return rows[0] ?? null;
+}
+
+/** queued → sent with the carrier's id and its part count (when it said): the transition that bills. */
 export async function messageMarkSent(
   tx: Tx,
   id: string,
   carrierMessageId: string,
+  carrierSegments: number | null,
   at: Date,
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
-    text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, sent_at = $3, sequence = sequence + 1
+    text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, carrier_segments = $3, sent_at = $4,
+                               sequence = sequence + 1
             WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
-    values: [id, carrierMessageId, at],
+    values: [id, carrierMessageId, carrierSegments, at],
   });
   return rows[0] ?? null;
 }

@@ -1,5 +1,5 @@
-// Messages as customers see them: creating one (validated, segmented, and
-// committed together with its dispatch job), canceling a scheduled one, and the
+// Messages as customers see them: creating one (validated, refused to an
+// opted-out recipient, segmented, and committed together with its dispatch job), canceling a scheduled one, and the
 // resource shape shared by the API and the customer events.
 
 import type { Tx } from '../db/tx.js';
@@ -7,6 +7,7 @@ import { type Refusal, refuse } from '../api/refusal.js';
 import { enqueue, removeJob } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
 import { numberOwned } from '../numbers/numbers.sql.js';
+import { optOutActive } from '../optouts/optouts.sql.js';
 import { emit } from '../outbox/outbox.js';
 import { historyRecord, messageCancel, messageInsertOutbound, type MessageRow } from './messages.sql.js';
 import { segmentsOf } from './segments.js';
@@ -25,6 +26,7 @@ export function messageResource(m: MessageRow) {
     status: m.status,
     encoding: m.encoding,
     segments: m.segments,
+    carrier_segments: m.carrier_segments,
     error_code: m.error_code,
     carrier_message_id: m.carrier_message_id,
     tenant_id: m.tenant_id,
@@ -61,6 +63,14 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<M
   }
   const number = await numberOwned(tx, m.accountId, m.from);
   if (!number) return refuse('from_not_owned', `${m.from} is not one of this account's phone numbers`, 'from');
+  // A STOP that lands after this check is caught by the dispatcher, which checks again under the pair's lock.
+  if (await optOutActive(tx, { accountId: m.accountId, number: m.from, recipient: m.to })) {
+    return refuse(
+      'recipient_opted_out',
+      `${m.to} opted out of messages from ${m.from}; they can opt back in by texting START to it`,
+      'to',
+    );
+  }
   const { encoding, segments } = segmentsOf(m.body, m.mediaUrls);
   const message = await messageInsertOutbound(tx, {
     accountId: m.accountId,

@@ -5,12 +5,15 @@
 // stamped the carrier id waits (NotReadyError) for the not-ready policy; one that
 // still matches no message then is not ours (another application on the same
 // carrier account) and is recorded as such. An inbound SMS is inserted once per
-// carrier message id, whatever event id it came under.
+// carrier message id, whatever event id it came under; when its whole text is a
+// STOP or START keyword, the opt-out list changes in the same transaction, only
+// for the insert that applied, so a replayed or re-sent STOP changes nothing.
 
 import { bill } from '../billing/usage.sql.js';
 import type { HandlerRegistry } from '../carrier/process.js';
 import { NotReadyError } from '../carrier/process.js';
 import { numberAtCarrier } from '../numbers/numbers.sql.js';
+import { keywordOf, optIn, optOut } from '../optouts/optouts.js';
 import { emit } from '../outbox/outbox.js';
 import { messageResource } from './messages.js';
 import {
@@ -117,6 +120,11 @@ export const messageHandlers: HandlerRegistry = {
       data: messageResource(m),
       occurredAt: ev.occurredAt,
     });
+    // The sender opts out of (or back in to) messages from the number they texted; HELP is only the message.
+    const keyword = keywordOf(m.body);
+    const pair = { accountId: m.account_id, number: m.to_number, recipient: m.from_number };
+    if (keyword === 'stop') await optOut(tx, { ...pair, tenantId: m.tenant_id, source: 'keyword' }, ev.occurredAt);
+    if (keyword === 'start') await optIn(tx, pair, ev.occurredAt);
     return { outcome: 'applied' };
   },
 };

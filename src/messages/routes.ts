@@ -43,7 +43,12 @@ const Message = named(
     media_urls: Type.Array(Type.String()),
     status: MessageStatus,
     encoding: Type.Enum([...ENCODINGS]),
-    segments: Type.Integer(),
+    segments: Type.Integer({
+      description: 'the parts we count the text in, as carriers split it: the estimate at create',
+    }),
+    carrier_segments: Nullable(
+      Type.Integer({ description: 'the parts the carrier said it sent (and bills), once sent; billing follows it' }),
+    ),
     error_code: Nullable(Type.String()),
     carrier_message_id: Nullable(Type.String()),
     tenant_id: Nullable(Type.String()),

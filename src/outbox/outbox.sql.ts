@@ -17,6 +17,8 @@ export const EVENT_TYPES = [
   'call.answered',
   'call.completed',
   'call.missed',
+  'opt_out.created',
+  'opt_out.deleted',
   'webhook_endpoint.disabled',
   'webhook_endpoint.enabled',
   'webhook_delivery.exhausted',

@@ -56,8 +56,21 @@ export interface InboundSms {
   webhook_url?: string;
 }
 
+// The carrier's own opt-out handling (Telnyx's defaults): an inbound text that is
+// one of these words, whatever its case, creates or removes a block rule, and a
+// send to a blocked pair is refused with 40300. Telnyx keeps block rules per
+// messaging profile; the simulator keeps them per number, the pair Handset's list
+// is kept by. Its words are Telnyx's, not Handset's: "STOP ALL" blocks here while
+// Handset does not treat it as a keyword, so the carrier's refusal is what tells
+// Handset, as it would in production.
+const BLOCK_WORDS = new Set(['STOP', 'STOPALL', 'STOP ALL', 'UNSUBSCRIBE', 'CANCEL', 'END', 'QUIT']);
+const UNBLOCK_WORDS = new Set(['START', 'UNSTOP']);
+const blockKey = (from: string, to: string) => `${from} ${to}`;
+
 export class Messaging {
   private messages = new Map<string, SimMessage>();
+  /** Block rules, by (our number, recipient). */
+  private blocks = new Set<string>();
 
   constructor(private readonly account: Account) {}
 
@@ -70,7 +83,9 @@ export class Messaging {
     if (isRefusal(req)) return req;
     const persona = this.account.personas.lookup(req.record.to);
     if (persona.sms === 'rejected') return refuse.invalidTo();
-    if (opts.reject) return refuse.blocked();
+    if (opts.reject || this.blocks.has(blockKey(req.record.from, req.record.to))) {
+      return refuse.blocked(req.record.from, req.record.to);
+    }
 
     req.policy = persona.delivery;
     this.messages.set(req.record.id, req);
@@ -133,6 +148,9 @@ export class Messaging {
       useProfileWebhooks: true,
       policy,
     });
+    const word = text.trim().toUpperCase();
+    if (BLOCK_WORDS.has(word)) this.blocks.add(blockKey(input.to, input.from));
+    if (UNBLOCK_WORDS.has(word)) this.blocks.delete(blockKey(input.to, input.from));
     const event = messageEvents.messageReceived(record, clock());
     void this.account.sender.emit(event, [input.webhook_url, this.account.webhookUrl()], { lane: record.id, policy });
     return { messageId: record.id, eventId: event.id };

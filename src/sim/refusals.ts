@@ -61,8 +61,14 @@ export const refuse = {
       "The 'from' address is not a phone number, short code or alphanumeric sender ID.",
       '/from',
     ),
-  blocked: () =>
-    refusal(403, '40300', 'Blocked', 'Messages to this recipient are blocked: the recipient replied STOP.', '/to'),
+  blocked: (from: string, to: string) =>
+    refusal(
+      403,
+      '40300',
+      'Blocked due to STOP message',
+      `Messages cannot be sent from '${from}' to '${to}' due to an existing block rule.`,
+      '/to',
+    ),
   dialRefused: () =>
     refusal(
       403,

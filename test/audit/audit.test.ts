@@ -146,6 +146,13 @@ beforeAll(async () => {
     sim.injectInboundSms({ from: '+14155550123', to: OUR_NUMBER, text: 'Inbound, once' });
     sim.injectInboundSms({ from: '+14155550124', to: OUR_NUMBER, text: 'Inbound 👋 with emoji' });
     sim.injectInboundSms({ from: '+14155550125', to: OUR_NUMBER, text: 'And a third' });
+    // One opts out and back in, one stays opted out (and a send to them is refused).
+    sim.injectInboundSms({ from: '+14155550126', to: OUR_NUMBER, text: 'STOP' });
+    sim.injectInboundSms({ from: '+14155550127', to: OUR_NUMBER, text: 'stop' });
+    await eventually(async () => (await count(db.pool, 'SELECT * FROM opt_outs')) === 2);
+    sim.injectInboundSms({ from: '+14155550126', to: OUR_NUMBER, text: 'START' });
+    const refused = await acme.post('/v1/messages', { from: OUR_NUMBER, to: '+14155550127', body: 'x' });
+    expect(refused.json.code).toBe('recipient_opted_out');
 
     const call = async (to: string[]) => {
       const res = await acme.post('/v1/calls', { from: OUR_NUMBER, to, ring_timeout_secs: 5 });
@@ -235,14 +242,14 @@ const messageWhere = (db: pg.Pool, where: string) =>
 
 describe('a database with real traffic', () => {
   it('holds every invariant, and every check had something to examine', () => {
-    expect(formatAuditReport(clean)).toContain('✔ all 21 checks hold');
+    expect(formatAuditReport(clean)).toContain('✔ all 23 checks hold');
     expect(clean.ok).toBe(true);
-    expect(clean.checks).toHaveLength(21);
+    expect(clean.checks).toHaveLength(23);
     for (const c of clean.checks) {
       expect({ key: c.key, violations: c.violations }).toEqual({ key: c.key, violations: 0 });
       expect({ key: c.key, checked: c.checked > 0 }).toEqual({ key: c.key, checked: true });
     }
-    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8, 11]));
+    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8, 10, 11]));
   });
 
   it('the traffic covered what the checks are about', async () => {
@@ -603,6 +610,44 @@ const plants: Plant[] = [
       return [ev.id];
     },
   },
+  {
+    what: 'a message handed to the carrier after its recipient opted out (the dispatcher skipped the list)',
+    check: 'messages.not_to_opted_out',
+    async plant(db) {
+      const o = await one<{ number: string; recipient: string; created_at: Date }>(
+        db,
+        'SELECT number, recipient, created_at FROM opt_outs WHERE deleted_at IS NULL ORDER BY id LIMIT 1',
+      );
+      const m = await messageWhere(db, `direction = 'outbound' AND dispatched_at IS NOT NULL`);
+      await db.query(
+        `UPDATE messages SET from_number = $2, to_number = $3, dispatched_at = $4::timestamptz + interval '1 second'
+          WHERE id = $1`,
+        [m.id, o.number, o.recipient, o.created_at],
+      );
+      return [m.id];
+    },
+  },
+  {
+    what: 'an opt-out that ended without its opt_out.deleted',
+    check: 'opt_outs.one_event_per_change',
+    async plant(db) {
+      const o = await one<{ id: string }>(db, 'SELECT id FROM opt_outs WHERE deleted_at IS NULL ORDER BY id LIMIT 1');
+      await db.query('UPDATE opt_outs SET deleted_at = now(), sequence = sequence + 1 WHERE id = $1', [o.id]);
+      return [o.id];
+    },
+  },
+  {
+    what: 'an opt-out that ended, its end announced as a second opt_out.created',
+    check: 'opt_outs.one_event_per_change',
+    async plant(db) {
+      const e = await one<{ id: string; subject_id: string }>(
+        db,
+        `SELECT id, subject_id FROM outbound_events WHERE type = 'opt_out.deleted' ORDER BY id LIMIT 1`,
+      );
+      await db.query(`UPDATE outbound_events SET type = 'opt_out.created' WHERE id = $1`, [e.id]);
+      return [e.subject_id];
+    },
+  },
 ];
 
 describe('planted violations', () => {
@@ -667,9 +712,9 @@ describe('handset audit (the command)', () => {
       const { code, stdout } = await command([], url);
       expect(code).toBe(0);
       const lines = stdout.trimEnd().split('\n');
-      expect(lines).toHaveLength(22);
-      expect(lines.slice(0, 21).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
-      expect(lines[21]).toBe('✔ all 21 checks hold');
+      expect(lines).toHaveLength(24);
+      expect(lines.slice(0, 23).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
+      expect(lines[23]).toBe('✔ all 23 checks hold');
     });
   });
 
@@ -682,13 +727,13 @@ describe('handset audit (the command)', () => {
       expect(text.code).toBe(1);
       expect(text.stdout).toContain(`✘ 4  message segments billed exactly once (checked `);
       expect(text.stdout).toContain(`: 1 violation: ${m.id}\n`);
-      expect(text.stdout).toMatch(/^✘ 1 of 21 checks broken: 1 violation \(invariant 4\)$/m);
+      expect(text.stdout).toMatch(/^✘ 1 of 23 checks broken: 1 violation \(invariant 4\)$/m);
 
       const json = await command(['--json'], url);
       expect(json.code).toBe(1);
       const report = JSON.parse(json.stdout) as AuditReport;
       expect(report.ok).toBe(false);
-      expect(report.checks).toHaveLength(21);
+      expect(report.checks).toHaveLength(23);
       expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({
         invariant: 4,
         violations: 1,
@@ -705,7 +750,7 @@ describe('handset audit (the command)', () => {
       const report = JSON.parse(stdout) as AuditReport;
       expect(report.ok).toBe(true);
       expect(report.checks.map((c) => c.invariant)).toEqual([
-        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 11,
+        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 10, 10, 11,
       ]);
     });
   });

@@ -88,6 +88,16 @@ describe('a second carrier', () => {
     relay.statusWebhooks = 'once';
   });
 
+  it("billing follows the carrier's part count: a text relay splits in 2 parts (its own rule) is billed 2, our estimate of 3 kept beside it", async () => {
+    const body = 'a'.repeat(320);
+    const id = await send(THEIRS, body);
+    await eventually(async () => (await statusOf(id)) === 'delivered');
+    const m = (await acme.get(`/v1/messages/${id}`)).json;
+    expect(m).toMatchObject({ segments: 3, carrier_segments: 2 });
+    const { rows } = await db.pool.query('SELECT kind, quantity FROM usage_records WHERE source_id = $1', [id]);
+    expect(rows).toEqual([{ kind: 'sms_segment_outbound', quantity: 2 }]);
+  });
+
   it('an undeliverable relay text fails with relay’s reason, bills its send, and says message.failed once', async () => {
     relay.unreachable.add(UNREACHABLE);
     const id = await send(UNREACHABLE, 'nobody home');

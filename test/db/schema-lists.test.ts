@@ -18,6 +18,7 @@ import {
   MESSAGE_STATUSES,
 } from '../../src/messages/messages.sql.js';
 import { RECOVERY_STATUSES } from '../../src/delivery/recoveries.sql.js';
+import { OPT_OUT_SOURCES } from '../../src/optouts/optouts.sql.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 
 /** `table.column` → the list that owns the column's values. */
@@ -34,6 +35,7 @@ const LIST_OF: Record<string, readonly string[]> = {
   'webhook_attempts.trigger': ATTEMPT_TRIGGERS,
   'usage_records.kind': USAGE_KINDS,
   'webhook_recoveries.status': RECOVERY_STATUSES,
+  'opt_outs.source': OPT_OUT_SOURCES,
 };
 
 interface EnumeratedCheck {

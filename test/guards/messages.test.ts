@@ -8,12 +8,14 @@ import {
   MESSAGE_STATUSES,
   messageCancel,
   messageClaimScheduled,
+  messageClearForDispatch,
   messageFinalize,
   messageInsertInbound,
   messageMarkChecked,
   messageMarkRejected,
   messageMarkSent,
 } from '../../src/messages/messages.sql.js';
+import { optOutEndById, optOutEndForPair, optOutInsert } from '../../src/optouts/optouts.sql.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { allBut, inRolledBackTx, later, message, reread, T0, unique } from '../support/factory.js';
 
@@ -55,7 +57,7 @@ describe('messageMarkSent: queued → sent with the carrier id, the transition t
   it('a queued message is marked sent once; a second send answer finds it sent', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'queued' });
-      const sent = await messageMarkSent(tx, m.id, 'carrier-1', T0);
+      const sent = await messageMarkSent(tx, m.id, 'carrier-1', null, T0);
       expect(sent).toEqual({
         ...m,
         sequence: m.sequence + 1,
@@ -63,7 +65,7 @@ describe('messageMarkSent: queued → sent with the carrier id, the transition t
         carrier_message_id: 'carrier-1',
         sent_at: T0,
       });
-      expect(await messageMarkSent(tx, m.id, 'carrier-2', later(1))).toBeNull();
+      expect(await messageMarkSent(tx, m.id, 'carrier-2', null, later(1))).toBeNull();
       expect(await reread(tx, 'messages', m)).toEqual(sent);
     }));
 
@@ -71,7 +73,7 @@ describe('messageMarkSent: queued → sent with the carrier id, the transition t
     inRolledBackTx(db.pool, async (tx) => {
       for (const status of allBut(MESSAGE_STATUSES, 'queued', 'scheduled')) {
         const m = await message(tx, { status });
-        expect(await messageMarkSent(tx, m.id, unique('carrier'), T0), status).toBeNull();
+        expect(await messageMarkSent(tx, m.id, unique('carrier'), null, T0), status).toBeNull();
         expect(await reread(tx, 'messages', m), status).toEqual(m);
       }
     }));
@@ -80,7 +82,7 @@ describe('messageMarkSent: queued → sent with the carrier id, the transition t
   it('a scheduled message is not marked sent before it is claimed', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'scheduled', send_at: T0 });
-      expect(await messageMarkSent(tx, m.id, unique('carrier'), T0)).toBeNull();
+      expect(await messageMarkSent(tx, m.id, unique('carrier'), null, T0)).toBeNull();
       expect(await reread(tx, 'messages', m)).toEqual(m);
     }));
 });
@@ -235,5 +237,89 @@ describe('messageMarkChecked: reconciliation bookkeeping on a sent message only'
         await messageMarkChecked(tx, m.id, later(60));
         expect(await reread(tx, 'messages', m), status).toEqual(m);
       }
+    }));
+});
+
+describe('messageClearForDispatch: a queued message is cleared to go to the carrier unless its recipient opted out', () => {
+  const pair = (m: { account_id: string; from_number: string; to_number: string }) => ({
+    accountId: m.account_id,
+    number: m.from_number,
+    recipient: m.to_number,
+  });
+
+  it('a queued message to a recipient who did not opt out is stamped once, and keeps its first stamp', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      const first = await messageClearForDispatch(tx, m.id);
+      expect(first?.dispatched_at).toBeInstanceOf(Date);
+      expect({ ...first, dispatched_at: null }).toEqual(m);
+      expect((await messageClearForDispatch(tx, m.id))?.dispatched_at).toEqual(first?.dispatched_at);
+    }));
+
+  it('a queued message to an opted-out recipient is not cleared, and the row is left as it was', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      await optOutInsert(tx, { ...pair(m), tenantId: null, source: 'keyword' });
+      expect(await messageClearForDispatch(tx, m.id)).toBeNull();
+      expect(await reread(tx, 'messages', m)).toEqual(m);
+    }));
+
+  it('an opt-out of another pair, or one that ended, does not stop it', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      await optOutInsert(tx, { ...pair(m), number: '+13125550199', tenantId: null, source: 'api' });
+      await optOutInsert(tx, { ...pair(m), tenantId: null, source: 'api' });
+      await optOutEndForPair(tx, pair(m));
+      expect(await messageClearForDispatch(tx, m.id)).not.toBeNull();
+    }));
+
+  it('a retry of a send already cleared is not checked again (the first attempt may have reached the carrier)', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      const first = await messageClearForDispatch(tx, m.id);
+      await optOutInsert(tx, { ...pair(m), tenantId: null, source: 'keyword' });
+      expect(await messageClearForDispatch(tx, m.id)).toEqual(first);
+    }));
+
+  it('no other status is cleared', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      for (const status of allBut(MESSAGE_STATUSES, 'queued')) {
+        const m = await message(tx, { status });
+        expect(await messageClearForDispatch(tx, m.id), status).toBeNull();
+        expect(await reread(tx, 'messages', m), status).toEqual(m);
+      }
+    }));
+});
+
+describe('opt-outs: one active entry per pair, ended once', () => {
+  it('a second opt-out of the same pair inserts nothing; after it ends, the pair can opt out again', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      const p = { accountId: m.account_id, number: m.from_number, recipient: m.to_number };
+      const first = await optOutInsert(tx, { ...p, tenantId: null, source: 'keyword' });
+      expect(first).toMatchObject({ ...{ number: p.number, recipient: p.recipient }, sequence: 1, deleted_at: null });
+      expect(await optOutInsert(tx, { ...p, tenantId: null, source: 'carrier' })).toBeNull();
+      const ended = await optOutEndForPair(tx, p);
+      expect(ended).toMatchObject({ id: first!.id, sequence: 2 });
+      expect(ended!.deleted_at!.getTime()).toBeGreaterThanOrEqual(first!.created_at.getTime());
+      expect(await optOutEndForPair(tx, p)).toBeNull();
+      expect(await optOutEndById(tx, p.accountId, first!.id)).toBeNull();
+      const again = await optOutInsert(tx, { ...p, tenantId: null, source: 'api' });
+      expect(again?.id).not.toBe(first!.id);
+    }));
+
+  it("an account cannot end another account's opt-out", () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const m = await message(tx, { status: 'queued' });
+      const other = await message(tx, { status: 'queued' });
+      const o = await optOutInsert(tx, {
+        accountId: m.account_id,
+        number: m.from_number,
+        recipient: m.to_number,
+        tenantId: null,
+        source: 'api',
+      });
+      expect(await optOutEndById(tx, other.account_id, o!.id)).toBeNull();
+      expect(await optOutEndById(tx, m.account_id, o!.id)).not.toBeNull();
     }));
 });

@@ -35,6 +35,8 @@ export interface TelnyxClientOptions {
 const CALL_ALREADY_ENDED = '90018';
 const NOT_ANSWERED_YET = '90034';
 const INVALID_CALL_CONTROL_ID = '90015';
+/** "Blocked due to STOP message": the recipient opted out of the sending number at Telnyx. */
+const OPTED_OUT = '40300';
 
 interface TelnyxAnswer<T> {
   data?: T;
@@ -179,7 +181,7 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
         },
         m.idempotencyKey,
       );
-      if (!r.ok) return r;
+      if (!r.ok) return r.kind === 'rejected' && r.code === OPTED_OUT ? { ...r, reason: 'recipient_opted_out' } : r;
       const parts =
         typeof r.data.parts === 'number' && Number.isInteger(r.data.parts) && r.data.parts > 0 ? r.data.parts : null;
       return { ok: true, carrierMessageId: r.data.id, parts };

@@ -82,6 +82,15 @@ export async function seedWorld(
     await client.post('/v1/calls', { from: numbers[0], to: [`${numberBase}0200`, `${numberBase}0201`] }),
     'call',
   );
+  const optOut = ok(
+    await client.post('/v1/opt_outs', { number: numbers[0], recipient: `${numberBase}0300` }),
+    'opt-out',
+  );
+  // A second one, so a list still has one after a test ends the first.
+  const optOut2 = ok(
+    await client.post('/v1/opt_outs', { number: numbers[1], recipient: `${numberBase}0301` }),
+    'second opt-out',
+  );
   const events = ok(await client.get('/v1/events'), 'events', 200);
   const event = events.data.find((e: { type: string }) => e.type === 'message.canceled');
   if (!event) throw new Error(`no message.canceled event: ${JSON.stringify(events)}`);
@@ -105,6 +114,8 @@ export async function seedWorld(
     canceled_message: toCancel.id as string,
     call: call.id as string,
     event: event.id as string,
+    opt_out: optOut.id as string,
+    second_opt_out: optOut2.id as string,
   };
   return {
     client,
