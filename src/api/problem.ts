@@ -6,6 +6,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
 import { named } from './fields.js';
 import { isBadInput, isUnavailable } from '../db/errors.js';
+import { phoneNumberProblem } from '../numbers/phone.js';
 import type { Logger } from '../telemetry/log.js';
 
 export const Problem = named(
@@ -79,6 +80,8 @@ interface AjvError {
   message?: string;
   params: Record<string, unknown>;
   parentSchema?: Record<string, unknown>;
+  /** The value that failed (Ajv's verbose mode). */
+  data?: unknown;
 }
 
 /** Fastify's error handler for the API. */
@@ -94,7 +97,10 @@ export function apiErrorHandler(log: Logger) {
       const field = fieldName(first, where);
       // A schema may name its own error code (x-code), e.g. invalid_phone_number.
       const code = (first.parentSchema?.['x-code'] as string | undefined) ?? 'invalid_request';
-      const detail = `${field ? `${field}: ` : ''}${first.message ?? 'is invalid'}`;
+      // A phone number says why in words, not with the pattern it failed.
+      const phone =
+        code === 'invalid_phone_number' && typeof first.data === 'string' ? phoneNumberProblem(first.data) : null;
+      const detail = `${field ? `${field}: ` : ''}${phone ?? first.message ?? 'is invalid'}`;
       return sendProblem(reply, problem(422, code, detail, field || undefined));
     }
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')

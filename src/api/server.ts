@@ -24,6 +24,7 @@ import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { bearerCredential } from './bearer.js';
 import { COMPONENT_NAME } from './fields.js';
+import { addFormats, parseQueryIntegers, refuseIllFormedText } from './input.js';
 import { hoistComponents, withStandardProblems } from './openapi.js';
 import { apiErrorHandler, problem, sendProblem } from './problem.js';
 
@@ -73,14 +74,6 @@ export const SLOW_CLIENT_LIMITS = {
   http: { headersTimeout: 10_000, connectionsCheckingInterval: 1_000 },
 } as const;
 
-/** RFC 3339 date-times that JavaScript can also read: a leap second (23:59:60) is refused by the schema, not a 500. */
-function strictDateTime(ajv: {
-  addFormat(name: string, format: { type: 'string'; validate: (s: string) => boolean }): unknown;
-}): void {
-  const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
-  ajv.addFormat('date-time', { type: 'string', validate: (s) => RFC3339.test(s) && !Number.isNaN(Date.parse(s)) });
-}
-
 /** Answers a request Node could not even parse with a small problem+json, then closes. */
 export function problemClientError(err: Error & { code?: string }, socket: import('node:net').Socket): void {
   if (!socket.writable) {
@@ -110,14 +103,14 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
     ajv: {
       customOptions: {
         removeAdditional: false, // unknown fields are an error, not silently dropped
-        coerceTypes: 'array',
+        coerceTypes: false, // a string is not a number, a number not a string, a value not a list (input.ts)
         useDefaults: true,
         allErrors: false,
         verbose: true, // errors carry their schema, so x-code can name the error
         keywords: ['x-code', COMPONENT_NAME],
       },
-      // After ajv-formats (which the compiler adds last among plugins), so this one wins.
-      onCreate: strictDateTime,
+      // After ajv-formats (which the compiler adds last among plugins), so these win.
+      onCreate: addFormats,
     } as object,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -128,8 +121,22 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   const json = app.getDefaultJsonParser('error', 'ignore');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) =>
-    body === '' ? done(null, undefined) : json(req, body as string, done),
+    body === ''
+      ? done(null, undefined)
+      : json(req, body as string, (err, parsed) => {
+          if (err) return done(err);
+          try {
+            refuseIllFormedText(parsed);
+            done(null, parsed);
+          } catch (refused) {
+            done(refused as Error);
+          }
+        }),
   );
+  // A query string has no types: its integers are parsed explicitly, before the schema sees them.
+  app.addHook('preValidation', async (req) => {
+    parseQueryIntegers(req.routeOptions.schema?.querystring, req.query);
+  });
   app.setNotFoundHandler((req, reply) =>
     sendProblem(reply, problem(404, 'route_not_found', `No route for ${req.method} ${req.url.split('?')[0]}`)),
   );

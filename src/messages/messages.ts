@@ -10,6 +10,7 @@ import { numberOwned } from '../numbers/numbers.sql.js';
 import { optOutActive } from '../optouts/optouts.sql.js';
 import { emit } from '../outbox/outbox.js';
 import { historyRecord, messageCancel, messageInsertOutbound, type MessageRow } from './messages.sql.js';
+import { mediaUrlProblem } from './media.js';
 import { segmentsOf } from './segments.js';
 
 export const MAX_BODY_CHARACTERS = 1600;
@@ -54,6 +55,10 @@ export interface NewMessage {
  */
 export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<MessageRow | Refusal> {
   if (!m.body && m.mediaUrls.length === 0) return refuse('empty_message', 'Give a body, media_urls, or both', 'body');
+  for (const [i, url] of m.mediaUrls.entries()) {
+    const problem = mediaUrlProblem(url);
+    if (problem) return refuse('invalid_media_url', `media_urls.${i}: ${problem}`, `media_urls.${i}`);
+  }
   if (m.sendAt) {
     if (m.sendAt.getTime() <= now.getTime())
       return refuse('invalid_send_at', 'send_at must be in the future', 'send_at');

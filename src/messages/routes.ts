@@ -12,6 +12,7 @@ import type { EventSchemas } from '../outbox/outbox.sql.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
 import { E164 } from '../numbers/numbers.js';
+import { MAX_MEDIA_URL_LENGTH } from './media.js';
 import { cancelMessage, createMessage, MAX_BODY_CHARACTERS, messageResource } from './messages.js';
 import {
   ENCODINGS,
@@ -100,9 +101,17 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             to: E164,
             body: Type.Optional(Type.String({ maxLength: MAX_BODY_CHARACTERS })),
             media_urls: Type.Optional(
-              Type.Array(Type.String({ pattern: '^https://', maxLength: 2048, 'x-code': 'invalid_media_url' }), {
-                maxItems: 10,
-              }),
+              Type.Array(
+                Type.String({
+                  pattern: '^https://',
+                  maxLength: MAX_MEDIA_URL_LENGTH,
+                  'x-code': 'invalid_media_url',
+                  description: 'a public https URL the carrier fetches',
+                }),
+                {
+                  maxItems: 10,
+                },
+              ),
             ),
             send_at: Type.Optional(
               Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' }),
