@@ -12,7 +12,6 @@ export const MAX_MEDIA_URL_LENGTH = 2048;
 /** Null for a URL the carrier may be given; otherwise what is wrong with it, for a person. */
 export function mediaUrlProblem(text: string): string | null {
   if (text.length > MAX_MEDIA_URL_LENGTH) return `is longer than ${MAX_MEDIA_URL_LENGTH} characters`;
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses
   if (/[\s\u0000-\u001f\u007f]/.test(text)) return 'holds whitespace or a control character';
   let url: URL;
   try {
