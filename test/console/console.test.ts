@@ -463,6 +463,43 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     expect(listCalls.every((u) => new URL(u).searchParams.get('limit') === '20')).toBe(true);
   });
 
+  it('the opt-outs page lists a STOP texted to a number, adds one by hand, and opts a recipient back in, as the API says', async () => {
+    const texter = '+14155550777';
+    const added = '+14155550778';
+    sim.injectInboundSms({ from: texter, to: ALICE_NUMBER, text: 'Stop' });
+    await until(async () =>
+      (await alice.get('/v1/opt_outs')).json.data.some((o: { recipient: string }) => o.recipient === texter),
+    );
+    await page.getByRole('link', { name: 'Opt-outs' }).click();
+    await page.getByRole('heading', { name: 'Opt-outs', level: 1 }).waitFor();
+    const row = (recipient: string) => page.locator('table.list tbody tr', { hasText: recipient });
+    await row(texter).waitFor();
+    expect(await row(texter).innerText()).toContain('Texted STOP');
+
+    await page.getByText('Add an opt-out').click();
+    await page.getByLabel('Recipient', { exact: true }).fill(added);
+    await page.getByRole('button', { name: 'Add', exact: true }).click();
+    await row(added).waitFor();
+    expect(await row(added).innerText()).toContain('Added by you');
+
+    // The filter finds one recipient; opting them back in takes them off the list.
+    await page.getByLabel('Find a recipient').fill(texter);
+    await page.getByLabel('Find a recipient').press('Enter');
+    await page.waitForURL(/recipient=/);
+    await row(added).waitFor({ state: 'detached' });
+    expect(await page.locator('table.list tbody tr').count()).toBe(1);
+    await row(texter)
+      .getByRole('button', { name: `Opt ${texter} back in to ${ALICE_NUMBER}` })
+      .click();
+    await row(texter).waitFor({ state: 'detached' });
+    const list = (await alice.get('/v1/opt_outs')).json.data as { recipient: string; source: string }[];
+    expect(list.map((o) => [o.recipient, o.source])).toEqual([[added, 'api']]);
+    // A send to the recipient still opted out is refused with the API's words.
+    expect((await alice.post('/v1/messages', { from: ALICE_NUMBER, to: added, body: 'x' })).json.code).toBe(
+      'recipient_opted_out',
+    );
+  });
+
   it("at a phone's width nothing overflows sideways, and the navigation still works", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     try {

@@ -1,7 +1,7 @@
 // The Handset console: a client of the public /v1 API, in Preact and htm as plain
 // ES modules. This module is the shell: which page each address shows, the
 // navigation, signing out, and focus moving to a new page's heading. A page is a
-// module under pages/; adding one (opt-outs, recordings) is one line in ROUTES.
+// module under pages/; adding one (recordings) is one line in ROUTES.
 
 import { html } from 'htm/preact';
 import { render } from 'preact';
@@ -11,6 +11,7 @@ import { CallList, CallPage } from './pages/calls.js';
 import { EndpointList, EndpointPage } from './pages/endpoints.js';
 import { EventList, EventPage } from './pages/events.js';
 import { MessageList, MessagePage } from './pages/messages.js';
+import { OptOutList } from './pages/optouts.js';
 import { SignInPage } from './pages/signin.js';
 import { UsagePage } from './pages/usage.js';
 import { href, interceptLinks, match, navigate, useLocation } from './router.js';
@@ -26,6 +27,7 @@ const ROUTES = [
   { path: '/events/:id', nav: null, page: EventPage },
   { path: '/webhooks', nav: 'Webhooks', page: EndpointList },
   { path: '/webhooks/:id', nav: null, page: EndpointPage },
+  { path: '/opt-outs', nav: 'Opt-outs', page: OptOutList },
   { path: '/usage', nav: 'Usage', page: UsagePage },
 ];
 
