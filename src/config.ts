@@ -18,6 +18,15 @@ export interface Config {
   ingestPort: number;
   /** Dev mode: the Telnyx simulator's port (0 = any free port). Defaults to 3002. */
   simPort: number;
+  /** An OpenAI-compatible speech-to-text endpoint (Telnyx's by default) for transcribe calls. */
+  transcription: {
+    /** POST …/audio/transcriptions; by default the carrier API's own (TELNYX_API_URL + /ai/audio/transcriptions). */
+    url: string;
+    model: string;
+    apiKey: string | null;
+    /** Delays before each retry of a 5xx, 429 or unanswered request; a 4xx is final. */
+    retrySchedule: number[];
+  };
   telnyx: {
     /** Base64 of the raw 32-byte Ed25519 public key, as Mission Control shows it. */
     publicKey: string | null;
@@ -198,6 +207,19 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
   if (deliveryRetrySchedule.length > 8) {
     throw new ConfigError('HANDSET_DELIVERY_RETRY_SCHEDULE', 'at most 8 retries');
   }
+  const transcriptionRetrySchedule = (str('HANDSET_TRANSCRIPTION_RETRY_SCHEDULE') ?? '5s,30s,2m,10m,30m')
+    .split(',')
+    .map((part) => {
+      const ms = parseDuration(part);
+      if (ms === null) {
+        throw new ConfigError(
+          'HANDSET_TRANSCRIPTION_RETRY_SCHEDULE',
+          `"${part}" is not a duration (units ms, s, m, h)`,
+        );
+      }
+      return ms;
+    });
+  const telnyxApiUrl = url('TELNYX_API_URL', 'https://api.telnyx.com/v2') as string;
 
   const deliveryConcurrency = int('HANDSET_DELIVERY_CONCURRENCY', 10, 1, 1000);
 
@@ -244,10 +266,16 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     apiPort: int('HANDSET_API_PORT', 3000, 0, 65535),
     ingestPort: int('HANDSET_INGEST_PORT', 3001, 0, 65535),
     simPort: int('HANDSET_SIM_PORT', 3002, 0, 65535),
+    transcription: {
+      url: url('HANDSET_TRANSCRIPTION_URL', `${telnyxApiUrl.replace(/\/+$/, '')}/ai/audio/transcriptions`) as string,
+      model: str('HANDSET_TRANSCRIPTION_MODEL') ?? 'distil-whisper/distil-large-v2',
+      apiKey: str('HANDSET_TRANSCRIPTION_API_KEY') ?? str('TELNYX_API_KEY'),
+      retrySchedule: transcriptionRetrySchedule,
+    },
     telnyx: {
       publicKey,
       apiKey: str('TELNYX_API_KEY'),
-      apiUrl: url('TELNYX_API_URL', 'https://api.telnyx.com/v2') as string,
+      apiUrl: telnyxApiUrl,
       connectionId: str('TELNYX_CONNECTION_ID'),
       messagingProfileId: str('TELNYX_MESSAGING_PROFILE_ID'),
     },

@@ -32,6 +32,10 @@ import { messageHandlers } from './messages/receipts.js';
 import { messageEvents, messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
 import { optOutEvents, optOutRoutes } from './optouts/routes.js';
+import { fetchTask, recordTask, transcribeTask } from './recordings/jobs.js';
+import { recordingHandlers } from './recordings/recordings.js';
+import { recordingEvents, recordingRoutes } from './recordings/routes.js';
+import { postgresAudioStore } from './recordings/storage.js';
 import type { EventSchemas } from './outbox/outbox.sql.js';
 import { eventRoutes } from './outbox/routes.js';
 import { DELIVERY_TASKS } from './jobs/keys.js';
@@ -46,6 +50,7 @@ import { Metrics } from './telemetry/metrics.js';
 export const EVENT_SCHEMAS: EventSchemas = {
   ...messageEvents,
   ...callEvents,
+  ...recordingEvents,
   ...optOutEvents,
   ...endpointEvents,
 };
@@ -57,6 +62,7 @@ export const API_ROUTES: readonly ApiRoutes[] = [
   messageRoutes,
   optOutRoutes,
   callRoutes,
+  recordingRoutes(postgresAudioStore),
   usageRoutes,
   deliveryRoutes,
   eventRoutes,
@@ -239,7 +245,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         'carrier_event.process': processCarrierEventTask({
           pool: workerPool,
           carriers,
-          handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers },
+          handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers, ...recordingHandlers },
           log,
           notReady: policies.notReady,
         }),
@@ -253,6 +259,19 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         'call.dial': dialTask({ pool: workerPool, carriers, log, policies }),
         'call.command': commandTask({ pool: workerPool, carriers, log, policies }),
         'call.connect': connectTask({ pool: workerPool, carriers, log, policies }),
+        ...((recording) => ({
+          'call.record': recordTask(recording),
+          'recording.fetch': fetchTask(recording),
+          'recording.transcribe': transcribeTask(recording),
+        }))({
+          pool: workerPool,
+          carriers,
+          log,
+          policies,
+          store: postgresAudioStore,
+          transcriber: config.transcription,
+          transcriptionRetries: config.transcription.retrySchedule,
+        }),
         reconcile: reconcileTask(reconcile),
         'reconcile.lookup': lookupTask(reconcile),
         maintenance: maintenanceTask({

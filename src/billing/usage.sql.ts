@@ -12,6 +12,8 @@ export const USAGE_KINDS = [
   'mms_outbound',
   'mms_inbound',
   'call_minute',
+  'recording_minute',
+  'transcription_minute',
 ] as const;
 export type UsageKind = (typeof USAGE_KINDS)[number];
 

@@ -53,9 +53,15 @@ export interface CallRow {
   created_at: Date;
   /** Grows by one with each transition of the call row (guarded statements below); customers order events by it. */
   sequence: number;
+  /** Record the answered call; transcribe its recording once it ended (transcribe implies record). */
+  record: boolean;
+  transcribe: boolean;
+  /** Why the carrier could not record it, when it could not. */
+  recording_error: string | null;
 }
 const CALL_COLUMNS = `id, account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
-  caller_ref, caller_checked_at, caller_reconciled, answered_leg_id, answered_at, ended_at, duration_seconds, created_at, sequence`;
+  caller_ref, caller_checked_at, caller_reconciled, answered_leg_id, answered_at, ended_at, duration_seconds, created_at, sequence,
+  record, transcribe, recording_error`;
 
 export interface LegRow {
   id: string;
@@ -99,14 +105,17 @@ export async function callInsert(
     createdAt?: Date;
     /** A call inserted missed ends at once, or at this carrier time (a caller who had already hung up). */
     endedAt?: Date;
+    record?: boolean;
+    transcribe?: boolean;
   },
 ): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_insert',
     text: `INSERT INTO calls (account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
-                              caller_ref, created_at, ended_at, duration_seconds)
+                              caller_ref, created_at, ended_at, duration_seconds, record, transcribe)
            VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, coalesce($10, now()),
-                   CASE WHEN $6 = 'missed' THEN coalesce($11, $10, now()) END, CASE WHEN $6 = 'missed' THEN 0 END)
+                   CASE WHEN $6 = 'missed' THEN coalesce($11, $10, now()) END, CASE WHEN $6 = 'missed' THEN 0 END,
+                   $12 OR $13, $13)
            ON CONFLICT (carrier, caller_ref) DO NOTHING
            RETURNING ${CALL_COLUMNS}`,
     values: [
@@ -121,7 +130,21 @@ export async function callInsert(
       c.callerRef ?? null,
       c.createdAt ?? null,
       c.endedAt ?? null,
+      c.record ?? false,
+      c.transcribe ?? false,
     ],
+  });
+  return rows[0] ?? null;
+}
+
+/** The carrier could not record the call: noted once (a repeated error changes nothing). */
+export async function callRecordingFailed(tx: Tx, id: string, reason: string): Promise<CallRow | null> {
+  const { rows } = await tx.query<CallRow>({
+    name: 'call_recording_failed',
+    text: `UPDATE calls SET recording_error = $2, sequence = sequence + 1
+            WHERE id = $1 AND record AND recording_error IS NULL
+            RETURNING ${CALL_COLUMNS}`,
+    values: [id, reason],
   });
   return rows[0] ?? null;
 }

@@ -39,6 +39,9 @@ export function callResource(c: CallRow, legs: LegRow[]) {
     answered_at: c.answered_at?.toISOString() ?? null,
     ended_at: c.ended_at?.toISOString() ?? null,
     duration_seconds: c.duration_seconds,
+    record: c.record,
+    transcribe: c.transcribe,
+    recording_error: c.recording_error,
     created_at: c.created_at.toISOString(),
     sequence: c.sequence,
     legs: legs.map((l) => ({
@@ -58,7 +61,7 @@ export function callResource(c: CallRow, legs: LegRow[]) {
 /** An outbound call: the call, the claim of position 0, its leg and its dial job, in one transaction. */
 export async function createOutboundCall(
   tx: Tx,
-  c: { accountId: string; from: string; to: string[]; ringTimeoutSecs: number },
+  c: { accountId: string; from: string; to: string[]; ringTimeoutSecs: number; record: boolean; transcribe: boolean },
   carriesCalls: (carrier: string) => boolean,
 ): Promise<CallRow | Refusal> {
   const number = await numberOwned(tx, c.accountId, c.from);
@@ -74,6 +77,8 @@ export async function createOutboundCall(
     number: c.from,
     plan: { targets: c.to, timeout: c.ringTimeoutSecs, next: 1 },
     carrier: number.carrier,
+    record: c.record || c.transcribe,
+    transcribe: c.transcribe,
   });
   await startLeg(tx, call!, 0);
   return call!;
@@ -139,6 +144,15 @@ export async function afterCallEnded(
   }
   if (call.direction === 'inbound' && call.caller_ref && !except.callerHungUp) {
     await hangUp(tx, call.carrier, call.caller_ref);
+  }
+  // The hangup that ended the call starts its transcription; a duplicate hangup ends nothing and starts nothing.
+  if (call.status === 'completed' && call.transcribe) {
+    await enqueue(
+      tx,
+      'recording.transcribe',
+      { callId: call.id, since: call.ended_at!.toISOString() },
+      { jobKey: jobKeys.transcribe(call.id) },
+    );
   }
   await emit(tx, {
     accountId: call.account_id,

@@ -176,7 +176,13 @@ export function connectTask(deps: CallCommandDeps): TaskHandler<'call.connect'> 
     if (!answered.ok)
       deps.log.warn({ callId, code: answered.code }, 'the carrier refused to answer the caller; bridging anyway');
     const bridged = await voice.callAction(caller, { action: 'bridge', otherLeg: leg.carrier_ref }, `bridge:${callId}`);
-    if (bridged.ok) return;
+    if (bridged.ok) {
+      // Bridged: both parties can now be heard on the caller's leg, which is what gets recorded.
+      if (call.record) {
+        await withTx(deps.pool, (tx) => enqueue(tx, 'call.record', { callId }, { jobKey: jobKeys.record(callId) }));
+      }
+      return;
+    }
     if (bridged.kind === 'retry') {
       await retryCommand(deps, 'call.connect', payload, bridged.retryAfterMs, bridged.detail, jobKey);
       return;

@@ -51,7 +51,8 @@ export function legState(v: unknown): LegState | null {
 
 type Found = { call: CallRow; leg: LegRow } | { call: CallRow; caller: true } | null;
 
-async function find(tx: Tx, carrier: string, ev: { leg: string; echo: unknown }): Promise<Found> {
+/** The call a carrier leg belongs to (one of its legs, or its inbound caller), with the call row locked. */
+export async function callOfCarrierLeg(tx: Tx, carrier: string, ev: { leg: string; echo: unknown }): Promise<Found> {
   const ref = legState(ev.echo);
   const leg = ref ? await legById(tx, ref.l) : await legByCarrierRef(tx, carrier, ev.leg);
   if (leg) {
@@ -68,7 +69,7 @@ async function find(tx: Tx, carrier: string, ev: { leg: string; echo: unknown })
 }
 
 /** An event whose subject is not there yet waits for the not-ready policy, then is let go. */
-function notYet(ctx: HandlerContext, what: string): HandlerResult {
+export function notYet(ctx: HandlerContext, what: string): HandlerResult {
   if (!ctx.waitedOut) throw new NotReadyError(what);
   return { outcome: 'ignored', reason: `${what}; gave up waiting` };
 }
@@ -167,6 +168,8 @@ async function legAnswered(
   });
   if (won.direction === 'inbound')
     await enqueue(tx, 'call.connect', { callId: won.id }, { jobKey: jobKeys.connect(won.id) });
+  // An inbound call is recorded once its caller is bridged (call.connect); an outbound one now that it is answered.
+  else if (won.record) await enqueue(tx, 'call.record', { callId: won.id }, { jobKey: jobKeys.record(won.id) });
   return { outcome: 'applied' };
 }
 
@@ -216,7 +219,7 @@ async function legHungUp(
 export const callHandlers: HandlerRegistry = {
   'call.initiated': async (tx, ev, ctx) => {
     if (ev.direction === 'inbound') return inboundCall(tx, ev, ctx);
-    const found = await find(tx, ctx.carrier, ev);
+    const found = await callOfCarrierLeg(tx, ctx.carrier, ev);
     if (!found || !('leg' in found)) return { outcome: 'ignored', reason: 'not a leg we dialed' };
     if (isStray(found.leg, ev.leg)) {
       await hangUp(tx, ctx.carrier, ev.leg);
@@ -227,14 +230,14 @@ export const callHandlers: HandlerRegistry = {
   },
 
   'call.answered': async (tx, ev, ctx) => {
-    const found = await find(tx, ctx.carrier, ev);
+    const found = await callOfCarrierLeg(tx, ctx.carrier, ev);
     if (!found) return notYet(ctx, `no leg with carrier reference ${ev.leg} yet`);
     if ('caller' in found) return { outcome: 'ignored', reason: 'the caller was answered by us' };
     return legAnswered(tx, found.call, found.leg, ev);
   },
 
   'call.hangup': async (tx, ev, ctx) => {
-    const found = await find(tx, ctx.carrier, ev);
+    const found = await callOfCarrierLeg(tx, ctx.carrier, ev);
     const at = ev.endedAt ?? ev.occurredAt;
     if (!found) {
       // Not a call of ours yet: an inbound caller who gave up before their

@@ -55,6 +55,9 @@ const Call = named(
     answered_at: Nullable(Time),
     ended_at: Nullable(Time),
     duration_seconds: Nullable(Type.Integer()),
+    record: Type.Boolean({ description: 'the answered call is recorded' }),
+    transcribe: Type.Boolean({ description: 'its recording is transcribed once the call ends' }),
+    recording_error: Nullable(Type.String({ description: 'why the carrier could not record it' })),
     created_at: Time,
     sequence: Sequence,
     legs: Type.Array(Leg),
@@ -67,6 +70,7 @@ export const callEvents = {
   'call.answered': Call,
   'call.completed': Call,
   'call.missed': Call,
+  'call.recording.failed': Call,
 } as const satisfies EventSchemas;
 
 export const callRoutes: ApiRoutes = (app, ctx) => {
@@ -86,6 +90,10 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
             ring_timeout_secs: Type.Optional(
               Type.Integer({ minimum: 5, maximum: 120, default: 20, 'x-code': 'invalid_ring_timeout' }),
             ),
+            record: Type.Optional(Type.Boolean({ description: 'record the call once answered (default false)' })),
+            transcribe: Type.Optional(
+              Type.Boolean({ description: 'transcribe the recording when the call ends; implies record' }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -97,7 +105,14 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
         const call = await createOutboundCall(
           tx,
-          { accountId, from: req.body.from, to: req.body.to, ringTimeoutSecs: req.body.ring_timeout_secs ?? 20 },
+          {
+            accountId,
+            from: req.body.from,
+            to: req.body.to,
+            ringTimeoutSecs: req.body.ring_timeout_secs ?? 20,
+            record: req.body.record ?? false,
+            transcribe: req.body.transcribe ?? false,
+          },
           (carrier) => ctx.carriers.get(carrier)?.carriesCalls === true,
         );
         if (isRefusal(call)) throw unprocessable(call.code, call.detail, call.param);

@@ -73,6 +73,27 @@ export type CarrierEvent = (
       startedAt: Date | null;
       endedAt: Date | null;
     }
+  | {
+      kind: 'recording.saved';
+      occurredAt: Date;
+      /** The leg that was recorded, and our state echoed back. */
+      leg: string;
+      echo: unknown;
+      /** The carrier's id of the recording: a recording is stored once per id. */
+      recordingId: string;
+      startedAt: Date;
+      endedAt: Date;
+      /** Where its audio can be fetched for a short while (Telnyx: 10 minutes), and in which format. */
+      audioUrl: string | null;
+      format: string | null;
+    }
+  | {
+      kind: 'recording.failed';
+      occurredAt: Date;
+      leg: string;
+      echo: unknown;
+      reason: string;
+    }
   | { kind: 'unknown'; eventType: string }
 ) & { source: FactSource };
 
@@ -197,7 +218,9 @@ export type CallAction =
   | { action: 'answer' }
   | { action: 'hangup' }
   | { action: 'reject' }
-  | { action: 'bridge'; otherLeg: string };
+  | { action: 'bridge'; otherLeg: string }
+  /** Record the leg (both parties once bridged), one channel per party; its file arrives as recording.saved. */
+  | { action: 'record_start'; format: 'wav'; channels: 'dual' };
 
 /** A leg as the carrier knows it now. `observedAt` is the carrier's clock when it answered. */
 export interface LegLookup {
@@ -241,4 +264,6 @@ export interface VoiceClient {
    */
   callAction(leg: string, a: CallAction, commandKey: string): Promise<CommandResult<{ alreadyEnded: boolean }>>;
   lookupLeg(leg: string): Promise<LookupResult<LegLookup>>;
+  /** A fresh address of a recording's audio (the one its webhook gave expires). */
+  lookupRecording(recordingId: string): Promise<LookupResult<{ audioUrl: string }>>;
 }

@@ -13,6 +13,9 @@ export const TASKS = [
   'call.dial',
   'call.command',
   'call.connect',
+  'call.record',
+  'recording.fetch',
+  'recording.transcribe',
   'delivery.attempt',
   'delivery.recover',
   'reconcile',
@@ -43,6 +46,12 @@ export interface Payloads {
   };
   /** Inbound: answer the waiting caller, then bridge them to the leg that answered. */
   'call.connect': { callId: string; attempt?: number; since?: string };
+  /** Start recording an answered (outbound) or bridged (inbound) call that asked to be recorded. */
+  'call.record': { callId: string; attempt?: number; since?: string };
+  /** Fetch a recording's audio from the carrier's (expiring) address and store it. */
+  'recording.fetch': { recordingId: string; url: string | null; attempt?: number; since?: string };
+  /** Transcribe a completed call's recording once its audio is stored; `since`: when the call ended. */
+  'recording.transcribe': { callId: string; attempt?: number; since?: string };
   /** `lane`: the named queue it was put in (delivery/deliver.ts decides), absent when it runs in parallel. */
   'delivery.attempt': { deliveryId: string; trigger: Exclude<AttemptTrigger, 'recover'>; lane?: string };
   /** Works through one recovery, a batch at a time (it re-enqueues itself until done). */
@@ -66,6 +75,10 @@ export const jobKeys = {
   dispatch: (messageId: string) => `message.dispatch:${messageId}`,
   dial: (legId: string) => `call.dial:${legId}`,
   connect: (callId: string) => `call.connect:${callId}`,
+  /** One recording per call: the job key, and the command key the carrier de-duplicates record_start by. */
+  record: (callId: string) => `record:${callId}`,
+  fetchAudio: (recordingId: string) => `recording.fetch:${recordingId}`,
+  transcribe: (callId: string) => `recording.transcribe:${callId}`,
   /** One hang-up (or reject) per carrier leg, whoever decided it; also its command key at the carrier. */
   command: (action: 'hangup' | 'reject', carrierRef: string) => `${action}:${carrierRef}`,
   /** A delivery's scheduled attempts (emit, retries). */

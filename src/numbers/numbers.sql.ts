@@ -14,8 +14,12 @@ export interface PhoneNumberRow {
   inbound_ring: string[];
   ring_timeout_secs: number;
   created_at: Date;
+  /** Inbound calls to the number are recorded once bridged, and transcribed (which implies recorded). */
+  inbound_record: boolean;
+  inbound_transcribe: boolean;
 }
-const NUMBER_COLUMNS = 'id, account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs, created_at';
+const NUMBER_COLUMNS =
+  'id, account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs, created_at, inbound_record, inbound_transcribe';
 
 /** The column list the row above is typed from, held to the table by a test. */
 export const NUMBER_TABLE_COLUMNS = { phone_numbers: NUMBER_COLUMNS };

@@ -19,6 +19,7 @@ import {
 } from '../../src/messages/messages.sql.js';
 import { RECOVERY_STATUSES } from '../../src/delivery/recoveries.sql.js';
 import { OPT_OUT_SOURCES } from '../../src/optouts/optouts.sql.js';
+import { AUDIO_STATUSES, TRANSCRIPTION_STATUSES } from '../../src/recordings/recordings.sql.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 
 /** `table.column` → the list that owns the column's values. */
@@ -36,6 +37,8 @@ const LIST_OF: Record<string, readonly string[]> = {
   'usage_records.kind': USAGE_KINDS,
   'webhook_recoveries.status': RECOVERY_STATUSES,
   'opt_outs.source': OPT_OUT_SOURCES,
+  'recordings.audio_status': AUDIO_STATUSES,
+  'recordings.transcription_status': TRANSCRIPTION_STATUSES,
 };
 
 interface EnumeratedCheck {

@@ -144,13 +144,30 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     },
     async callAction(leg: string, a: CallAction, commandKey: string) {
       const body =
-        a.action === 'bridge' ? { call_control_id: a.otherLeg, command_id: commandKey } : { command_id: commandKey };
+        a.action === 'bridge'
+          ? { call_control_id: a.otherLeg, command_id: commandKey }
+          : a.action === 'record_start'
+            ? { format: a.format, channels: a.channels, command_id: commandKey }
+            : { command_id: commandKey };
       const r = await command<unknown>(`/calls/${leg}/actions/${a.action}`, body);
       if (r.ok) return { ok: true, alreadyEnded: false };
       if (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED) return { ok: true, alreadyEnded: true };
       // "Call not answered yet": an answer we sent is still being carried out; asking again shortly succeeds.
       if (r.kind === 'rejected' && r.code === NOT_ANSWERED_YET) return { ...r, kind: 'retry', retryAfterMs: null };
       return r;
+    },
+    lookupRecording(recordingId: string) {
+      return lookup<Record<string, unknown>, { audioUrl: string }>(
+        `/recordings/${encodeURIComponent(recordingId)}`,
+        (data) => {
+          const urls = data['download_urls'];
+          const url =
+            urls && typeof urls === 'object'
+              ? Object.values(urls as object).find((u) => typeof u === 'string')
+              : undefined;
+          return typeof url === 'string' ? { audioUrl: url } : null;
+        },
+      );
     },
     lookupLeg(leg: string) {
       return lookup<Record<string, unknown>, LegLookup>(`/calls/${leg}`, (data, observedAt) => {

@@ -39,6 +39,8 @@ const EVENT_TYPES: Record<CarrierEventKind, readonly string[]> = {
   'call.initiated': ['call.initiated'],
   'call.answered': ['call.answered'],
   'call.hangup': ['call.hangup'],
+  'recording.saved': ['call.recording.saved'],
+  'recording.failed': ['call.recording.error'],
   unknown: [],
 };
 
@@ -162,6 +164,40 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
         startedAt: time(payload, 'start_time'),
         endedAt: time(payload, 'end_time'),
       };
+    case 'call.recording.saved': {
+      const startedAt = time(payload, 'recording_started_at');
+      const endedAt = time(payload, 'recording_ended_at');
+      if (!startedAt || !endedAt) throw new MalformedCarrierEvent('call.recording.saved without its start and end');
+      const leg = callLeg(payload);
+      const urls = isObject(payload['recording_urls']) ? payload['recording_urls'] : {};
+      const [format, audioUrl] = Object.entries(urls).find(([, u]) => typeof u === 'string' && u !== '') ?? [
+        null,
+        null,
+      ];
+      return {
+        kind: 'recording.saved',
+        source,
+        occurredAt,
+        ...leg,
+        // Telnyx's payload names the recording; without an id, the leg and the moment it began identify it.
+        recordingId:
+          typeof payload['recording_id'] === 'string' && payload['recording_id'] !== ''
+            ? payload['recording_id']
+            : `${leg.leg}@${startedAt.toISOString()}`,
+        startedAt,
+        endedAt,
+        audioUrl: typeof audioUrl === 'string' ? audioUrl : null,
+        format,
+      };
+    }
+    case 'call.recording.error':
+      return {
+        kind: 'recording.failed',
+        source,
+        occurredAt,
+        ...callLeg(payload),
+        reason: String(payload['reason'] ?? payload['error'] ?? 'the carrier could not record the call'),
+      };
     default:
       return { kind: 'unknown', eventType, source };
   }
@@ -174,6 +210,8 @@ const KNOWN = new Set([
   'call.initiated',
   'call.answered',
   'call.hangup',
+  'call.recording.saved',
+  'call.recording.error',
 ]);
 
 /** A Call Control payload's leg (its call_control_id) and our state echoed back (client_state). */
