@@ -19,7 +19,7 @@
 import { DELIVERY_KEY_PREFIX } from '../jobs/keys.js';
 import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE, UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
 
-export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 10 | 11;
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11;
 
 export interface CheckOptions {
   graceSeconds: number;
@@ -190,18 +190,20 @@ export const CHECKS: readonly CheckDef[] = [
     // (or one of another account, or the wrong direction) bills for nothing.
     key: 'usage.has_source',
     invariant: 4,
-    name: 'every bill is for a message or call of its account',
+    name: 'every bill is for a message, call or recording of its account',
     unit: () => 'usage records',
     subjects: `
       SELECT u.id,
              CASE WHEN u.kind = 'call_minute' THEN c.account_id = u.account_id
+                  WHEN u.kind IN ('recording_minute', 'transcription_minute') THEN r.account_id = u.account_id
                   WHEN u.kind IN ('sms_segment_outbound', 'mms_outbound')
                     THEN m.direction = 'outbound' AND m.account_id = u.account_id
                   ELSE m.direction = 'inbound' AND m.account_id = u.account_id
              END AS ok
         FROM usage_records u
         LEFT JOIN messages m ON m.id = u.source_id
-        LEFT JOIN calls c ON c.id = u.source_id`,
+        LEFT JOIN calls c ON c.id = u.source_id
+        LEFT JOIN recordings r ON r.id = u.source_id`,
   },
 
   // 5 ───────────────────────────────────────────────────────────────────────
@@ -451,6 +453,52 @@ export const CHECKS: readonly CheckDef[] = [
        WHERE ce.event_type = ANY ($2::text[]) AND ce.subject IS NOT NULL
          AND ce.created_at < now() - make_interval(secs => $3::float8)`,
     values: (o) => [o.receiptEventTypes, o.graceSeconds],
+  },
+
+  // 9 ──────────────────────────────────────────────────────────────────────────
+  {
+    key: 'recordings.stored_once',
+    invariant: 9,
+    name: 'one recording per carrier recording id, announced once',
+    unit: () => 'recordings',
+    subjects: `
+      SELECT r.id,
+             count(*) OVER (PARTITION BY r.carrier, r.carrier_recording_id) = 1
+               AND (SELECT count(*) FROM outbound_events e
+                     WHERE e.subject_id = r.id AND e.type = 'call.recording.saved') = 1 AS ok
+        FROM recordings r`,
+  },
+  {
+    // A transcribe call's recording gets one transcript and one event when it
+    // completes; any other recording none. Its status and its text agree.
+    key: 'recordings.transcribed_once',
+    invariant: 9,
+    name: 'a transcript at most once per recording, with exactly one call.transcription.completed',
+    unit: () => 'recordings',
+    subjects: `
+      SELECT r.id,
+             (r.transcript IS NOT NULL) = (r.transcription_status = 'completed')
+               AND (c.transcribe OR r.transcription_status = 'none')
+               AND (SELECT count(*) FROM outbound_events e
+                     WHERE e.subject_id = r.id AND e.type = 'call.transcription.completed')
+                   = CASE WHEN r.transcription_status = 'completed' THEN 1 ELSE 0 END AS ok
+        FROM recordings r JOIN calls c ON c.id = r.call_id`,
+  },
+  {
+    key: 'recordings.billed_once',
+    invariant: 9,
+    name: 'recording minutes billed once per recording, transcription minutes once per transcript',
+    unit: () => 'recordings',
+    subjects: `
+      SELECT r.id,
+             (SELECT count(*) FILTER (WHERE u.kind = 'recording_minute') = 1
+                     AND coalesce(sum(u.quantity) FILTER (WHERE u.kind = 'recording_minute'), -1)
+                         = ceil(r.duration_seconds / 60.0)
+                     AND count(*) FILTER (WHERE u.kind = 'transcription_minute')
+                         = CASE WHEN r.transcription_status = 'completed' THEN 1 ELSE 0 END
+                     AND count(*) = count(*) FILTER (WHERE u.kind IN ('recording_minute', 'transcription_minute'))
+                FROM usage_records u WHERE u.source_id = r.id) AS ok
+        FROM recordings r`,
   },
 
   // 10 ─────────────────────────────────────────────────────────────────────────

@@ -154,6 +154,40 @@ export const SCENARIOS: Record<string, Scenario> = {
       return { call: callSummary(call), events };
     },
   },
+  'recorded-call': {
+    about: 'place a call that is recorded and transcribed: the recording is stored once and transcribed once',
+    takes: { from: YOUR_NUMBER, to: '+15555550100, which answers after 1 s and talks 3 s' },
+    run: async (c) => {
+      const to = c.given.to ?? '+15555550100';
+      const res = await c.api('POST', '/v1/calls', {
+        from: ours(c, 'from'),
+        to: [to],
+        ring_timeout_secs: 10,
+        record: true,
+        transcribe: true,
+      });
+      if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
+      c.out(`Placed ${res.json.id} to ${to}, recorded and transcribed.`);
+      const { call } = await callSettled(c, res.json.id, 60_000);
+      c.out(`Call ${call.status} after ${call.duration_seconds} s.`);
+      const recording = await waitFor(
+        'its recording to be transcribed',
+        async () => {
+          const list = (await c.api('GET', `/v1/calls/${call.id}/recordings`)).json.data as Json[];
+          const r = list[0];
+          return r && r.audio_status !== 'pending' && ['completed', 'failed'].includes(r.transcription_status) && r;
+        },
+        120_000,
+      );
+      c.out(
+        `Recording ${recording.id}: ${recording.duration_seconds} s, audio ${recording.audio_status}, ` +
+          `transcription ${recording.transcription_status}${recording.transcript ? `: "${recording.transcript}"` : ''}.`,
+      );
+      const events = [...(await eventsOf(c, call.id)), ...(await eventsOf(c, recording.id))];
+      c.out(`Your endpoint got: ${events.join(', ')} — one of each.`);
+      return { call: callSummary(call), recording, events };
+    },
+  },
   'lost-hangup': {
     about: 'the carrier loses a hangup for good: Handset asks the carrier and ends the call from its record',
     takes: { from: YOUR_NUMBER },
