@@ -98,6 +98,8 @@ async function inboundCall(
     status: ringing ? 'ringing' : 'missed',
     callerRef: ev.leg,
     createdAt: ev.occurredAt,
+    record: number.inbound_record,
+    transcribe: number.inbound_transcribe,
     ...(gone ? { endedAt: gone.ended_at } : {}),
   });
   if (!call) return { outcome: 'ignored', reason: 'this carrier leg is already a call' };

@@ -34,15 +34,27 @@ export async function numberInsert(
     number: string;
     inboundRing: string[];
     ringTimeoutSecs: number;
+    inboundRecord?: boolean;
+    inboundTranscribe?: boolean;
   },
 ): Promise<PhoneNumberRow | null> {
   const { rows } = await tx.query<PhoneNumberRow>({
     name: 'number_insert',
-    text: `INSERT INTO phone_numbers (account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs)
-           VALUES ($1, $2, $3, $4, $5, $6)
+    text: `INSERT INTO phone_numbers (account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs,
+                                      inbound_record, inbound_transcribe)
+           VALUES ($1, $2, $3, $4, $5, $6, $7 OR $8, $8)
            ON CONFLICT (carrier, number) DO NOTHING
            RETURNING ${NUMBER_COLUMNS}`,
-    values: [n.accountId, n.tenantId, n.carrier, n.number, n.inboundRing, n.ringTimeoutSecs],
+    values: [
+      n.accountId,
+      n.tenantId,
+      n.carrier,
+      n.number,
+      n.inboundRing,
+      n.ringTimeoutSecs,
+      n.inboundRecord ?? false,
+      n.inboundTranscribe ?? false,
+    ],
   });
   return rows[0] ?? null;
 }

@@ -31,6 +31,8 @@ export const PhoneNumber = named(
     tenant_id: Type.Union([Type.String(), Type.Null()]),
     inbound_ring: Type.Array(E164),
     ring_timeout_secs: Type.Integer(),
+    record: Type.Boolean({ description: 'inbound calls are recorded once bridged' }),
+    transcribe: Type.Boolean({ description: 'recorded inbound calls are transcribed when they end' }),
     created_at: Type.String({ format: 'date-time' }),
   }),
 );
@@ -43,6 +45,8 @@ export function phoneNumberResource(n: PhoneNumberRow) {
     tenant_id: n.tenant_id,
     inbound_ring: n.inbound_ring,
     ring_timeout_secs: n.ring_timeout_secs,
+    record: n.inbound_record,
+    transcribe: n.inbound_transcribe,
     created_at: n.created_at.toISOString(),
   };
 }

@@ -27,6 +27,10 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
               Type.Array(E164, { maxItems: 10, description: 'ring these in order on an inbound call' }),
             ),
             ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20 })),
+            record: Type.Optional(Type.Boolean({ description: 'record inbound calls once bridged (default false)' })),
+            transcribe: Type.Optional(
+              Type.Boolean({ description: 'transcribe recorded inbound calls when they end; implies record' }),
+            ),
             tenant_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
             carrier: Type.Optional(
               Type.String({
@@ -65,6 +69,8 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
           number: req.body.number,
           inboundRing: req.body.inbound_ring ?? [],
           ringTimeoutSecs: req.body.ring_timeout_secs ?? 20,
+          inboundRecord: req.body.record ?? false,
+          inboundTranscribe: req.body.transcribe ?? false,
         });
         if (!n) throw new ApiError(409, 'number_taken', `${req.body.number} already belongs to an account`, 'number');
         return { status: 201, body: phoneNumberResource(n) };
