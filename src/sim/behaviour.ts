@@ -48,6 +48,8 @@ export interface Behaviour {
   holdRate: number;
   holdMinMs: number;
   holdMaxMs: number;
+  /** POST /v2/ai/audio/transcriptions answered 500 (OpenAI-style error body), nothing transcribed. */
+  transcriptionErrorRate: number;
 }
 
 export const WELL_BEHAVED: Readonly<Behaviour> = Object.freeze({
@@ -68,6 +70,7 @@ export const WELL_BEHAVED: Readonly<Behaviour> = Object.freeze({
   holdRate: 0,
   holdMinMs: 0,
   holdMaxMs: 0,
+  transcriptionErrorRate: 0,
 });
 
 export type BehaviourKey = keyof Behaviour;
@@ -92,6 +95,7 @@ export const KNOB_HELP: Readonly<Record<BehaviourKey, string>> = {
   holdRate: 'deliver an event late, letting later ones overtake it',
   holdMinMs: 'shortest hold of a held event',
   holdMaxMs: 'longest hold of a held event',
+  transcriptionErrorRate: 'answer a speech-to-text request 500, nothing transcribed',
 };
 
 const MAX_DELAY_MS = 600_000;

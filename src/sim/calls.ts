@@ -11,6 +11,12 @@
 // Bridging marks two live legs as connected (call.bridged for each); hanging up
 // one leg of a bridge leaves the other up: the application hangs it up.
 //
+// record_start (an answered leg only: 90034 otherwise; format and channels are
+// required, as Telnyx's API marks them) starts a recording, record_stop
+// ({recording_id?}: that one, else every one running) or the hangup ends it;
+// recordings.ts tells of it after the hangup. A client_state on either sets the
+// leg's, as on every command, and is the one the recording's webhook echoes.
+//
 // GET /v2/calls/{call_control_id} ("Retrieve a call status") answers from the
 // leg's own state, so it tells the truth even when the webhooks were lost:
 //   {"data":{"call_control_id","call_leg_id","call_session_id","client_state",
@@ -47,7 +53,8 @@ import {
   SimInputError,
   type Body,
 } from './fields.js';
-import type { CallPlan } from './personas.js';
+import type { CallPlan, RecordingOutcome } from './personas.js';
+import type { RecordingChannels, RecordingFormat, Recordings } from './recordings.js';
 import { refuse, type Outcome, type Refusal } from './refusals.js';
 import type { Timer } from './scheduler.js';
 import type { DeliveryPolicy } from './webhooks.js';
@@ -59,8 +66,15 @@ const DEFAULT_TIMEOUT_SECS = 30;
 const SIP_URI = /^sips?:[^@\s]+@[^@\s]+$/;
 
 export type LegState = 'ringing' | 'parked' | 'answered' | 'ended';
-export type CallAction = 'answer' | 'hangup' | 'bridge' | 'reject';
-export const CALL_ACTIONS: readonly CallAction[] = ['answer', 'hangup', 'bridge', 'reject'];
+export type CallAction = 'answer' | 'hangup' | 'bridge' | 'reject' | 'record_start' | 'record_stop';
+export const CALL_ACTIONS: readonly CallAction[] = [
+  'answer',
+  'hangup',
+  'bridge',
+  'reject',
+  'record_start',
+  'record_stop',
+];
 
 /** The hangup causes Telnyx reports (call.hangup payload.hangup_cause). */
 export const HANGUP_CAUSES = [
@@ -93,6 +107,8 @@ interface Leg extends LegFacts {
   plan: CallPlan;
   /** What the far end's persona (callee of an outgoing leg, caller of an incoming one) does to its webhooks. */
   policy: DeliveryPolicy;
+  /** What becomes of its recordings, from the same persona. */
+  recordingOutcome: RecordingOutcome;
   timers: Timer[];
 }
 
@@ -182,7 +198,10 @@ export class CallControl {
   private legs = new Map<string, Leg>();
   private readonly commands: CommandLog<DialData | { result: 'ok' }>;
 
-  constructor(private readonly account: Account) {
+  constructor(
+    private readonly account: Account,
+    private readonly recordings: Recordings,
+  ) {
     this.commands = new CommandLog(COMMAND_WINDOW_MS, () => account.scheduler.wallNow());
   }
 
@@ -245,6 +264,7 @@ export class CallControl {
       bridgedWith: null,
       plan: callee.call,
       policy: callee.delivery,
+      recordingOutcome: callee.recording,
       timers: [],
     };
     this.legs.set(leg.callControlId, leg);
@@ -317,6 +337,7 @@ export class CallControl {
     if (!isE164(input.to)) throw new SimInputError('to must be an E.164 number');
     const clock = this.account.scheduler.timeline();
     const now = clock();
+    const caller = this.account.personas.lookup(input.from);
     const leg: Leg = {
       clock,
       lastAt: now,
@@ -339,7 +360,8 @@ export class CallControl {
       bridgeOnAnswer: false,
       bridgedWith: null,
       plan: { kind: 'manual' },
-      policy: this.account.personas.lookup(input.from).delivery,
+      policy: caller.delivery,
+      recordingOutcome: caller.recording,
       timers: [],
     };
     this.legs.set(leg.callControlId, leg);
@@ -434,6 +456,31 @@ export class CallControl {
         if (leg.state === 'ringing' || other.state === 'ringing') return refuse.notAnswered();
         if (clientState !== null) leg.clientState = clientState;
         this.bridge(leg, other);
+        return null;
+      }
+      case 'record_start': {
+        if (leg.state !== 'answered') return refuse.notAnswered();
+        const format = oneOf<RecordingFormat>(body, 'format', ['wav', 'mp3']);
+        if (isRefusal(format)) return format;
+        const channels = oneOf<RecordingChannels>(body, 'channels', ['single', 'dual']);
+        if (isRefusal(channels)) return channels;
+        if (clientState !== null) leg.clientState = clientState;
+        this.recordings.start(leg, { format, channels, clientState: leg.clientState, at: this.now(leg) });
+        return null;
+      }
+      case 'record_stop': {
+        if (leg.state !== 'answered') return refuse.notAnswered();
+        const recordingId = optionalString(body, 'recording_id');
+        if (isRefusal(recordingId)) return recordingId;
+        if (!this.recordings.isRecording(leg, recordingId)) {
+          return refuse.badRequest(
+            recordingId === null
+              ? 'The call is not being recorded.'
+              : 'No recording with this recording_id is running.',
+          );
+        }
+        if (clientState !== null) leg.clientState = clientState;
+        this.recordings.stop(leg, recordingId, clientState, this.now(leg));
         return null;
       }
     }
@@ -564,6 +611,12 @@ export class CallControl {
     leg.endedAt = now;
     const hangup = { cause, source, sipCause: SIP_HANGUP_CAUSE[cause] ?? 'unspecified', answeredAt: leg.answeredAt };
     this.emit(leg, callEvents.callHangup(leg, hangup, now));
+    this.recordings.legEnded(leg, now);
+  }
+
+  /** The leg's timeline now, never before its last event (a command's moment, not an event's stamp). */
+  private now(leg: Leg): number {
+    return Math.max(leg.clock(), leg.lastAt);
   }
 
   /**
@@ -590,4 +643,14 @@ export class CallControl {
     const urls = [leg.webhookUrl ?? this.account.webhookUrl()];
     void this.account.sender.emit(event, urls, { lane: leg.callControlId, policy: leg.policy });
   }
+}
+
+/** A required parameter that must be one of a few words. */
+function oneOf<T extends string>(body: Body, param: string, values: readonly T[]): T | Refusal {
+  const v = body[param];
+  if (isBlank(v)) return refuse.missing(param);
+  if (typeof v !== 'string' || !(values as readonly string[]).includes(v)) {
+    return refuse.badParameter(param, `'${param}' must be one of ${values.join(', ')}.`);
+  }
+  return v as T;
 }

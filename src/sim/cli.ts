@@ -51,7 +51,7 @@ export function simCommand(): Command {
       '',
       'Misbehaviour knobs all default to 0 (a well-behaved carrier): P is a probability 0..1, MS real milliseconds,',
       `TYPE one of ${EVENT_TYPES.join(', ')}.`,
-      "Per-number misbehaviour (a persona's lose/hold) is set with PUT /_sim/personas/{number}.",
+      'Per-number misbehaviour (a persona\'s lose/hold, recording: "error") is set with PUT /_sim/personas/{number}.',
     ].join('\n'),
   );
 }

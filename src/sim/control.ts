@@ -9,7 +9,8 @@
 //                                            "holdMaxMs":3000,"answerDelayMs":1500,"lostAnswerRate":0.1,
 //                                            "stalledBodyRate":0.1}
 //   PUT  /_sim/personas/{number}             {"sms":"delivery_failed","call":{"answerAfterMs":2000},
-//                                            "lose":["call.hangup"],"hold":{"call.answered":8000}}
+//                                            "lose":["call.hangup"],"hold":{"call.answered":8000},
+//                                            "recording":"error"}
 //   GET  /_sim/dropped                       {"data":[…]} every event lost for good, with the body it would have had
 //   PUT  /_sim/webhook_url                   {"url":"http://…/webhooks/telnyx"} or {"url":null}
 //   POST /_sim/inbound/sms                   {"from","to","text","media_urls"?}
@@ -18,6 +19,9 @@
 //   POST /_sim/calls/{call_control_id}/hangup {"cause"?}
 //   POST /_sim/deliver                       {"body":"<raw envelope>","url"?} → {"status"}
 //   POST /_sim/reset
+//
+// Beside it, recordings.ts serves GET /_sim/recordings/{id}.{wav|mp3}?expires=&signature=,
+// the recording files its webhooks point at (signed, not open).
 
 import type { FastifyInstance } from 'fastify';
 import { BehaviourError, parseBehaviour } from './behaviour.js';

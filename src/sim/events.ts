@@ -17,6 +17,8 @@ export const EVENT_TYPES = [
   'call.answered',
   'call.bridged',
   'call.hangup',
+  'call.recording.saved',
+  'call.recording.error',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

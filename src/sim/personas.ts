@@ -18,6 +18,8 @@
 // | +15555550114  | delivered                                          | answers after 1 s, stays until hung up                 |
 // | +15555550115  | delivered                                          | manual: nothing after call.initiated; drive it with    |
 // |               |                                                    | answer()/hangup() or POST /_sim/calls/{id}/answer|hangup |
+// | +15555550116  | delivered                                          | answers after 1 s, talks 3 s; a recording of it fails: |
+// |               |                                                    | call.recording.error instead of call.recording.saved   |
 // | any other     | delivered                                          | answers after 1 s, talks 3 s                           |
 //
 // Receipt timing for SMS: message.sent 100 ms after the send is accepted,
@@ -32,6 +34,10 @@
 // So with {"call":{"talkMs":3000},"hold":{"call.answered":5000}} the answer of a
 // leg arrives 2 s (simulated) after its hangup; with {"call":{"hangupCause":
 // "timeout"},"lose":["call.hangup"]} a ringing leg times out unheard.
+//
+// `recording: "error"` makes every recording of a leg to or from the number end
+// in call.recording.error (reason "Internal server error") instead of
+// call.recording.saved; the default is "saved".
 
 import { EVENT_TYPES, isEventType, type EventType } from './events.js';
 import type { DeliveryPolicy } from './webhooks.js';
@@ -54,6 +60,8 @@ export const SMS_OUTCOMES: readonly SmsOutcome[] = [
   'sent_only',
   'rejected',
 ];
+
+export type RecordingOutcome = 'saved' | 'error';
 
 export type RefusalCause = 'user_busy' | 'call_rejected' | 'timeout';
 
@@ -79,6 +87,8 @@ export interface Persona {
   lose?: EventType[];
   /** Event type → simulated ms its events are held back, out of their resource's lane. */
   hold?: Partial<Record<EventType, number>>;
+  /** What becomes of a recording of its calls (default saved). */
+  recording?: RecordingOutcome;
 }
 
 export type CallPlan =
@@ -92,6 +102,7 @@ export interface ResolvedPersona {
   smsErrorCode: string | null;
   call: CallPlan;
   delivery: DeliveryPolicy;
+  recording: RecordingOutcome;
 }
 
 export const SMS_SENT_AFTER_MS = 100;
@@ -121,6 +132,7 @@ export const MAGIC_PERSONAS: Readonly<Record<string, Persona>> = Object.freeze({
   '+15555550113': { call: { answerAfterMs: 2000, talkMs: 5000 } },
   '+15555550114': { call: { answerAfterMs: 1000, talkMs: null } },
   '+15555550115': { call: { manual: true } },
+  '+15555550116': { recording: 'error' },
 });
 
 export function resolvePersona(p: Persona): ResolvedPersona {
@@ -130,6 +142,7 @@ export function resolvePersona(p: Persona): ResolvedPersona {
     smsErrorCode: p.smsErrorCode ?? DEFAULT_ERROR_CODE[sms] ?? null,
     call: callPlan(p.call ?? {}),
     delivery: { lose: p.lose ?? [], hold: p.hold ?? {} },
+    recording: p.recording ?? 'saved',
   };
 }
 
@@ -181,7 +194,7 @@ const MAX_PERSONA_MS = 3_600_000;
 export function parsePersona(input: unknown): Persona {
   if (!isObject(input)) throw new PersonaError('a persona is a JSON object');
   for (const key of Object.keys(input)) {
-    if (!['sms', 'smsErrorCode', 'call', 'lose', 'hold'].includes(key)) {
+    if (!['sms', 'smsErrorCode', 'call', 'lose', 'hold', 'recording'].includes(key)) {
       throw new PersonaError(`unknown persona field "${key}"`);
     }
   }
@@ -199,6 +212,12 @@ export function parsePersona(input: unknown): Persona {
     out.smsErrorCode = input['smsErrorCode'];
   }
   if (input['call'] !== undefined) out.call = parseCallPersona(input['call']);
+  if (input['recording'] !== undefined) {
+    if (input['recording'] !== 'saved' && input['recording'] !== 'error') {
+      throw new PersonaError('recording must be "saved" or "error"');
+    }
+    out.recording = input['recording'];
+  }
   if (input['lose'] !== undefined) {
     const lose = input['lose'];
     if (!Array.isArray(lose) || !lose.every(isEventType)) {

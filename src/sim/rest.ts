@@ -10,7 +10,9 @@
 //   GET  /v2/messages/{id}                         the message as the carrier knows it now
 //   POST /v2/calls                                 dial one leg             (Idempotency-Key, command_id)
 //   GET  /v2/calls/{call_control_id}               the leg's call status (kept 10 min after it ended)
-//   POST /v2/calls/{call_control_id}/actions/{answer|hangup|bridge|reject}   (command_id)
+//   POST /v2/calls/{call_control_id}/actions/{answer|hangup|bridge|reject|record_start|record_stop}   (command_id)
+//   GET  /v2/recordings/{recording_id}            a saved recording, with a fresh download URL
+//   POST /v2/ai/audio/transcriptions              speech to text (OpenAI-compatible, multipart; its own error shape)
 //
 // A send goes: Idempotency-Key (a stored success is replayed before anything
 // else, so a replay of a success is a success whatever the knobs say), then the
@@ -24,7 +26,9 @@ import type { CallControl } from './calls.js';
 import { isBody, isRefusal } from './fields.js';
 import { IDEMPOTENCY_KEY, IdempotencyRecords, type Claim } from './idempotency.js';
 import type { Messaging } from './messages.js';
+import type { Recordings } from './recordings.js';
 import { errorBody, refuse, type Outcome, type Refusal } from './refusals.js';
+import type { Transcriber } from './transcription.js';
 
 /** What became of an answer: sent as usual, sent late, lost with its connection, or cut off mid-body. */
 export type AnswerFate = 'sent' | 'delayed' | 'lost' | 'stalled';
@@ -68,6 +72,8 @@ export interface CarrierApiDeps {
   account: Account;
   messaging: Messaging;
   calls: CallControl;
+  recordings: Recordings;
+  transcriber: Transcriber;
   /** The request body exactly as it came (Idempotency-Key compares bytes, not JSON). */
   rawBody: (req: FastifyRequest) => string;
   record: (r: Omit<RequestRecord, 'seq'>) => RequestRecord;
@@ -75,13 +81,17 @@ export interface CarrierApiDeps {
 
 /** What a rate-limited client is told to wait, in seconds. */
 const RETRY_AFTER_SECONDS = 1;
+/** Telnyx's upload limit for speech to text. */
+const TRANSCRIPTION_BODY_LIMIT = 100 * 1024 * 1024;
+/** The OpenAI-compatible routes answer errors OpenAI's way, the rest Telnyx's. */
+const OPENAI_COMPATIBLE = '/v2/ai/';
 
 function emptyCounts(): CarrierApiCounts {
   return { replays: 0, answersDelayed: 0, answersLost: 0, bodiesStalled: 0 };
 }
 
 export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): CarrierApi {
-  const { account, messaging, calls } = deps;
+  const { account, messaging, calls, recordings, transcriber } = deps;
   const records = new WeakMap<FastifyRequest, RequestRecord>();
   const idempotency = new IdempotencyRecords(() => account.scheduler.wallNow());
   const stalled = new Set<ServerResponse>();
@@ -198,13 +208,26 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
       v2.addHook('preHandler', async (req, reply) => {
         const record = records.get(req);
         if (record) {
-          record.body = req.body ?? null;
+          // An upload is kept as what it carried (the transcription route fills it in), not as its bytes.
+          record.body = Buffer.isBuffer(req.body) ? null : (req.body ?? null);
           const commandId = isBody(req.body) ? req.body['command_id'] : undefined;
           record.commandId = typeof commandId === 'string' ? commandId : null;
         }
         const latency = account.behaviour().sendLatencyMs;
         if (latency > 0) await sleep(latency);
-        if (req.headers.authorization !== `Bearer ${deps.apiKey}`) return refusal(reply, refuse.authentication());
+        if (req.headers.authorization !== `Bearer ${deps.apiKey}`) {
+          if (req.url.startsWith(OPENAI_COMPATIBLE)) {
+            return reply.code(401).send({
+              error: {
+                message: 'Incorrect API key provided.',
+                type: 'invalid_request_error',
+                param: null,
+                code: 'invalid_api_key',
+              },
+            });
+          }
+          return refusal(reply, refuse.authentication());
+        }
       });
       v2.addHook('onResponse', async (req, reply) => {
         const record = records.get(req);
@@ -229,6 +252,17 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
       v2.post<{ Params: { id: string; action: string } }>('/calls/:id/actions/:action', async (req, reply) =>
         send(req, reply, calls.action(req.params.id, req.params.action, req.body)),
       );
+
+      v2.get<{ Params: { id: string } }>('/recordings/:id', async (req, reply) =>
+        send(req, reply, recordings.resource(req.params.id)),
+      );
+
+      v2.post('/ai/audio/transcriptions', { bodyLimit: TRANSCRIPTION_BODY_LIMIT }, async (req, reply) => {
+        const answer = await transcriber.transcribe(req.headers['content-type'], req.body);
+        const record = records.get(req);
+        if (record) record.body = answer.summary;
+        return reply.code(answer.status).type(answer.contentType).send(answer.body);
+      });
 
       v2.setNotFoundHandler(async (req, reply) => refusal(reply, refuse.notFound(req.url)));
     },

@@ -7,6 +7,9 @@
 // given seed and request order, and it answers what a client asks when its
 // webhooks went missing (GET /v2/calls/{id}, GET /v2/messages/{id}) and honours
 // Idempotency-Key on its sends (idempotency.ts), so a retry never sends twice.
+// It records calls (recordings.ts: call.recording.saved with signed, expiring
+// URLs to real WAV files it serves itself) and transcribes them (transcription.ts:
+// an OpenAI-compatible POST /v2/ai/audio/transcriptions).
 // `handset sim` (cli.ts) and `handset dev` run it; tests use it in-process.
 
 import { createPublicKey, generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto';
@@ -21,16 +24,21 @@ import { newConnectionId } from './events.js';
 import { isE164, SimInputError } from './fields.js';
 import { Messaging, type InboundSms } from './messages.js';
 import { PersonaBook, type Persona } from './personas.js';
+import { Recordings, registerRecordingFiles, type RecordingCounts } from './recordings.js';
 import { freshSeed, seededRandom, type Random } from './random.js';
 import { errorBody, refuse } from './refusals.js';
 import { registerCarrierApi, refusal, type CarrierApiCounts, type RequestRecord } from './rest.js';
 import { Scheduler } from './scheduler.js';
+import { Transcriber, type TranscriptionCounts } from './transcription.js';
 import { WebhookSender, type DroppedEvent, type WebhookAttempt, type WebhookCounts } from './webhooks.js';
 
 export { envelopeBody, canonicalJson, messagingTime, voiceTime } from './events.js';
 export { telnyxWebhook } from './webhook-builders.js';
 export type { Behaviour } from './behaviour.js';
-export type { Persona, CallPersona, SmsOutcome } from './personas.js';
+export type { Persona, CallPersona, SmsOutcome, RecordingOutcome } from './personas.js';
+export { RECORDING_URL_TTL_MS, RECORDING_SAVED_AFTER_MS } from './recordings.js';
+export { MIN_AUDIO_MS, transcriptOf } from './transcription.js';
+export { readWav, toneWav, type WavInfo } from './audio.js';
 export { MAGIC_PERSONAS } from './personas.js';
 export type { RequestRecord, AnswerFate } from './rest.js';
 export type { WebhookAttempt, DeliveryCopy, DroppedEvent } from './webhooks.js';
@@ -65,7 +73,7 @@ export interface SimulatorOptions {
   log?: Logger;
 }
 
-export interface SimulatorCounts extends WebhookCounts, CarrierApiCounts {
+export interface SimulatorCounts extends WebhookCounts, CarrierApiCounts, RecordingCounts, TranscriptionCounts {
   requests: number;
   messages: number;
   callLegs: number;
@@ -102,6 +110,8 @@ export interface Simulator {
   readonly url: string;
   /** Base URL of the control API, ending in /_sim. */
   readonly controlUrl: string;
+  /** The speech-to-text endpoint, what HANDSET_TRANSCRIPTION_URL points at (…/v2/ai/audio/transcriptions). */
+  readonly transcriptionUrl: string;
   readonly apiKey: string;
   /** Base64 of the raw 32-byte Ed25519 public key (TELNYX_PUBLIC_KEY). */
   readonly publicKeyBase64: string;
@@ -193,7 +203,11 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     log,
   };
   const messaging = new Messaging(account);
-  const calls = new CallControl(account);
+  // Known once listening (port 0 picks one); the recording URLs point here.
+  let base = '';
+  const recordings = new Recordings(account, () => base);
+  const calls = new CallControl(account, recordings);
+  const transcriber = new Transcriber(account);
 
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: true, return503OnClosing: true });
   // The bytes as they came, for Idempotency-Key (the same request is the same body byte for byte).
@@ -208,6 +222,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       done(Object.assign(new Error('The request body is not valid JSON.'), { statusCode: 400 }), undefined);
     }
   });
+  // Uploads (speech to text) arrive whole and are parsed by the route (multipart.ts); its limit is the route's.
+  app.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.setErrorHandler(async (err: Error & { statusCode?: number }, req, reply) => {
     const status = err.statusCode ?? 500;
     if (status >= 500) log.error({ err, url: req.url }, 'simulator request failed');
@@ -222,18 +238,23 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     account,
     messaging,
     calls,
+    recordings,
+    transcriber,
     rawBody: (req) => rawBodies.get(req) ?? '',
     record: (r) => keep(requests, { seq: ++requestSeq, ...r }, historyLimit),
   });
 
-  // Known once listening (port 0 picks one).
-  let base = '';
+  registerRecordingFiles(app, recordings);
+
   const sim: Simulator = {
     get url() {
       return `${base}/v2`;
     },
     get controlUrl() {
       return `${base}/_sim`;
+    },
+    get transcriptionUrl() {
+      return `${base}/v2/ai/audio/transcriptions`;
     },
     apiKey,
     publicKeyBase64,
@@ -257,6 +278,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         callLegs: calls.count,
         ...sender.counts,
         ...carrierApi.counts,
+        ...recordings.counts,
+        ...transcriber.counts,
       };
     },
     carrierEnv: () => ({
@@ -313,6 +336,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       carrierApi.forget();
       messaging.reset();
       calls.reset();
+      recordings.reset();
+      transcriber.reset();
       personas.reset();
       behaviour = { ...initialBehaviour };
       stream = seededRandom(seed);

@@ -1,6 +1,9 @@
 // The Call Control webhooks of the simulated carrier (call.initiated, call.answered,
-// call.hangup, call.bridged) from the simulator's own leg facts, each payload with
-// exactly the keys of captured Telnyx webhooks, and the SIP details Telnyx reports.
+// call.hangup, call.bridged, call.recording.saved, call.recording.error) from the
+// simulator's own leg facts, each payload with exactly the keys of captured Telnyx
+// webhooks (the recording ones: Telnyx's documented payloads plus the keys its
+// deliveries carry beside them, call_control_id, format and recording_id), and the
+// SIP details Telnyx reports.
 
 import { randomUUID } from 'node:crypto';
 import { voiceTime, type TelnyxEvent } from './events.js';
@@ -78,6 +81,20 @@ function qualityStats(answeredAt: number, endedAt: number) {
   };
 }
 
+/** What a recording's webhooks tell: the leg's ids come from LegFacts, these from the recording. */
+export interface RecordingFacts {
+  recordingId: string;
+  /** The record_start's client_state (base64 as given), else the leg's at record_start; null when neither. */
+  clientState: string | null;
+  format: 'wav' | 'mp3';
+  channels: 'single' | 'dual';
+  /** Simulated epoch ms. */
+  startedAt: number;
+  endedAt: number;
+  /** The signed download URL of the file in `format`. */
+  url: string;
+}
+
 export const callEvents = {
   /** C1 (incoming, parked) or C4 (outgoing, bridging). */
   callInitiated(leg: LegFacts, at: number, id: string = randomUUID()): TelnyxEvent {
@@ -137,5 +154,51 @@ export const callEvents = {
   /** C5. */
   callBridged(leg: LegFacts, at: number, id: string = randomUUID()): TelnyxEvent {
     return { id, eventType: 'call.bridged', occurredAt: voiceTime(at), payload: legIds(leg) };
+  },
+
+  /** The recording's file is ready: its URLs expire 10 minutes after this was sent. */
+  callRecordingSaved(leg: LegFacts, r: RecordingFacts, at: number, id: string = randomUUID()): TelnyxEvent {
+    return {
+      id,
+      eventType: 'call.recording.saved',
+      occurredAt: voiceTime(at),
+      payload: {
+        call_control_id: leg.callControlId,
+        call_leg_id: leg.callLegId,
+        call_session_id: leg.callSessionId,
+        channels: r.channels,
+        client_state: r.clientState,
+        connection_id: leg.connectionId,
+        format: r.format,
+        public_recording_urls: { [r.format]: r.url },
+        recording_ended_at: voiceTime(r.endedAt),
+        recording_id: r.recordingId,
+        recording_started_at: voiceTime(r.startedAt),
+        recording_urls: { [r.format]: r.url },
+      },
+    };
+  },
+
+  /** The recording could not be saved: Telnyx's payload has the leg's ids, client_state and a reason, no recording id. */
+  callRecordingError(
+    leg: LegFacts,
+    clientState: string | null,
+    reason: string,
+    at: number,
+    id: string = randomUUID(),
+  ): TelnyxEvent {
+    return {
+      id,
+      eventType: 'call.recording.error',
+      occurredAt: voiceTime(at),
+      payload: {
+        call_control_id: leg.callControlId,
+        call_leg_id: leg.callLegId,
+        call_session_id: leg.callSessionId,
+        client_state: clientState,
+        connection_id: leg.connectionId,
+        reason,
+      },
+    };
   },
 };

@@ -6,7 +6,14 @@ import { randomUUID } from 'node:crypto';
 import { envelopeBody, type TelnyxEvent } from './events.js';
 import { deliveryError, messageEvents, type FinalStatus, type MessageRecord } from './messaging-events.js';
 import { priceOf, segmentsOf } from './segments.js';
-import { callEvents, SIP_HANGUP_CAUSE, type Hangup, type HangupSource, type LegFacts } from './voice-events.js';
+import {
+  callEvents,
+  SIP_HANGUP_CAUSE,
+  type Hangup,
+  type HangupSource,
+  type LegFacts,
+  type RecordingFacts,
+} from './voice-events.js';
 
 export interface EnvelopeOptions {
   /** data.id; a fresh UUID by default. */
@@ -38,6 +45,19 @@ export interface LegInput {
   clientState?: string | null;
   startTime?: Date | number;
   direction?: 'incoming' | 'outgoing';
+}
+
+export interface RecordingInput {
+  /** The unique key of a recording; a fresh UUID by default. */
+  recordingId?: string;
+  format?: 'wav' | 'mp3';
+  channels?: 'single' | 'dual';
+  /** Default: 5 s before recordingEndedAt. */
+  recordingStartedAt?: Date | number;
+  /** Default: 1 s before occurredAt. */
+  recordingEndedAt?: Date | number;
+  /** recording_urls and public_recording_urls[format]; an example S3-style URL by default. */
+  url?: string;
 }
 
 const DEFAULT_DELIVERED_TO = 'https://example.com/webhooks';
@@ -152,5 +172,33 @@ export const telnyxWebhook = {
   callBridged(i: LegInput & EnvelopeOptions): string {
     const at = ms(i.occurredAt, Date.now());
     return render(callEvents.callBridged(legFromInput(i, at), at, i.eventId), i);
+  },
+
+  /** call.recording.saved; the client_state is the record_start's (LegInput.clientState). */
+  callRecordingSaved(i: LegInput & EnvelopeOptions & RecordingInput): string {
+    const at = ms(i.occurredAt, Date.now());
+    const endedAt = ms(i.recordingEndedAt, at - 1000);
+    const format = i.format ?? 'wav';
+    const recordingId = i.recordingId ?? randomUUID();
+    const facts: RecordingFacts = {
+      recordingId,
+      clientState: i.clientState ?? null,
+      format,
+      channels: i.channels ?? 'single',
+      startedAt: ms(i.recordingStartedAt, endedAt - 5000),
+      endedAt,
+      url:
+        i.url ??
+        `https://s3.amazonaws.com/telephony-recorder-prod/${recordingId}.${format}?X-Amz-Expires=600&X-Amz-Signature=example`,
+    };
+    return render(callEvents.callRecordingSaved(legFromInput(i, at), facts, at, i.eventId), i);
+  },
+
+  /** call.recording.error, with Telnyx's reason text unless another is given. */
+  callRecordingError(i: LegInput & EnvelopeOptions & { reason?: string }): string {
+    const at = ms(i.occurredAt, Date.now());
+    const leg = legFromInput(i, at);
+    const reason = i.reason ?? 'Internal server error';
+    return render(callEvents.callRecordingError(leg, leg.clientState, reason, at, i.eventId), i);
   },
 };
