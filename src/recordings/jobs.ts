@@ -19,14 +19,14 @@
 import type pg from 'pg';
 import { bill } from '../billing/usage.sql.js';
 import { type Carriers, voiceOf } from '../carrier/registry.js';
-import { callById, legById } from '../calls/calls.sql.js';
+import { callById, callLock, legById } from '../calls/calls.sql.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
 import { decideRetry, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
-import { announceRecording } from './recordings.js';
+import { announceRecording, recordingFailed } from './recordings.js';
 import {
   type RecordingRow,
   recordingAudioFailed,
@@ -80,9 +80,15 @@ export function recordTask(deps: RecordingDeps): TaskHandler<'call.record'> {
       { action: 'record_start', format: 'wav', channels: 'dual' },
       jobKeys.record(call.id),
     );
-    if (r.ok) return;
-    if (r.kind === 'retry') return again(r.retryAfterMs, r.detail);
-    deps.log.warn({ callId: call.id, code: r.code, detail: r.detail }, 'the carrier refused to record the call');
+    if (r.ok && !r.alreadyEnded) return;
+    if (!r.ok && r.kind === 'retry') return again(r.retryAfterMs, r.detail);
+    const reason = r.ok ? 'the call ended before its recording could start' : `the carrier refused: ${r.detail}`;
+    if (!r.ok)
+      deps.log.warn({ callId: call.id, code: r.code, detail: r.detail }, 'the carrier refused to record the call');
+    await withTx(deps.pool, async (tx) => {
+      await callLock(tx, call.id);
+      await recordingFailed(tx, call.id, reason, nowOf(deps));
+    });
   };
 }
 

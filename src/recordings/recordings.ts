@@ -96,16 +96,26 @@ export const recordingHandlers: HandlerRegistry = {
   'recording.failed': async (tx, ev, ctx) => {
     const found = await callOfCarrierLeg(tx, ctx.carrier, ev);
     if (!found) return notYet(ctx, `no call has carrier leg ${ev.leg} yet`);
-    const failed = await callRecordingFailed(tx, found.call.id, ev.reason);
-    if (!failed) return { outcome: 'ignored', reason: 'the recording error is noted already' };
-    await emit(tx, {
-      accountId: failed.account_id,
-      tenantId: failed.tenant_id,
-      type: 'call.recording.failed',
-      subjectId: failed.id,
-      data: callResource(failed, await legsOf(tx, failed.id)),
-      occurredAt: ev.occurredAt,
-    });
-    return { outcome: 'applied' };
+    return (await recordingFailed(tx, found.call.id, ev.reason, ev.occurredAt))
+      ? { outcome: 'applied' }
+      : { outcome: 'ignored', reason: 'the recording error is noted already' };
   },
 };
+
+/**
+ * The call will have no recording (the carrier's error, or the call ended before
+ * recording could start): noted on the call once, with one call.recording.failed.
+ */
+export async function recordingFailed(tx: Tx, callId: string, reason: string, at: Date): Promise<boolean> {
+  const failed = await callRecordingFailed(tx, callId, reason);
+  if (!failed) return false;
+  await emit(tx, {
+    accountId: failed.account_id,
+    tenantId: failed.tenant_id,
+    type: 'call.recording.failed',
+    subjectId: failed.id,
+    data: callResource(failed, await legsOf(tx, failed.id)),
+    occurredAt: at,
+  });
+  return true;
+}

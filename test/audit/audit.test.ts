@@ -37,6 +37,7 @@ const SENT_ONLY = '+15555550105'; // message.sent, never finalized
 const NEVER_ANSWERS = '+15555550110'; // hangup `timeout`
 const BUSY = '+15555550111'; // hangup `user_busy`
 const MANUAL = '+15555550115'; // rings until told otherwise
+const TALKS_LONG = '+15555550130'; // answers, talks 500 simulated seconds: a call long enough to record
 
 const log = createLogger('silent');
 let source: { name: string; url: string };
@@ -165,6 +166,16 @@ beforeAll(async () => {
     traffic.missedCall = await call([BUSY, NEVER_ANSWERS]);
     traffic.ringingCall = await call([MANUAL]);
     sim.injectInboundCall({ from: '+14155550999', to: INBOUND_NUMBER });
+    // Talks long enough (at this time scale) for its recording to start: 5 s.
+    sim.setPersona(TALKS_LONG, { call: { answerAfterMs: 1000, talkMs: 500_000 } });
+    const recorded = await acme.post('/v1/calls', {
+      from: OUR_NUMBER,
+      to: [TALKS_LONG],
+      ring_timeout_secs: 5,
+      record: true,
+      transcribe: true,
+    });
+    expect(recorded.status).toBe(201);
 
     // Quiet: the carrier has nothing left to say, every event is processed,
     // every call but the manual one is over, and no job is due.
@@ -178,6 +189,9 @@ beforeAll(async () => {
                 + (SELECT count(*) FROM calls WHERE ended_at IS NULL AND id <> $1)
                 + (SELECT count(*) FROM call_legs WHERE call_id = $1 AND status <> 'ringing')
                 + (SELECT count(*) FROM calls WHERE direction = 'inbound' AND status <> 'completed')
+                + (SELECT count(*) FROM calls c WHERE c.record AND c.status = 'completed'
+                      AND NOT EXISTS (SELECT 1 FROM recordings r WHERE r.call_id = c.id
+                                       AND r.audio_status <> 'pending' AND r.transcription_status <> 'pending'))
                 + (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS busy`,
             [traffic.ringingCall],
           );
@@ -242,14 +256,14 @@ const messageWhere = (db: pg.Pool, where: string) =>
 
 describe('a database with real traffic', () => {
   it('holds every invariant, and every check had something to examine', () => {
-    expect(formatAuditReport(clean)).toContain('✔ all 23 checks hold');
+    expect(formatAuditReport(clean)).toContain('✔ all 26 checks hold');
     expect(clean.ok).toBe(true);
-    expect(clean.checks).toHaveLength(23);
+    expect(clean.checks).toHaveLength(26);
     for (const c of clean.checks) {
       expect({ key: c.key, violations: c.violations }).toEqual({ key: c.key, violations: 0 });
       expect({ key: c.key, checked: c.checked > 0 }).toEqual({ key: c.key, checked: true });
     }
-    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8, 10, 11]));
+    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]));
   });
 
   it('the traffic covered what the checks are about', async () => {
@@ -263,7 +277,14 @@ describe('a database with real traffic', () => {
       );
       expect(rows[0]).toEqual({
         message_statuses: ['canceled', 'delivered', 'failed', 'received', 'sent'],
-        bill_kinds: ['call_minute', 'mms_outbound', 'sms_segment_inbound', 'sms_segment_outbound'],
+        bill_kinds: [
+          'call_minute',
+          'mms_outbound',
+          'recording_minute',
+          'sms_segment_inbound',
+          'sms_segment_outbound',
+          'transcription_minute',
+        ],
         call_statuses: ['completed', 'missed', 'ringing'],
         delivery_statuses: ['pending', 'skipped', 'succeeded'],
         receipts_refused: true,
@@ -611,6 +632,55 @@ const plants: Plant[] = [
     },
   },
   {
+    what: 'a recording stored twice under one carrier recording id (the copy billed, never announced)',
+    check: 'recordings.stored_once',
+    async plant(db) {
+      await db.query('ALTER TABLE recordings DROP CONSTRAINT recordings_carrier_carrier_recording_id_key');
+      const r = await one<{ id: string }>(db, 'SELECT id FROM recordings ORDER BY id LIMIT 1');
+      const copy = await one<{ id: string }>(
+        db,
+        `INSERT INTO recordings (account_id, tenant_id, call_id, carrier, carrier_recording_id, carrier_ref, started_at,
+                                 ended_at, duration_seconds)
+         SELECT account_id, tenant_id, call_id, carrier, carrier_recording_id, carrier_ref, started_at, ended_at,
+                duration_seconds FROM recordings WHERE id = $1 RETURNING id`,
+        [r.id],
+      );
+      await db.query(
+        `INSERT INTO usage_records (account_id, tenant_id, kind, quantity, source_id, occurred_at)
+         SELECT account_id, tenant_id, kind, quantity, $2, occurred_at FROM usage_records
+          WHERE source_id = $1 AND kind = 'recording_minute'`,
+        [r.id, copy.id],
+      );
+      return [r.id, copy.id];
+    },
+  },
+  {
+    what: 'a recording whose transcription is completed without a transcript',
+    check: 'recordings.transcribed_once',
+    async plant(db) {
+      const r = await one<{ id: string }>(
+        db,
+        `UPDATE recordings SET transcript = NULL
+          WHERE id = (SELECT id FROM recordings WHERE transcription_status = 'completed' ORDER BY id LIMIT 1)
+          RETURNING id`,
+      );
+      return [r.id];
+    },
+  },
+  {
+    what: 'recording minutes billed twice',
+    check: 'recordings.billed_once',
+    async plant(db) {
+      const u = await one<{ source_id: string }>(
+        db,
+        `INSERT INTO usage_records (account_id, tenant_id, kind, quantity, source_id, occurred_at)
+         SELECT account_id, tenant_id, kind, quantity, source_id, occurred_at FROM usage_records
+          WHERE kind = 'recording_minute' ORDER BY id LIMIT 1 RETURNING source_id`,
+      );
+      return [u.source_id];
+    },
+  },
+  {
     what: 'a message handed to the carrier after its recipient opted out (the dispatcher skipped the list)',
     check: 'messages.not_to_opted_out',
     async plant(db) {
@@ -712,9 +782,9 @@ describe('handset audit (the command)', () => {
       const { code, stdout } = await command([], url);
       expect(code).toBe(0);
       const lines = stdout.trimEnd().split('\n');
-      expect(lines).toHaveLength(24);
-      expect(lines.slice(0, 23).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
-      expect(lines[23]).toBe('✔ all 23 checks hold');
+      expect(lines).toHaveLength(27);
+      expect(lines.slice(0, 26).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
+      expect(lines[26]).toBe('✔ all 26 checks hold');
     });
   });
 
@@ -727,13 +797,13 @@ describe('handset audit (the command)', () => {
       expect(text.code).toBe(1);
       expect(text.stdout).toContain(`✘ 4  message segments billed exactly once (checked `);
       expect(text.stdout).toContain(`: 1 violation: ${m.id}\n`);
-      expect(text.stdout).toMatch(/^✘ 1 of 23 checks broken: 1 violation \(invariant 4\)$/m);
+      expect(text.stdout).toMatch(/^✘ 1 of 26 checks broken: 1 violation \(invariant 4\)$/m);
 
       const json = await command(['--json'], url);
       expect(json.code).toBe(1);
       const report = JSON.parse(json.stdout) as AuditReport;
       expect(report.ok).toBe(false);
-      expect(report.checks).toHaveLength(23);
+      expect(report.checks).toHaveLength(26);
       expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({
         invariant: 4,
         violations: 1,
@@ -750,7 +820,7 @@ describe('handset audit (the command)', () => {
       const report = JSON.parse(stdout) as AuditReport;
       expect(report.ok).toBe(true);
       expect(report.checks.map((c) => c.invariant)).toEqual([
-        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 10, 10, 11,
+        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 9, 9, 9, 10, 10, 11,
       ]);
     });
   });
