@@ -13,7 +13,7 @@ import { ConfigError, type Config } from './config.js';
 import { untilAvailable } from './db/errors.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
-import { tenantRoutes } from './accounts/routes.js';
+import { apiKeyRoutes, tenantRoutes } from './accounts/routes.js';
 import { buildApiServer, type ApiRoutes } from './api/server.js';
 import { Capacity } from './delivery/capacity.js';
 import { deliveryTask } from './delivery/deliver.js';
@@ -47,6 +47,7 @@ export const EVENT_SCHEMAS: EventSchemas = { ...messageEvents, ...callEvents, ..
 /** The customer API's routes, every domain's: what the api role serves and the OpenAPI document describes. */
 export const API_ROUTES: readonly ApiRoutes[] = [
   tenantRoutes,
+  apiKeyRoutes,
   numberRoutes,
   messageRoutes,
   callRoutes,

@@ -15,7 +15,8 @@ import type { EventSchemas } from '../outbox/outbox.sql.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type pg from 'pg';
-import { authenticate, type Principal } from '../accounts/accounts.js';
+import type { Principal } from '../accounts/accounts.js';
+import { Authenticator } from '../accounts/auth.js';
 import type { Carriers } from '../carrier/registry.js';
 import type { Config } from '../config.js';
 import { registerConsoleRoutes } from '../console/routes.js';
@@ -159,13 +160,14 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', async () => app.swagger());
 
+  const auth = new Authenticator({ pool: deps.pool, log: deps.log });
   await app.register(
     async (v1) => {
       v1.decorateRequest('principal', null as unknown as Principal);
       v1.addHook('onRoute', withStandardProblems);
       v1.addHook('onRequest', async (req, reply) => {
         const key = bearerCredential(req.headers.authorization);
-        const principal = key ? await authenticate(deps.pool, key) : null;
+        const principal = key ? await auth.authenticate(key) : null;
         if (!principal) {
           reply.header('www-authenticate', 'Bearer');
           return sendProblem(

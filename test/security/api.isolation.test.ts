@@ -52,6 +52,8 @@ const aliceTraces = [
   alice.accountId,
   ...alice.numbers,
   alice.endpointSecret,
+  alice.apiKeySecret,
+  alice.client.key,
   'https://example.com/alice',
   'tenant of ' + alice.accountId,
 ];

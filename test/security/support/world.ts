@@ -25,6 +25,9 @@ export interface World {
   canceledMessageId: string;
   callId: string;
   eventId: string;
+  /** A second API key of the account (made through the API) and its secret. */
+  apiKeyId: string;
+  apiKeySecret: string;
   /** Every id above, by kind. */
   ids: Record<string, string>;
 }
@@ -97,6 +100,7 @@ export async function seedWorld(
       occurredAt: new Date(),
     }),
   );
+  const apiKey = ok(await client.post('/v1/api_keys', { name: `key of ${client.accountId}` }), 'api key');
   const ids = {
     tenant: tenant.id as string,
     phone_number: number.id as string,
@@ -105,6 +109,7 @@ export async function seedWorld(
     canceled_message: toCancel.id as string,
     call: call.id as string,
     event: event.id as string,
+    api_key: apiKey.id as string,
   };
   return {
     client,
@@ -118,6 +123,8 @@ export async function seedWorld(
     canceledMessageId: toCancel.id,
     callId: call.id,
     eventId: event.id,
+    apiKeyId: apiKey.id,
+    apiKeySecret: apiKey.secret,
     ids,
   };
 }
@@ -144,7 +151,10 @@ export async function snapshot(pool: pg.Pool): Promise<string> {
     'usage_records',
     'carrier_events',
   ];
-  const union = tables.map((t) => `SELECT '${t}' || row_to_json(x)::text AS r FROM ${t} x`).join(' UNION ALL ');
+  // A key's last_used_at is the bookkeeping of its own use (written at most once a
+  // minute by whoever authenticates with it), not something a request changed.
+  const row = (t: string) => (t === 'api_keys' ? `(to_jsonb(x) - 'last_used_at')::text` : 'row_to_json(x)::text');
+  const union = tables.map((t) => `SELECT '${t}' || ${row(t)} AS r FROM ${t} x`).join(' UNION ALL ');
   const { rows } = await pool.query<{ h: string; jobs: number }>(
     `SELECT md5(coalesce(string_agg(r, '|' ORDER BY r), '')) AS h,
             (SELECT count(*)::int FROM graphile_worker._private_jobs) AS jobs
@@ -171,8 +181,14 @@ export async function installWriteCounter(pool: pg.Pool): Promise<() => Promise<
       WHERE (schemaname = 'public' AND tablename <> 'security_writes') OR (schemaname = 'graphile_worker' AND tablename = '_private_jobs')`,
   );
   for (const { name } of rows) {
+    // On api_keys, an UPDATE of last_used_at alone is the key's use being recorded (at most once a minute), not a write
+    // the request made: every other column counts.
+    const updates =
+      name === 'public.api_keys'
+        ? 'UPDATE OF id, account_id, prefix, secret_hash, name, created_at, expires_at, revoked_at'
+        : 'UPDATE';
     await pool.query(
-      `CREATE OR REPLACE TRIGGER security_count_write AFTER INSERT OR UPDATE OR DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION security_count_write()`,
+      `CREATE OR REPLACE TRIGGER security_count_write AFTER INSERT OR ${updates} OR DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION security_count_write()`,
     );
   }
   return async () => Number((await pool.query<{ n: string }>('SELECT n FROM security_writes')).rows[0]!.n);
