@@ -160,7 +160,10 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', async () => app.swagger());
 
-  const auth = new Authenticator({ pool: deps.pool, log: deps.log });
+  // Keys seen recently are answered from memory while a revoke would reach this process (accounts/auth.ts).
+  const auth = new Authenticator({ pool: deps.pool, log: deps.log, metrics: deps.metrics });
+  await auth.start();
+  app.addHook('onClose', () => auth.stop());
   await app.register(
     async (v1) => {
       v1.decorateRequest('principal', null as unknown as Principal);

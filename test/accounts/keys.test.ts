@@ -5,7 +5,7 @@
 // the same through `handset accounts keys`.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiKeyCreate, lookupKey } from '../../src/accounts/accounts.js';
+import { apiKeyCreate, apiKeyRevokeGuarded, lookupKey } from '../../src/accounts/accounts.js';
 import { apiKeyTouch } from '../../src/accounts/accounts.sql.js';
 import { withTx } from '../../src/db/tx.js';
 import type { Platform } from '../../src/platform.js';
@@ -169,11 +169,13 @@ describe('revoke', () => {
     const pair = await createAccount(db.pool, base, 'Pair');
     const second = (await pair.post('/v1/api_keys', { name: 'second' })).json;
     const [first] = (await pair.get('/v1/api_keys')).json.data.filter((k: { id: string }) => k.id !== second.id);
-    const results = await Promise.all([
-      pair.delete(`/v1/api_keys/${second.id}`),
-      as(second.secret).delete(`/v1/api_keys/${first.id}`),
-    ]);
-    expect(results.map((r) => r.status).sort()).toEqual([200, 409]);
+    const now = new Date();
+    const results = await Promise.all(
+      [first.id, second.id].map((id) =>
+        withTx(db.pool, (tx) => apiKeyRevokeGuarded(tx, pair.accountId, id, { force: false, now })),
+      ),
+    );
+    expect(results.map((r) => (r.applied ? 'applied' : r.reason)).sort()).toEqual(['applied', 'last_key']);
     expect(
       await count(db.pool, 'SELECT * FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL', [pair.accountId]),
     ).toBe(1);
