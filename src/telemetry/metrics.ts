@@ -117,6 +117,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly apiRateLimited = new Counter({
+    name: 'handset_api_rate_limited_total',
+    help: 'API requests answered 429 by this process, by the limit they met: per client address or per API key',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
   readonly apiKeyListener = new Gauge({
     name: 'handset_api_key_listener_up',
     help: '1 while this API process listens for key revocations (its key cache is trusted), 0 otherwise',

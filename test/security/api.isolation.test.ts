@@ -25,7 +25,7 @@ const db = await createTestDatabase();
 const platform = await startTestPlatform({
   databaseUrl: db.url,
   roles: ['api'],
-  env: { HANDSET_API_RATE_LIMIT: '1000000' },
+  env: { HANDSET_API_RATE_LIMIT: '1000000', HANDSET_ADDRESS_RATE_LIMIT: '1000000' },
 });
 const base = platform.apiUrl!;
 const operations = operationsOf((await request(base, 'GET', '/openapi.json', null)).json).filter((op) =>
