@@ -84,7 +84,7 @@ export interface Platform {
   stop(): Promise<void>;
 }
 
-/** Ingest needs a carrier it can verify webhooks from, a worker one it can talk to. */
+/** Ingest needs a carrier it can verify webhooks from, the API and the worker one they can talk to. */
 export function checkRoleConfig(config: Config, all: Carriers, roles: readonly Role[]): void {
   if ((roles.includes('api') || roles.includes('worker')) && !config.secretKeys) {
     throw new ConfigError(
@@ -97,8 +97,9 @@ export function checkRoleConfig(config: Config, all: Carriers, roles: readonly R
   if (roles.includes('ingest') && ![...all.values()].some((a) => a.verify)) {
     throw new ConfigError(first.settings.verify, 'is required by the ingest role');
   }
-  if (roles.includes('worker') && ![...all.values()].some((a) => a.client)) {
-    throw new ConfigError(first.settings.client, 'is required by the worker role');
+  // The API asks the carrier whether a number being claimed is in the account; the worker sends and dials.
+  if ((roles.includes('api') || roles.includes('worker')) && ![...all.values()].some((a) => a.client)) {
+    throw new ConfigError(first.settings.client, 'is required by the api and worker roles');
   }
 }
 

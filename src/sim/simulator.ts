@@ -6,7 +6,8 @@
 // back, answers lost after a send was carried out), deterministically for a
 // given seed and request order, and it answers what a client asks when its
 // webhooks went missing (GET /v2/calls/{id}, GET /v2/messages/{id}) and honours
-// Idempotency-Key on its sends (idempotency.ts), so a retry never sends twice.
+// Idempotency-Key on its sends (idempotency.ts), so a retry never sends twice. It
+// knows which numbers its account holds (inventory.ts), as GET /v2/phone_numbers says.
 // `handset sim` (cli.ts) and `handset dev` run it; tests use it in-process.
 
 import { createPublicKey, generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto';
@@ -19,6 +20,7 @@ import { CallControl, type InboundCall, type InboundCallResult, type LiveLeg } f
 import { registerControlApi } from './control.js';
 import { newConnectionId } from './events.js';
 import { isE164, SimInputError } from './fields.js';
+import { Inventory } from './inventory.js';
 import { Messaging, type InboundSms } from './messages.js';
 import { PersonaBook, type Persona } from './personas.js';
 import { freshSeed, seededRandom, type Random } from './random.js';
@@ -32,6 +34,7 @@ export { telnyxWebhook } from './webhook-builders.js';
 export type { Behaviour } from './behaviour.js';
 export type { Persona, CallPersona, SmsOutcome } from './personas.js';
 export { MAGIC_PERSONAS } from './personas.js';
+export { NOT_OURS } from './inventory.js';
 export type { RequestRecord, AnswerFate } from './rest.js';
 export type { WebhookAttempt, DeliveryCopy, DroppedEvent } from './webhooks.js';
 export { EVENT_TYPES, type EventType } from './events.js';
@@ -82,6 +85,8 @@ export interface SimulatorState {
   messagingProfileId: string;
   behaviour: Behaviour;
   personas: Record<string, Persona>;
+  /** Numbers added to and removed from the account's inventory (every other 555 number but NOT_OURS is held). */
+  numbers: { added: string[]; removed: string[] };
   counts: SimulatorCounts;
   liveCalls: LiveLeg[];
   recentRequests: RequestRecord[];
@@ -124,6 +129,11 @@ export interface Simulator {
   setWebhookUrl(url: string | null): void;
   setBehaviour(partial: Partial<Behaviour>): Behaviour;
   setPersona(number: string, persona: Persona): void;
+  /** Whether the account holds a number (GET /v2/phone_numbers finds it). */
+  holdsNumber(number: string): boolean;
+  /** Puts a number in the account's inventory, or takes it out (a number released or never bought). */
+  addNumber(number: string): void;
+  removeNumber(number: string): void;
   injectInboundSms(input: InboundSms): { messageId: string; eventId: string };
   injectInboundCall(input: InboundCall): InboundCallResult;
   /** The far end answers a ringing outgoing leg. */
@@ -194,6 +204,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   };
   const messaging = new Messaging(account);
   const calls = new CallControl(account);
+  const inventory = new Inventory();
 
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: true, return503OnClosing: true });
   // The bytes as they came, for Idempotency-Key (the same request is the same body byte for byte).
@@ -222,6 +233,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     account,
     messaging,
     calls,
+    inventory,
     rawBody: (req) => rawBodies.get(req) ?? '',
     record: (r) => keep(requests, { seq: ++requestSeq, ...r }, historyLimit),
   });
@@ -277,6 +289,15 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       if (!isE164(number)) throw new SimInputError('a persona belongs to an E.164 number');
       personas.set(number, persona);
     },
+    holdsNumber: (number) => inventory.holds(number),
+    addNumber(number) {
+      if (!isE164(number)) throw new SimInputError('the inventory holds E.164 numbers');
+      inventory.add(number);
+    },
+    removeNumber(number) {
+      if (!isE164(number)) throw new SimInputError('the inventory holds E.164 numbers');
+      inventory.remove(number);
+    },
     injectInboundSms: (input) => messaging.receive(input),
     injectInboundCall: (input) => calls.inbound(input),
     answer: (id) => calls.farEndAnswer(id),
@@ -300,6 +321,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         messagingProfileId: account.messagingProfileId,
         behaviour: { ...behaviour },
         personas: personas.list(),
+        numbers: inventory.changes(),
         counts: sim.counts,
         liveCalls: calls.live(),
         recentRequests: requests.slice(-RECENT),
@@ -314,6 +336,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       messaging.reset();
       calls.reset();
       personas.reset();
+      inventory.reset();
       behaviour = { ...initialBehaviour };
       stream = seededRandom(seed);
       requests.length = 0;

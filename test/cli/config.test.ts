@@ -35,6 +35,14 @@ describe('configuration', () => {
     expect(lines[0]).toMatch(new RegExp(`^handset: configuration error: ${variable}: `));
   });
 
+  it('the api role needs the carrier API key (a number claim is checked at the carrier)', async () => {
+    const r = await runHandset(['serve', '--roles', 'api'], { DATABASE_URL: 'postgres://127.0.0.1:1/x' });
+    expect(r.code).toBe(2);
+    expect(r.output.trim()).toBe(
+      'handset: configuration error: TELNYX_API_KEY: is required by the api and worker roles',
+    );
+  });
+
   it('the ingest role needs the carrier public key', async () => {
     const r = await runHandset(['serve', '--roles', 'ingest'], { DATABASE_URL: 'postgres://127.0.0.1:1/x' });
     expect(r.code).toBe(2);

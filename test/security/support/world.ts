@@ -39,15 +39,21 @@ function ok(res: { status: number; json: any }, what: string, status = 201) {
   return res.json;
 }
 
-/** `numberBase` is a unique E.164 stem per account, e.g. "+1415555" (numbers are unique across accounts). */
+/**
+ * `numberBase` is a unique E.164 stem per account, e.g. "+1415555" (numbers are
+ * unique across accounts); its numbers are put in `carrier`'s inventory first (a
+ * claim is checked there).
+ */
 export async function seedWorld(
   pool: pg.Pool,
   client: ApiClient,
   numberBase: string,
   endpointUrl: string,
+  carrier: { addNumber(number: string): void },
 ): Promise<World> {
   const tenant = ok(await client.post('/v1/tenants', { name: `tenant of ${client.accountId}` }), 'tenant');
   const numbers = [`${numberBase}0001`, `${numberBase}0002`];
+  for (const n of numbers) carrier.addNumber(n);
   const number = ok(
     await client.post('/v1/phone_numbers', {
       number: numbers[0],
