@@ -222,10 +222,12 @@ export const apiKeyRoutes: ApiRoutes = (app, ctx) => {
         params: KeyParams,
         querystring: Type.Object(
           {
-            force: Type.Boolean({
-              default: false,
-              description: 'revoke it even when it is the last key that lasts',
-            }),
+            // Spelled out as the two words a query string carries, so it reads the same with or without type coercion.
+            force: Type.Optional(
+              Type.Union([Type.Literal('true'), Type.Literal('false')], {
+                description: 'true: revoke it even when it is the last key that lasts',
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -234,7 +236,10 @@ export const apiKeyRoutes: ApiRoutes = (app, ctx) => {
     },
     async (req) => {
       const result = await withTx(ctx.pool, (tx) =>
-        apiKeyRevokeGuarded(tx, req.principal.accountId, req.params.id, { force: req.query.force, now: new Date() }),
+        apiKeyRevokeGuarded(tx, req.principal.accountId, req.params.id, {
+          force: req.query.force === 'true',
+          now: new Date(),
+        }),
       );
       if (!result.applied && result.reason === 'not_found') throw notFound('API key');
       if (!result.applied) {
