@@ -91,6 +91,9 @@ export class Authenticator {
   /** Starts listening; resolves after the first attempt, whether or not it connected (it keeps trying). */
   async start(): Promise<void> {
     await this.connect();
+    if (!this.listening && !this.stopped) {
+      this.deps.log.warn('API key listener not connected yet: keys are checked in the database until it is');
+    }
   }
 
   async stop(): Promise<void> {
