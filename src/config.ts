@@ -2,6 +2,7 @@
 // read once at start-up by the CLI and passed down; nothing else reads process.env.
 // A bad value stops start-up with one line that names the variable.
 
+import { isIP } from 'node:net';
 import path from 'node:path';
 
 export type Mode = 'dev' | 'serve';
@@ -78,8 +79,26 @@ export interface Config {
   reconcileAfterMs: number;
   /** How long a sent message may wait for its terminal receipt before the carrier is asked. Defaults to 1 h. */
   reconcileMessageAfterMs: number;
-  /** Requests per second one API key may make before 429. Defaults to 100. */
+  /** Requests per second one API key may make before 429, across all API processes. Defaults to 100. */
   apiRateLimit: number;
+  /**
+   * Requests per second one client address may make to the API before 429,
+   * counted before authentication (so a flood of made-up keys costs no lookups
+   * beyond it), across all API processes. Defaults to 1000.
+   */
+  addressRateLimit: number;
+  /**
+   * How many API processes share the traffic: each counts its own requests and
+   * allows 1/apiReplicas of both limits, so N replicas behind a balancer never
+   * allow N × the limit. Defaults to 1.
+   */
+  apiReplicas: number;
+  /**
+   * Addresses and CIDRs of the proxies in front of the API whose X-Forwarded-For
+   * is believed (the client is the last address in it that is not one of them).
+   * Defaults to none: the peer's own address is the client's.
+   */
+  trustedProxies: string[];
   /** A carrier webhook body larger than this is refused with 413, in bytes. Defaults to 256 KiB. */
   ingestBodyLimit: number;
   /**
@@ -304,6 +323,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     reconcileAfterMs: duration('HANDSET_RECONCILE_AFTER', dev ? '10s' : '60s'),
     reconcileMessageAfterMs: duration('HANDSET_RECONCILE_MESSAGE_AFTER', dev ? '1m' : '1h'),
     apiRateLimit: int('HANDSET_API_RATE_LIMIT', 100, 1, 1_000_000),
+    addressRateLimit: int('HANDSET_ADDRESS_RATE_LIMIT', 1000, 1, 1_000_000),
+    apiReplicas: int('HANDSET_API_REPLICAS', 1, 1, 10_000),
+    trustedProxies: trustedProxies(str('HANDSET_TRUSTED_PROXIES')),
     // Telnyx bodies are a few kilobytes; an MMS with many media URLs stays far below this.
     ingestBodyLimit: size('HANDSET_INGEST_BODY_LIMIT', '256KiB', 1024, 16 * 1024 * 1024),
     maxConnections: {
@@ -331,5 +353,27 @@ function secretKeys(v: string | null): Buffer[] | null {
       throw new ConfigError('HANDSET_SECRET_KEY', `key ${i + 1} must be the base64 of 32 random bytes`);
     }
     return key;
+  });
+}
+
+/** HANDSET_TRUSTED_PROXIES: comma-separated IPv4/IPv6 addresses or CIDRs (10.0.0.0/8, fd00::/8). */
+function trustedProxies(v: string | null): string[] {
+  if (v === null) return [];
+  return v.split(',').map((part) => {
+    const entry = part.trim();
+    const [address = '', bits, extra] = entry.split('/');
+    const family = isIP(address);
+    const max = family === 4 ? 32 : 128;
+    if (
+      family === 0 ||
+      extra !== undefined ||
+      (bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > max))
+    ) {
+      throw new ConfigError(
+        'HANDSET_TRUSTED_PROXIES',
+        `"${entry}" is not an IP address or CIDR (e.g. 10.0.0.1, 10.0.0.0/8, fd00::/8)`,
+      );
+    }
+    return entry;
   });
 }

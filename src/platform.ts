@@ -13,7 +13,7 @@ import { ConfigError, type Config } from './config.js';
 import { untilAvailable } from './db/errors.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
-import { tenantRoutes } from './accounts/routes.js';
+import { apiKeyRoutes, tenantRoutes } from './accounts/routes.js';
 import { buildApiServer, type ApiRoutes } from './api/server.js';
 import { Capacity } from './delivery/capacity.js';
 import { deliveryTask } from './delivery/deliver.js';
@@ -58,6 +58,7 @@ export const EVENT_SCHEMAS: EventSchemas = {
 /** The customer API's routes, every domain's: what the api role serves and the OpenAPI document describes. */
 export const API_ROUTES: readonly ApiRoutes[] = [
   tenantRoutes,
+  apiKeyRoutes,
   numberRoutes,
   messageRoutes,
   optOutRoutes,
@@ -96,7 +97,7 @@ export interface Platform {
   stop(): Promise<void>;
 }
 
-/** Ingest needs a carrier it can verify webhooks from, a worker one it can talk to. */
+/** Ingest needs a carrier it can verify webhooks from, the API and the worker one they can talk to. */
 export function checkRoleConfig(config: Config, all: Carriers, roles: readonly Role[]): void {
   if ((roles.includes('api') || roles.includes('worker')) && !config.secretKeys) {
     throw new ConfigError(
@@ -109,8 +110,9 @@ export function checkRoleConfig(config: Config, all: Carriers, roles: readonly R
   if (roles.includes('ingest') && ![...all.values()].some((a) => a.verify)) {
     throw new ConfigError(first.settings.verify, 'is required by the ingest role');
   }
-  if (roles.includes('worker') && ![...all.values()].some((a) => a.client)) {
-    throw new ConfigError(first.settings.client, 'is required by the worker role');
+  // The API asks the carrier whether a number being claimed is in the account; the worker sends and dials.
+  if ((roles.includes('api') || roles.includes('worker')) && ![...all.values()].some((a) => a.client)) {
+    throw new ConfigError(first.settings.client, 'is required by the api and worker roles');
   }
 }
 

@@ -13,9 +13,15 @@ import type { Keyring } from '../delivery/keyring.js';
 import { webhooksDocument } from '../outbox/catalogue.js';
 import type { EventSchemas } from '../outbox/outbox.sql.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type RawServerDefault,
+} from 'fastify';
 import type pg from 'pg';
-import { authenticate, type Principal } from '../accounts/accounts.js';
+import type { Principal } from '../accounts/accounts.js';
+import { Authenticator } from '../accounts/auth.js';
 import type { Carriers } from '../carrier/registry.js';
 import type { Config } from '../config.js';
 import { registerConsoleRoutes } from '../console/routes.js';
@@ -23,6 +29,7 @@ import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { bearerCredential } from './bearer.js';
+import { clientOf, perReplica, retryAfterSeconds, WindowCounter } from './limits.js';
 import { COMPONENT_NAME } from './fields.js';
 import { addFormats, parseQueryIntegers, refuseIllFormedText } from './input.js';
 import { hoistComponents, withStandardProblems } from './openapi.js';
@@ -63,6 +70,9 @@ export interface ApiDeps extends ApiContext {
   events?: EventSchemas;
 }
 
+/** Load balancers' and scrapers' routes: not counted against a client address's limit. */
+const OPERATIONAL_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+
 /**
  * Limits for slow or stalled clients: the head must arrive within headersTimeout,
  * the whole request within requestTimeout (Node checks every second, not every 30).
@@ -94,6 +104,8 @@ export function problemClientError(err: Error & { code?: string }, socket: impor
 export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     bodyLimit: 256 * 1024,
+    // X-Forwarded-For is believed only from these (req.ip: the last address in it that is not one of them).
+    trustProxy: deps.config.trustedProxies.length > 0 ? deps.config.trustedProxies : false,
     ...SLOW_CLIENT_LIMITS,
     return503OnClosing: true,
     // Router refusals (a broken percent-escape in the path) answer like every other error.
@@ -115,6 +127,24 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setErrorHandler(apiErrorHandler(deps.log));
+
+  // Limits before work (limits.ts): a client address over its share is refused here,
+  // before a key is even hashed. Health checks and scrapes are not counted.
+  const { config } = deps;
+  const byAddress = new WindowCounter(perReplica(config.addressRateLimit, config.apiReplicas));
+  const byKey = new WindowCounter(perReplica(config.apiRateLimit, config.apiReplicas));
+  const tooMany = (reply: FastifyReply, waitMs: number, detail: string) => {
+    reply.header('retry-after', retryAfterSeconds(waitMs));
+    return sendProblem(reply, problem(429, 'rate_limited', detail));
+  };
+  app.addHook('onRequest', async (req, reply) => {
+    if (OPERATIONAL_PATHS.has(req.url.split('?')[0]!)) return;
+    const wait = byAddress.hit(clientOf(req.ip));
+    if (wait !== null) {
+      deps.metrics.apiRateLimited.inc({ limit: 'address' });
+      return tooMany(reply, wait, `More than ${byAddress.max} requests per second from this address; retry shortly`);
+    }
+  });
   // A body-less POST (cancel, rotate_secret, test, redeliver) with Content-Type:
   // application/json and nothing after it, as many HTTP clients send, is no body
   // rather than a 400; a route that needs a body still says so (422).
@@ -166,13 +196,17 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', async () => app.swagger());
 
+  // Keys seen recently are answered from memory while a revoke would reach this process (accounts/auth.ts).
+  const auth = new Authenticator({ pool: deps.pool, log: deps.log, metrics: deps.metrics });
+  await auth.start();
+  app.addHook('onClose', () => auth.stop());
   await app.register(
     async (v1) => {
       v1.decorateRequest('principal', null as unknown as Principal);
       v1.addHook('onRoute', withStandardProblems);
       v1.addHook('onRequest', async (req, reply) => {
         const key = bearerCredential(req.headers.authorization);
-        const principal = key ? await authenticate(deps.pool, key) : null;
+        const principal = key ? await auth.authenticate(key) : null;
         if (!principal) {
           reply.header('www-authenticate', 'Bearer');
           return sendProblem(
@@ -181,17 +215,22 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
           );
         }
         req.principal = principal;
+        // Per API key, right after authentication (a key is 192 random bits: guessing is not the threat, a runaway
+        // client is); a key this process has seen was authenticated from memory, so its 429 costs no lookup.
+        const wait = byKey.hit(principal.apiKeyId);
+        if (wait !== null) {
+          deps.metrics.apiRateLimited.inc({ limit: 'key' });
+          return tooMany(reply, wait, `More than ${byKey.max} requests per second with this API key; retry shortly`);
+        }
       });
-      // Per API key, after authentication (a key is 192 random bits: guessing is not the threat, a runaway client is).
+      // Routes with limits of their own (redeliveries per account and minute) declare them in config.rateLimit.
       await v1.register(rateLimit, {
-        global: true,
+        global: false,
         hook: 'preHandler',
-        max: deps.config.apiRateLimit,
-        timeWindow: 1000,
         keyGenerator: (req) => req.principal?.apiKeyId ?? req.ip,
         errorResponseBuilder: (_req, ctx) => ({
           statusCode: 429,
-          message: `Rate limit of ${ctx.max} requests per second exceeded; retry in ${ctx.after}`,
+          message: `Rate limit of ${ctx.max} requests exceeded; retry in ${ctx.after}`,
         }),
       });
       for (const routes of deps.routes) routes(v1 as unknown as ApiApp, deps);

@@ -159,6 +159,17 @@ export async function callLock(tx: Tx, id: string): Promise<CallRow | null> {
   return rows[0] ?? null;
 }
 
+/** How many of the account's calls on this number of this carrier are still ringing or talking. */
+export async function callsLiveOnNumber(db: Db, accountId: string, carrier: string, number: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'calls_live_on_number',
+    text: `SELECT count(*)::int AS n FROM calls
+            WHERE account_id = $1 AND carrier = $2 AND number = $3 AND status IN ('ringing', 'in_progress')`,
+    values: [accountId, carrier, number],
+  });
+  return rows[0]!.n;
+}
+
 export async function callOfAccount(db: Db, accountId: string, id: string): Promise<CallRow | null> {
   const { rows } = await db.query<CallRow>({
     name: 'call_of_account',

@@ -247,11 +247,19 @@ export type LookupResult<T> =
   | { ok: false; kind: 'unknown'; detail: string }
   | { ok: false; kind: 'retry'; detail: string };
 
-/** The carrier's REST API, as the workers use it. */
+/**
+ * Whether a number is in this deployment's account at the carrier, as the carrier
+ * says now; `retry` when it could not be asked (no answer, 5xx, an answer we could not read).
+ */
+export type InventoryResult = { ok: true; owned: boolean } | { ok: false; kind: 'retry'; detail: string };
+
+/** The carrier's REST API, as the workers (and the API, for a number's claim) use it. */
 export interface CarrierClient {
   /** The message's parts as the carrier counts (and bills) them, when its answer says. */
   sendMessage(m: SendMessage): Promise<CommandResult<{ carrierMessageId: string; parts: number | null }>>;
   lookupMessage(carrierMessageId: string): Promise<LookupResult<MessageLookup>>;
+  /** Whether an E.164 number is one of the account's own at the carrier (its inventory). */
+  ownsNumber(number: string): Promise<InventoryResult>;
   /** Call control; absent for a carrier that only carries messages. */
   readonly voice: VoiceClient | null;
 }

@@ -11,7 +11,17 @@ import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Argument, Command, CommanderError, InvalidArgumentError } from 'commander';
+import type pg from 'pg';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
+import {
+  keysCommands,
+  keysCreate,
+  keysList,
+  keysRevoke,
+  type KeysCreateFlags,
+  type KeysListFlags,
+  type KeysRevokeFlags,
+} from '../accounts/cli.js';
 import { auditCommand, auditDatabase, type AuditFlags } from '../audit/cli.js';
 import { carriers } from '../carrier/registry.js';
 import { ConfigError, loadConfig, redactCredentials, type Config, type Mode } from '../config.js';
@@ -108,6 +118,32 @@ export function handsetProgram(): Command {
     .option('--json', 'print {"account_id", "api_key"} as JSON')
     .addHelpText('after', '\nWrites to DATABASE_URL, else to the database of the handset dev in HANDSET_STATE_DIR.')
     .action(act('serve', accountsCreate));
+  const keys = keysCommands();
+  accounts.addCommand(keys.keys);
+  keys.create.action(
+    act('serve', (config, log, cmd) =>
+      withAccountsPool(config, log, 'handset accounts keys create', async (pool) => {
+        await keysCreate(pool, cmd.opts<KeysCreateFlags>(), print);
+        return EXIT.ok;
+      }),
+    ),
+  );
+  keys.list.action(
+    act('serve', (config, log, cmd) =>
+      withAccountsPool(config, log, 'handset accounts keys list', async (pool) => {
+        await keysList(pool, cmd.opts<KeysListFlags>(), print);
+        return EXIT.ok;
+      }),
+    ),
+  );
+  keys.revoke.action(
+    act('serve', (config, log, cmd) =>
+      withAccountsPool(config, log, 'handset accounts keys revoke', async (pool) => {
+        await keysRevoke(pool, cmd.processedArgs[0] as string, cmd.opts<KeysRevokeFlags>(), print);
+        return EXIT.ok;
+      }),
+    ),
+  );
 
   program.addCommand(simCommand().action(act('dev', async (_config, log, cmd) => runSim(simArgs(cmd.opts()), log))));
 
@@ -215,20 +251,27 @@ async function migrateCommand(config: Config, log: Logger) {
   }
 }
 
-async function accountsCreate(config: Config, log: Logger, cmd: Command) {
-  const { name, json } = cmd.opts<{ name: string; json?: boolean }>();
-  const created = await withDatabase(config, log, 'handset accounts create', async (databaseUrl) => {
+/** A migrated pool on the accounts' database (see withDatabase) for one command, closed after it. */
+async function withAccountsPool<T>(config: Config, log: Logger, command: string, use: (pool: pg.Pool) => Promise<T>) {
+  return withDatabase(config, log, command, async (databaseUrl) => {
     const pool = createPool(databaseUrl, { max: 2, applicationName: 'handset-accounts', log });
     try {
       await migrate(pool, log);
-      return await withTx(pool, async (tx) => {
-        const account = await accountCreate(tx, name);
-        return { account_id: account.id, api_key: (await apiKeyCreate(tx, account.id)).key };
-      });
+      return await use(pool);
     } finally {
       await pool.end();
     }
   });
+}
+
+async function accountsCreate(config: Config, log: Logger, cmd: Command) {
+  const { name, json } = cmd.opts<{ name: string; json?: boolean }>();
+  const created = await withAccountsPool(config, log, 'handset accounts create', (pool) =>
+    withTx(pool, async (tx) => {
+      const account = await accountCreate(tx, name);
+      return { account_id: account.id, api_key: (await apiKeyCreate(tx, account.id)).key };
+    }),
+  );
   if (json) print(JSON.stringify(created));
   else {
     print(`Created account ${created.account_id} (${name}).`);

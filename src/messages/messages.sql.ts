@@ -130,6 +130,18 @@ export async function messageInsertInbound(
   return rows[0] ?? null;
 }
 
+/** How many of the account's outbound messages from this number of this carrier still wait to be sent. */
+export async function messagesWaitingFrom(db: Db, accountId: string, carrier: string, from: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'messages_waiting_from',
+    text: `SELECT count(*)::int AS n FROM messages
+            WHERE account_id = $1 AND carrier = $2 AND from_number = $3 AND direction = 'outbound'
+              AND status IN ('scheduled', 'queued')`,
+    values: [accountId, carrier, from],
+  });
+  return rows[0]!.n;
+}
+
 export async function messageOfAccount(db: Db, accountId: string, id: string): Promise<MessageRow | null> {
   const { rows } = await db.query<MessageRow>({
     name: 'message_of_account',

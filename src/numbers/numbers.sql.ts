@@ -1,6 +1,8 @@
 // SQL for phone_numbers. A number is unique at its carrier; inbound carrier events
 // find their account through (carrier, number). Reads named `…OfAccount` take the
-// account and find only its rows.
+// account and find only its rows. A send or a call takes its number with FOR KEY
+// SHARE (numberOwned), so a release (numberLockOfAccount, then numberDelete) waits
+// for the ones under way and the next ones find the number gone.
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
@@ -93,12 +95,48 @@ export async function numberAtCarrier(db: Db, carrier: string, number: string): 
   return rows[0] ?? null;
 }
 
-/** An account's own number (at whichever carrier), or null when the account does not own it. */
+/**
+ * An account's own number (at whichever carrier), or null when the account does not
+ * own it; in a transaction, held against a release until it commits.
+ */
 export async function numberOwned(db: Db, accountId: string, number: string): Promise<PhoneNumberRow | null> {
   const { rows } = await db.query<PhoneNumberRow>({
     name: 'number_owned',
-    text: `SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE number = $1 AND account_id = $2 ORDER BY id LIMIT 1`,
+    text: `SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE number = $1 AND account_id = $2 ORDER BY id LIMIT 1
+           FOR KEY SHARE`,
     values: [number, accountId],
   });
   return rows[0] ?? null;
+}
+
+/** Whether the account itself holds this number at this carrier (a second claim of one's own number). */
+export async function numberHeldByAccount(
+  db: Db,
+  accountId: string,
+  carrier: string,
+  number: string,
+): Promise<boolean> {
+  const { rows } = await db.query({
+    name: 'number_held_by_account',
+    text: 'SELECT 1 FROM phone_numbers WHERE account_id = $1 AND carrier = $2 AND number = $3',
+    values: [accountId, carrier, number],
+  });
+  return rows.length === 1;
+}
+
+/**
+ * Locks the account's number for its release: waits for the sends and calls that
+ * took it (FOR KEY SHARE) to commit, and holds back those that would take it next.
+ */
+export async function numberLockOfAccount(tx: Tx, accountId: string, id: string): Promise<PhoneNumberRow | null> {
+  const { rows } = await tx.query<PhoneNumberRow>({
+    name: 'number_lock_of_account',
+    text: `SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE id = $1 AND account_id = $2 FOR UPDATE`,
+    values: [id, accountId],
+  });
+  return rows[0] ?? null;
+}
+
+export async function numberDelete(tx: Tx, id: string): Promise<void> {
+  await tx.query({ name: 'number_delete', text: 'DELETE FROM phone_numbers WHERE id = $1', values: [id] });
 }

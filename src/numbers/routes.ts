@@ -1,14 +1,28 @@
-// Customer API for phone numbers.
+// Customer API for phone numbers: claim one the carrier account holds, list, get,
+// release. A claim asks the carrier before anything else, and answers a number
+// held by another account exactly as one the carrier does not know.
 
 import { Type } from 'typebox';
+import { named } from '../api/fields.js';
 import { tenantOfAccount } from '../accounts/accounts.sql.js';
 import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
 import { ok, problems } from '../api/openapi.js';
 import { ListQuery, listOf, page } from '../api/pagination.js';
-import { ApiError, notFound, unprocessable } from '../api/problem.js';
+import { ApiError, conflict, notFound, Problem, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
-import { E164, PhoneNumber, phoneNumberResource } from './numbers.js';
-import { numberInsert, numberList, numberOfAccount } from './numbers.sql.js';
+import { withTx } from '../db/tx.js';
+import { E164, numberRelease, PhoneNumber, phoneNumberResource } from './numbers.js';
+import { numberHeldByAccount, numberInsert, numberList, numberOfAccount } from './numbers.sql.js';
+
+/** One answer for "the carrier account does not hold it" and "another account has it": no existence oracle. */
+const unavailable = (number: string) =>
+  unprocessable(
+    'number_unavailable',
+    `${number} cannot be added: it is not a number of this deployment's carrier account that is free to add`,
+    'number',
+  );
+
+const DeletedPhoneNumber = named('DeletedPhoneNumber', Type.Object({ id: Type.String(), deleted: Type.Boolean() }));
 
 export const numberRoutes: ApiRoutes = (app, ctx) => {
   const tags = ['Phone numbers'];
@@ -19,6 +33,10 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
         tags,
         operationId: 'createPhoneNumber',
         summary: 'Add a number to the account',
+        description:
+          'The number must be in this deployment’s account at its carrier (asked at the carrier) and held by no other ' +
+          'account; either way it is not, the answer is the same `422 number_unavailable`. `409 number_exists`: it is ' +
+          'already one of this account’s.',
         headers: IdempotencyHeaders,
         body: Type.Object(
           {
@@ -45,23 +63,43 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
         response: {
           201: ok('The number, routing to this account', PhoneNumber),
           ...problems(404, 409),
+          503: {
+            description: 'The carrier could not be asked about the number; retry after Retry-After',
+            content: { 'application/problem+json': { schema: Problem } },
+          },
         },
       },
     },
     async (req, reply) => {
       const { accountId } = req.principal;
+      // `!== undefined`, not truthiness: any string given must name one of the account's tenants (held by the
+      // foreign key from here on: tenants are never deleted).
+      if (req.body.tenant_id !== undefined && !(await tenantOfAccount(ctx.pool, accountId, req.body.tenant_id)))
+        throw notFound('tenant');
+      const carrier = req.body.carrier ?? ctx.carriers.keys().next().value!;
+      const adapter = ctx.carriers.get(carrier);
+      if (!adapter) {
+        throw unprocessable(
+          'unknown_carrier',
+          `no carrier named "${carrier}" (${[...ctx.carriers.keys()].join(', ')})`,
+          'carrier',
+        );
+      }
+      // The carrier is asked first, whoever holds the number here, and outside the transaction (no connection is
+      // held while it answers): a claim of another account's number costs what a claim of an unknown one costs.
+      const held = adapter.client ? await adapter.client.ownsNumber(req.body.number) : null;
+      if (!held?.ok) {
+        ctx.log.warn({ carrier, detail: held?.detail ?? 'no client configured' }, 'carrier inventory lookup failed');
+        throw new ApiError(
+          503,
+          'carrier_unavailable',
+          `${carrier} could not be asked whether it holds the number; retry shortly`,
+          undefined,
+          { 'retry-after': '5' },
+        );
+      }
+      if (!held.owned) throw unavailable(req.body.number);
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        // `!== undefined`, not truthiness: any string given must name one of the account's tenants.
-        if (req.body.tenant_id !== undefined && !(await tenantOfAccount(tx, accountId, req.body.tenant_id)))
-          throw notFound('tenant');
-        const carrier = req.body.carrier ?? ctx.carriers.keys().next().value!;
-        if (!ctx.carriers.has(carrier)) {
-          throw unprocessable(
-            'unknown_carrier',
-            `no carrier named "${carrier}" (${[...ctx.carriers.keys()].join(', ')})`,
-            'carrier',
-          );
-        }
         const n = await numberInsert(tx, {
           accountId,
           tenantId: req.body.tenant_id ?? null,
@@ -72,7 +110,17 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
           inboundRecord: req.body.record ?? false,
           inboundTranscribe: req.body.transcribe ?? false,
         });
-        if (!n) throw new ApiError(409, 'number_taken', `${req.body.number} already belongs to an account`, 'number');
+        if (!n) {
+          if (await numberHeldByAccount(tx, accountId, carrier, req.body.number)) {
+            throw new ApiError(
+              409,
+              'number_exists',
+              `${req.body.number} is already one of this account's numbers`,
+              'number',
+            );
+          }
+          throw unavailable(req.body.number);
+        }
         return { status: 201, body: phoneNumberResource(n) };
       });
       return sendCreated(reply, created);
@@ -117,6 +165,34 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
       const n = await numberOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!n) throw notFound('phone number');
       return phoneNumberResource(n);
+    },
+  );
+
+  app.delete(
+    '/phone_numbers/:id',
+    {
+      schema: {
+        tags,
+        operationId: 'releasePhoneNumber',
+        summary: 'Release a number from the account',
+        description:
+          'Its SMS and calls stop routing to this account at once (the number stays in the carrier account). ' +
+          '`409 number_in_use` while a call on it rings or talks, or a message from it waits to be sent.',
+        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        response: { 200: ok('Released', DeletedPhoneNumber), ...problems(409) },
+      },
+    },
+    async (req) => {
+      const released = await withTx(ctx.pool, (tx) => numberRelease(tx, req.principal.accountId, req.params.id));
+      if (!released.applied && released.reason === 'not_found') throw notFound('phone number');
+      if (!released.applied) {
+        throw conflict(
+          'number_in_use',
+          `The number is still in use: ${released.calls} call(s) ringing or in progress, ${released.messages} ` +
+            'message(s) waiting to be sent from it; release it once they are done (or cancel the scheduled ones)',
+        );
+      }
+      return { id: released.number.id, deleted: true };
     },
   );
 };

@@ -11,6 +11,8 @@
 //   PUT  /_sim/personas/{number}             {"sms":"delivery_failed","call":{"answerAfterMs":2000},
 //                                            "lose":["call.hangup"],"hold":{"call.answered":8000},
 //                                            "recording":"error"}
+//   PUT  /_sim/numbers/{number}             the account now holds it (GET /v2/phone_numbers finds it)
+//   DELETE /_sim/numbers/{number}           the account no longer holds it
 //   GET  /_sim/dropped                       {"data":[…]} every event lost for good, with the body it would have had
 //   PUT  /_sim/webhook_url                   {"url":"http://…/webhooks/telnyx"} or {"url":null}
 //   POST /_sim/inbound/sms                   {"from","to","text","media_urls"?}
@@ -41,6 +43,9 @@ export interface Controls {
   idle(): Promise<void>;
   setBehaviour(partial: Partial<Behaviour>): Behaviour;
   setPersona(number: string, persona: Persona): void;
+  holdsNumber(number: string): boolean;
+  addNumber(number: string): void;
+  removeNumber(number: string): void;
   setWebhookUrl(url: string | null): void;
   injectInboundSms(input: InboundSms): { messageId: string; eventId: string };
   injectInboundCall(input: InboundCall): InboundCallResult;
@@ -70,6 +75,14 @@ export function registerControlApi(app: FastifyInstance, sim: Controls): void {
         const persona = parsePersona(req.body ?? {});
         sim.setPersona(req.params.number, persona);
         return { number: req.params.number, persona };
+      });
+      c.put<{ Params: { number: string } }>('/numbers/:number', async (req) => {
+        sim.addNumber(req.params.number);
+        return { number: req.params.number, held: sim.holdsNumber(req.params.number) };
+      });
+      c.delete<{ Params: { number: string } }>('/numbers/:number', async (req) => {
+        sim.removeNumber(req.params.number);
+        return { number: req.params.number, held: sim.holdsNumber(req.params.number) };
       });
       c.put('/webhook_url', async (req) => {
         const url = isBody(req.body) ? req.body['url'] : undefined;

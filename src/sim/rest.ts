@@ -13,6 +13,7 @@
 //   POST /v2/calls/{call_control_id}/actions/{answer|hangup|bridge|reject|record_start|record_stop}   (command_id)
 //   GET  /v2/recordings/{recording_id}            a saved recording, with a fresh download URL
 //   POST /v2/ai/audio/transcriptions              speech to text (OpenAI-compatible, multipart; its own error shape)
+//   GET  /v2/phone_numbers?filter[phone_number]=…  the account's numbers (inventory.ts)
 //
 // A send goes: Idempotency-Key (a stored success is replayed before anything
 // else, so a replay of a success is a success whatever the knobs say), then the
@@ -23,6 +24,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Account } from './account.js';
 import type { CallControl } from './calls.js';
+import type { Inventory } from './inventory.js';
 import { isBody, isRefusal } from './fields.js';
 import { IDEMPOTENCY_KEY, IdempotencyRecords, type Claim } from './idempotency.js';
 import type { Messaging } from './messages.js';
@@ -74,6 +76,7 @@ export interface CarrierApiDeps {
   calls: CallControl;
   recordings: Recordings;
   transcriber: Transcriber;
+  inventory: Inventory;
   /** The request body exactly as it came (Idempotency-Key compares bytes, not JSON). */
   rawBody: (req: FastifyRequest) => string;
   record: (r: Omit<RequestRecord, 'seq'>) => RequestRecord;
@@ -262,6 +265,24 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
         const record = records.get(req);
         if (record) record.body = answer.summary;
         return reply.code(answer.status).type(answer.contentType).send(answer.body);
+      });
+
+      v2.get<{ Querystring: Record<string, string | undefined> }>('/phone_numbers', async (req) => {
+        const filter = req.query['filter[phone_number]'];
+        const found = filter === undefined ? deps.inventory.changes().added : deps.inventory.find(filter);
+        const data = found.map((number) => ({
+          id: `${number.slice(1)}0`,
+          record_type: 'phone_number',
+          phone_number: number,
+          status: 'active',
+          connection_id: account.connectionId,
+          messaging_profile_id: account.messagingProfileId,
+          tags: [],
+        }));
+        return {
+          data,
+          meta: { page_number: 1, page_size: 250, total_pages: 1, total_results: data.length },
+        };
       });
 
       v2.setNotFoundHandler(async (req, reply) => refusal(reply, refuse.notFound(req.url)));

@@ -10,6 +10,7 @@
 // It records calls (recordings.ts: call.recording.saved with signed, expiring
 // URLs to real WAV files it serves itself) and transcribes them (transcription.ts:
 // an OpenAI-compatible POST /v2/ai/audio/transcriptions).
+// It knows which numbers its account holds (inventory.ts), as GET /v2/phone_numbers says.
 // `handset sim` (cli.ts) and `handset dev` run it; tests use it in-process.
 
 import { createPublicKey, generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto';
@@ -22,6 +23,7 @@ import { CallControl, type InboundCall, type InboundCallResult, type LiveLeg } f
 import { registerControlApi } from './control.js';
 import { newConnectionId } from './events.js';
 import { isE164, SimInputError } from './fields.js';
+import { Inventory } from './inventory.js';
 import { Messaging, type InboundSms } from './messages.js';
 import { PersonaBook, type Persona } from './personas.js';
 import { Recordings, registerRecordingFiles, type RecordingCounts } from './recordings.js';
@@ -40,6 +42,7 @@ export { RECORDING_URL_TTL_MS, RECORDING_SAVED_AFTER_MS } from './recordings.js'
 export { MIN_AUDIO_MS, transcriptOf } from './transcription.js';
 export { readWav, toneWav, type WavInfo } from './audio.js';
 export { MAGIC_PERSONAS } from './personas.js';
+export { NOT_OURS } from './inventory.js';
 export type { RequestRecord, AnswerFate } from './rest.js';
 export type { WebhookAttempt, DeliveryCopy, DroppedEvent } from './webhooks.js';
 export { EVENT_TYPES, type EventType } from './events.js';
@@ -90,6 +93,8 @@ export interface SimulatorState {
   messagingProfileId: string;
   behaviour: Behaviour;
   personas: Record<string, Persona>;
+  /** Numbers added to and removed from the account's inventory (every other 555 number but NOT_OURS is held). */
+  numbers: { added: string[]; removed: string[] };
   counts: SimulatorCounts;
   liveCalls: LiveLeg[];
   recentRequests: RequestRecord[];
@@ -134,6 +139,11 @@ export interface Simulator {
   setWebhookUrl(url: string | null): void;
   setBehaviour(partial: Partial<Behaviour>): Behaviour;
   setPersona(number: string, persona: Persona): void;
+  /** Whether the account holds a number (GET /v2/phone_numbers finds it). */
+  holdsNumber(number: string): boolean;
+  /** Puts a number in the account's inventory, or takes it out (a number released or never bought). */
+  addNumber(number: string): void;
+  removeNumber(number: string): void;
   injectInboundSms(input: InboundSms): { messageId: string; eventId: string };
   injectInboundCall(input: InboundCall): InboundCallResult;
   /** The far end answers a ringing outgoing leg. */
@@ -208,6 +218,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const recordings = new Recordings(account, () => base);
   const calls = new CallControl(account, recordings);
   const transcriber = new Transcriber(account);
+  const inventory = new Inventory();
 
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: true, return503OnClosing: true });
   // The bytes as they came, for Idempotency-Key (the same request is the same body byte for byte).
@@ -240,6 +251,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     calls,
     recordings,
     transcriber,
+    inventory,
     rawBody: (req) => rawBodies.get(req) ?? '',
     record: (r) => keep(requests, { seq: ++requestSeq, ...r }, historyLimit),
   });
@@ -300,6 +312,15 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       if (!isE164(number)) throw new SimInputError('a persona belongs to an E.164 number');
       personas.set(number, persona);
     },
+    holdsNumber: (number) => inventory.holds(number),
+    addNumber(number) {
+      if (!isE164(number)) throw new SimInputError('the inventory holds E.164 numbers');
+      inventory.add(number);
+    },
+    removeNumber(number) {
+      if (!isE164(number)) throw new SimInputError('the inventory holds E.164 numbers');
+      inventory.remove(number);
+    },
     injectInboundSms: (input) => messaging.receive(input),
     injectInboundCall: (input) => calls.inbound(input),
     answer: (id) => calls.farEndAnswer(id),
@@ -323,6 +344,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         messagingProfileId: account.messagingProfileId,
         behaviour: { ...behaviour },
         personas: personas.list(),
+        numbers: inventory.changes(),
         counts: sim.counts,
         liveCalls: calls.live(),
         recentRequests: requests.slice(-RECENT),
@@ -339,6 +361,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       recordings.reset();
       transcriber.reset();
       personas.reset();
+      inventory.reset();
       behaviour = { ...initialBehaviour };
       stream = seededRandom(seed);
       requests.length = 0;

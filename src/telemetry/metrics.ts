@@ -110,6 +110,26 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly apiKeyAuth = new Counter({
+    name: 'handset_api_key_authentications_total',
+    help: 'Well-formed API keys checked, by where the answer came from: the cache, or a database lookup',
+    labelNames: ['via'] as const,
+    registers: [this.registry],
+  });
+
+  readonly apiRateLimited = new Counter({
+    name: 'handset_api_rate_limited_total',
+    help: 'API requests answered 429 by this process, by the limit they met: per client address or per API key',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
+  readonly apiKeyListener = new Gauge({
+    name: 'handset_api_key_listener_up',
+    help: '1 while this API process listens for key revocations (its key cache is trusted), 0 otherwise',
+    registers: [this.registry],
+  });
+
   private readonly scrapeDigest: Buffer | null;
 
   constructor(opts: { defaultMetrics?: boolean; scrapeToken?: string | null } = {}) {

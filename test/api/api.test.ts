@@ -12,8 +12,10 @@ import { createAccount, request, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 import { startReceiver } from '../support/receiver.js';
+import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
 
 let db: TestDatabase;
+let sim: Simulator; // the carrier a number's claim is checked with
 let platform: Platform; // private webhook URLs refused, like production
 let base: string;
 let acme: ApiClient;
@@ -21,10 +23,11 @@ let globex: ApiClient;
 
 beforeAll(async () => {
   db = await createTestDatabase();
+  sim = await startSimulator({ webhookUrl: null, seed: 'api' });
   platform = await startTestPlatform({
     databaseUrl: db.url,
     roles: ['api'],
-    env: { HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'false' },
+    env: { ...sim.carrierEnv(), HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'false' },
   });
   base = platform.apiUrl!;
   acme = await createAccount(db.pool, base, 'Acme');
@@ -32,6 +35,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await platform.stop();
+  await sim.close();
   await db.drop();
 });
 
@@ -154,7 +158,8 @@ describe('Idempotency-Key', () => {
 
   it('a failed request does not burn its key', async () => {
     const taken = await acme.post('/v1/phone_numbers', { number: '+14155550003' }, { 'idempotency-key': 'k-2' });
-    expect(taken.status).toBe(409); // Globex owns it
+    expect(taken.status).toBe(422); // Globex holds it
+    expect(taken.json.code).toBe('number_unavailable');
     expect(
       (await acme.post('/v1/phone_numbers', { number: '+14155550004' }, { 'idempotency-key': 'k-2' })).status,
     ).toBe(201);
@@ -174,7 +179,7 @@ describe('phone numbers', () => {
     const unknown = await acme.post('/v1/phone_numbers', { number: '+14155550110', colour: 'blue' });
     expect(unknown.json).toMatchObject({ status: 422, code: 'invalid_request', param: 'colour' });
     const taken = await globex.post('/v1/phone_numbers', { number: '+14155550001' });
-    expect(taken.json).toMatchObject({ status: 409, code: 'number_taken' });
+    expect(taken.json).toMatchObject({ status: 422, code: 'number_unavailable', param: 'number' });
   });
 
   it('list with cursor pagination, newest first', async () => {

@@ -10,21 +10,29 @@ import { EVENT_SCHEMAS, type Platform } from '../../src/platform.js';
 import { type ApiClient, createAccount, request } from '../support/api.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
+import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 
 let db: TestDatabase;
+let sim: Simulator; // the carrier a number's claim is checked with
 let platform: Platform;
 let acme: ApiClient;
 let receiver: Receiver;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  platform = await startTestPlatform({ databaseUrl: db.url, roles: ['api', 'worker'] });
+  sim = await startSimulator({ webhookUrl: null, seed: 'catalogue' });
+  platform = await startTestPlatform({
+    databaseUrl: db.url,
+    roles: ['api', 'worker'],
+    env: { TELNYX_API_URL: sim.url, TELNYX_API_KEY: sim.apiKey },
+  });
   acme = await createAccount(db.pool, platform.apiUrl!, 'Catalogue');
   receiver = await startReceiver();
 });
 afterAll(async () => {
   await platform.stop();
+  await sim.close();
   await receiver.close();
   await db.drop();
 });

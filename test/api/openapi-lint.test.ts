@@ -91,7 +91,14 @@ describe('the OpenAPI document', () => {
   });
 
   it('creates that honour Idempotency-Key declare it as a header parameter', () => {
-    for (const p of ['/v1/messages', '/v1/calls', '/v1/phone_numbers', '/v1/webhook_endpoints', '/v1/tenants']) {
+    for (const p of [
+      '/v1/messages',
+      '/v1/calls',
+      '/v1/phone_numbers',
+      '/v1/webhook_endpoints',
+      '/v1/tenants',
+      '/v1/api_keys',
+    ]) {
       expect(doc.paths[p].post.parameters).toEqual(
         expect.arrayContaining([expect.objectContaining({ in: 'header', name: 'idempotency-key' })]),
       );

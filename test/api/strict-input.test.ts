@@ -6,6 +6,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Platform } from '../../src/platform.js';
+import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { createAccount, request, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
@@ -14,19 +15,23 @@ const OURS = '+13125550601';
 const THEIRS = '+15555550100';
 
 let db: TestDatabase;
+let sim: Simulator;
 let platform: Platform;
 let base: string;
 let acme: ApiClient;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  platform = await startTestPlatform({ databaseUrl: db.url, roles: ['api'] });
+  // The carrier is asked whether the number is its account's when it is added.
+  sim = await startSimulator({ webhookUrl: null, seed: 'strict-input' });
+  platform = await startTestPlatform({ databaseUrl: db.url, roles: ['api'], env: sim.carrierEnv() });
   base = platform.apiUrl!;
   acme = await createAccount(db.pool, base, 'Acme');
   expect((await acme.post('/v1/phone_numbers', { number: OURS })).status).toBe(201);
 });
 afterAll(async () => {
   await platform.stop();
+  await sim.close();
   await db.drop();
 });
 

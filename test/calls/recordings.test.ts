@@ -32,7 +32,7 @@ let sim: Simulator;
 let platform: Platform;
 let acme: ApiClient;
 /** In front of the simulator's speech-to-text engine: answers the next scripted statuses itself, then passes on. */
-let engine: { server: Server; url: string; script: number[]; requests: number };
+let engine: { server: Server; url: string; script: number[]; requests: number; delayMs: number };
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -66,11 +66,12 @@ afterAll(async () => {
 });
 
 async function startEngineProxy(target: string) {
-  const e = { server: null as unknown as Server, url: '', script: [] as number[], requests: 0 };
+  const e = { server: null as unknown as Server, url: '', script: [] as number[], requests: 0, delayMs: 0 };
   e.server = createServer(async (req, res) => {
     e.requests += 1;
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
+    if (e.delayMs > 0) await new Promise((r) => setTimeout(r, e.delayMs));
     const scripted = e.script.shift();
     if (scripted !== undefined) {
       res.writeHead(scripted, { 'content-type': 'application/json' });
@@ -323,7 +324,13 @@ describe('the transcription engine', () => {
     ]);
     await db.pool.query(`DELETE FROM usage_records WHERE source_id = $1 AND kind = 'transcription_minute'`, [r.id]);
     const before = engine.requests;
-    await Promise.all([transcribeTask(deps)({ callId: id }, BY_HAND), transcribeTask(deps)({ callId: id }, BY_HAND)]);
+    // The engine answers slowly, so both runs have asked before either commits.
+    engine.delayMs = 500;
+    try {
+      await Promise.all([transcribeTask(deps)({ callId: id }, BY_HAND), transcribeTask(deps)({ callId: id }, BY_HAND)]);
+    } finally {
+      engine.delayMs = 0;
+    }
     expect(engine.requests - before).toBe(2);
     expect(await events('call.transcription.completed', r.id)).toBe(1);
     expect(await bills('transcription_minute', r.id)).toMatchObject({ n: 1 });

@@ -14,6 +14,13 @@ describe('configuration', () => {
     [{ HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'maybe' }, 'HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS'],
     [{ HANDSET_CARRIER_EVENT_RETENTION: '30 days' }, 'HANDSET_CARRIER_EVENT_RETENTION'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ HANDSET_ADDRESS_RATE_LIMIT: 'lots' }, 'HANDSET_ADDRESS_RATE_LIMIT'],
+    [{ HANDSET_ADDRESS_RATE_LIMIT: '0' }, 'HANDSET_ADDRESS_RATE_LIMIT'],
+    [{ HANDSET_API_REPLICAS: '0' }, 'HANDSET_API_REPLICAS'],
+    [{ HANDSET_TRUSTED_PROXIES: '10.0.0.1,proxy.internal' }, 'HANDSET_TRUSTED_PROXIES'],
+    [{ HANDSET_TRUSTED_PROXIES: '10.0.0.0/33' }, 'HANDSET_TRUSTED_PROXIES'],
+    [{ HANDSET_TRUSTED_PROXIES: 'fd00::/129' }, 'HANDSET_TRUSTED_PROXIES'],
+    [{ HANDSET_TRUSTED_PROXIES: '10.0.0.0/8/8' }, 'HANDSET_TRUSTED_PROXIES'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL'],
     [{}, 'DATABASE_URL'], // serve needs a database
   ])('%o stops start-up with one line naming %s', async (env, variable) => {
@@ -26,6 +33,14 @@ describe('configuration', () => {
     const lines = r.output.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^handset: configuration error: ${variable}: `));
+  });
+
+  it('the api role needs the carrier API key (a number claim is checked at the carrier)', async () => {
+    const r = await runHandset(['serve', '--roles', 'api'], { DATABASE_URL: 'postgres://127.0.0.1:1/x' });
+    expect(r.code).toBe(2);
+    expect(r.output.trim()).toBe(
+      'handset: configuration error: TELNYX_API_KEY: is required by the api and worker roles',
+    );
   });
 
   it('the ingest role needs the carrier public key', async () => {
@@ -50,6 +65,10 @@ describe('configuration', () => {
     expect(c.telnyx.apiUrl).toBe('https://api.telnyx.com/v2');
     expect(c.deliveryRetrySchedule).toEqual([5e3, 3e5, 18e5, 72e5, 18e6, 36e6, 504e5, 72e6]);
     expect(c.carrierEventRetentionMs).toBe(30 * 86_400_000);
+    expect(c).toMatchObject({ apiRateLimit: 100, addressRateLimit: 1000, apiReplicas: 1, trustedProxies: [] });
+    expect(
+      loadConfig({ HANDSET_TRUSTED_PROXIES: ' 10.0.0.1, 10.1.0.0/16 ,fd00::/8,::1' }, 'serve').trustedProxies,
+    ).toEqual(['10.0.0.1', '10.1.0.0/16', 'fd00::/8', '::1']);
     expect(loadConfig({}, 'dev')).toMatchObject({ host: '127.0.0.1', allowPrivateWebhookUrls: true });
   });
 

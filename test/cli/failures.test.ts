@@ -120,6 +120,7 @@ describe('a busy port', () => {
     const database = await occupy();
     const r = await runHandset(['serve', '--roles', 'api'], {
       DATABASE_URL: `postgres://u:p@127.0.0.1:${database.port}/x`,
+      TELNYX_API_KEY: 'KEY_test',
       HANDSET_HOST: '127.0.0.1',
       HANDSET_API_PORT: String(busy.port),
     });

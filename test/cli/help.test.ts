@@ -19,6 +19,10 @@ const COMMANDS = [
   ['migrate'],
   ['accounts'],
   ['accounts', 'create'],
+  ['accounts', 'keys'],
+  ['accounts', 'keys', 'create'],
+  ['accounts', 'keys', 'list'],
+  ['accounts', 'keys', 'revoke'],
   ['sim'],
   ['listen'],
   ['trigger'],
@@ -178,7 +182,8 @@ describe('handset completion', () => {
 
   it('bash completes commands, subcommands, flags and scenarios from the command tree', async () => {
     expect(await bashComplete('handset acc')).toEqual(['accounts']);
-    expect(await bashComplete('handset accounts ')).toEqual(['create', 'help', '--help', '-h']);
+    expect(await bashComplete('handset accounts ')).toEqual(['create', 'keys', 'help', '--help', '-h']);
+    expect(await bashComplete('handset accounts keys ')).toEqual(['create', 'list', 'revoke', 'help', '--help', '-h']);
     expect(await bashComplete('handset accounts create --')).toEqual(['--name', '--json', '--help']);
     expect(await bashComplete('handset trigger dup')).toEqual(['duplicate-storm']);
     expect(await bashComplete('handset listen --forward-to http://x --pr')).toEqual(['--print-json']);

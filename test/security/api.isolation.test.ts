@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { apiKeyRevoke } from '../../src/accounts/accounts.sql.js';
 import { withTx } from '../../src/db/tx.js';
 import { createAccount, request } from '../support/api.js';
+import { startSimulator } from '../../src/sim/simulator.js';
 import { createTestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 import { exampleOf, isList, operationsOf, pct, type Operation } from './support/openapi.js';
@@ -21,11 +22,13 @@ import { rawRequest } from './support/raw-http.js';
 import { installWriteCounter, seedWorld, snapshot, type World } from './support/world.js';
 
 const db = await createTestDatabase();
+// The carrier a number's claim is checked with.
+const sim = await startSimulator({ webhookUrl: null, seed: 'isolation' });
 // The per-key rate limit is not what these tests are about: they send hundreds of requests a second.
 const platform = await startTestPlatform({
   databaseUrl: db.url,
   roles: ['api'],
-  env: { HANDSET_API_RATE_LIMIT: '1000000' },
+  env: { ...sim.carrierEnv(), HANDSET_API_RATE_LIMIT: '1000000', HANDSET_ADDRESS_RATE_LIMIT: '1000000' },
 });
 const base = platform.apiUrl!;
 const operations = operationsOf((await request(base, 'GET', '/openapi.json', null)).json).filter((op) =>
@@ -36,12 +39,20 @@ const alice = await seedWorld(
   await createAccount(db.pool, base, 'Alice'),
   '+1415666',
   'https://example.com/alice',
+  sim,
 );
-const bob = await seedWorld(db.pool, await createAccount(db.pool, base, 'Bob'), '+1415999', 'https://example.com/bob');
+const bob = await seedWorld(
+  db.pool,
+  await createAccount(db.pool, base, 'Bob'),
+  '+1415999',
+  'https://example.com/bob',
+  sim,
+);
 const writes = await installWriteCounter(db.pool);
 
 afterAll(async () => {
   await platform.stop();
+  await sim.close();
   await db.drop();
 });
 
@@ -52,6 +63,8 @@ const aliceTraces = [
   alice.accountId,
   ...alice.numbers,
   alice.endpointSecret,
+  alice.apiKeySecret,
+  alice.client.key,
   'https://example.com/alice',
   'tenant of ' + alice.accountId,
 ];

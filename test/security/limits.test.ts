@@ -55,7 +55,7 @@ function buildIngest() {
 function buildApi() {
   return buildApiServer({
     pool: db.pool,
-    config: testConfig({ HANDSET_API_RATE_LIMIT: '1000000' }),
+    config: testConfig({ HANDSET_API_RATE_LIMIT: '1000000', HANDSET_ADDRESS_RATE_LIMIT: '1000000' }),
     carriers: telnyxCarriers(),
     keys: testKeys,
     log,

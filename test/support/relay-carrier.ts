@@ -5,7 +5,8 @@
 // - relayAdapter(): the CarrierAdapter Handset is given, as a real carrier's
 //   folder would provide it;
 // - startRelay(): the carrier itself, a loopback HTTP server that accepts sends
-//   (replaying its answer to a repeated Idempotency-Key), answers lookups, and
+//   (replaying its answer to a repeated Idempotency-Key), answers lookups (of a
+//   text, and whether a number is the account's: all are but `notOurs`), and
 //   posts signed webhooks to ingest — late, twice, under a new id, or never.
 
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
@@ -149,6 +150,12 @@ function relayClient(apiUrl: string): CarrierClient {
         observedAt: new Date(String(r.json['now'])),
       };
     },
+    async ownsNumber(number) {
+      const r = await call('GET', `/numbers/${encodeURIComponent(number)}`);
+      if (r.status === 200) return { ok: true, owned: true };
+      if (r.status === 404) return { ok: true, owned: false };
+      return { ok: false, kind: 'retry', detail: `relay answered ${r.status}` };
+    },
     voice: null,
   };
 }
@@ -176,6 +183,8 @@ export interface Relay {
   statusWebhooks: 'once' | 'twice_new_id' | 'never';
   /** Texts to these numbers end undeliverable. */
   unreachable: Set<string>;
+  /** Numbers not in the relay account (every other number is). */
+  notOurs: Set<string>;
   /** Posts an inbound text to ingest, as relay would; returns the posted body. */
   inbound(from: string, to: string, text: string, opts?: { id?: string; ref?: string }): Promise<string>;
   /** Posts the exact bytes again (a retry of the same webhook). */
@@ -211,6 +220,7 @@ export async function startRelay(opts: { secret: string }): Promise<Relay> {
     posted,
     statusWebhooks: 'once',
     unreachable: new Set(),
+    notOurs: new Set(),
     async inbound(from, to, text, o = {}) {
       const body = JSON.stringify({
         id: o.id ?? `evt-${randomUUID()}`,
@@ -232,6 +242,11 @@ export async function startRelay(opts: { secret: string }): Promise<Relay> {
       const answer = (code: number, body: object) => {
         res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       };
+      const number = /^\/numbers\/([^/]+)$/.exec(req.url ?? '');
+      if (req.method === 'GET' && number) {
+        const n = decodeURIComponent(number[1]!);
+        return relay.notOurs.has(n) ? answer(404, { error: 'not_ours' }) : answer(200, { number: n });
+      }
       const lookup = /^\/texts\/([^/]+)$/.exec(req.url ?? '');
       if (req.method === 'GET' && lookup) {
         const t = texts.get(decodeURIComponent(lookup[1]!));

@@ -1,5 +1,6 @@
 // The Telnyx REST API v2 as the workers use it: send a message, dial a leg, call
-// actions, and the lookups reconciliation asks. Answers are sorted into ok /
+// actions, and the lookups reconciliation asks; and, for the API, whether a number
+// is in the account (GET /v2/phone_numbers). Answers are sorted into ok /
 // rejected (4xx: final) / retry (429, 5xx, or no answer we could read).
 //
 // The send window. A send whose answer we never read (a timeout after the request
@@ -15,6 +16,7 @@ import type {
   CarrierClient,
   CommandResult,
   Dial,
+  InventoryResult,
   LegLookup,
   LookupResult,
   MessageLookup,
@@ -33,6 +35,8 @@ export interface TelnyxClientOptions {
 }
 
 const CALL_ALREADY_ENDED = '90018';
+/** A number in these states is not (or no longer) the account's: a failed purchase or port, released, ported away. */
+const NOT_HELD = new Set(['purchase-failed', 'port-failed', 'deleted', 'ported-out']);
 const NOT_ANSWERED_YET = '90034';
 const INVALID_CALL_CONTROL_ID = '90015';
 /** "Blocked due to STOP message": the recipient opted out of the sending number at Telnyx. */
@@ -221,6 +225,21 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
           };
         },
       );
+    },
+    async ownsNumber(number: string): Promise<InventoryResult> {
+      // Telnyx's filter takes digits only ("non-numerical characters will result in no values") and may
+      // match more than the one number: the answer is the record whose phone_number is exactly ours.
+      const digits = number.replace(/^\+/, '');
+      const r = await request<Record<string, unknown>[]>(
+        'GET',
+        `/phone_numbers?${encodeURIComponent('filter[phone_number]')}=${digits}&${encodeURIComponent('page[size]')}=250`,
+        null,
+      );
+      if (r.status !== 200 || !Array.isArray(r.json.data)) return { ok: false, kind: 'retry', detail: r.detail };
+      const owned = r.json.data.some(
+        (n) => n['phone_number'] === number && !NOT_HELD.has(String(n['status']).replace(/_/g, '-')),
+      );
+      return { ok: true, owned };
     },
     voice,
   };

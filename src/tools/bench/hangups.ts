@@ -41,6 +41,7 @@ const config = loadConfig(
     HANDSET_INGEST_PORT: '0',
     ...sim.carrierEnv(),
     HANDSET_API_RATE_LIMIT: '100000',
+    HANDSET_ADDRESS_RATE_LIMIT: '100000',
     LOG_LEVEL: 'silent',
   },
   'serve',

@@ -25,6 +25,9 @@ export interface World {
   canceledMessageId: string;
   callId: string;
   eventId: string;
+  /** A second API key of the account (made through the API) and its secret. */
+  apiKeyId: string;
+  apiKeySecret: string;
   /** Every id above, by kind. */
   ids: Record<string, string>;
 }
@@ -36,15 +39,21 @@ function ok(res: { status: number; json: any }, what: string, status = 201) {
   return res.json;
 }
 
-/** `numberBase` is a unique E.164 stem per account, e.g. "+1415555" (numbers are unique across accounts). */
+/**
+ * `numberBase` is a unique E.164 stem per account, e.g. "+1415555" (numbers are
+ * unique across accounts); its numbers are put in `carrier`'s inventory first (a
+ * claim is checked there).
+ */
 export async function seedWorld(
   pool: pg.Pool,
   client: ApiClient,
   numberBase: string,
   endpointUrl: string,
+  carrier: { addNumber(number: string): void },
 ): Promise<World> {
   const tenant = ok(await client.post('/v1/tenants', { name: `tenant of ${client.accountId}` }), 'tenant');
   const numbers = [`${numberBase}0001`, `${numberBase}0002`];
+  for (const n of numbers) carrier.addNumber(n);
   const number = ok(
     await client.post('/v1/phone_numbers', {
       number: numbers[0],
@@ -106,6 +115,21 @@ export async function seedWorld(
       occurredAt: new Date(),
     }),
   );
+  const apiKey = ok(await client.post('/v1/api_keys', { name: `key of ${client.accountId}` }), 'api key');
+  // A recording of the call, with its audio, as the carrier's webhook and the fetch would have left it.
+  const recording = await withTx(pool, async (tx) => {
+    const { rows } = await tx.query<{ id: string }>(
+      `INSERT INTO recordings (account_id, tenant_id, call_id, carrier, carrier_recording_id, carrier_ref, started_at,
+                               ended_at, duration_seconds, audio_status)
+       VALUES ($1, $2, $3, 'telnyx', $4, $5, now() - interval '1 minute', now(), 60, 'stored') RETURNING id`,
+      [client.accountId, tenant.id, call.id, `rec-of-${client.accountId}`, `leg-of-${client.accountId}`],
+    );
+    await tx.query(`INSERT INTO recording_audio (recording_id, content_type, bytes) VALUES ($1, 'audio/wav', $2)`, [
+      rows[0]!.id,
+      Buffer.from(`RIFF audio of ${client.accountId}`),
+    ]);
+    return rows[0]!;
+  });
   const ids = {
     tenant: tenant.id as string,
     phone_number: number.id as string,
@@ -116,6 +140,8 @@ export async function seedWorld(
     event: event.id as string,
     opt_out: optOut.id as string,
     second_opt_out: optOut2.id as string,
+    api_key: apiKey.id as string,
+    recording: recording.id,
   };
   return {
     client,
@@ -129,6 +155,8 @@ export async function seedWorld(
     canceledMessageId: toCancel.id,
     callId: call.id,
     eventId: event.id,
+    apiKeyId: apiKey.id,
+    apiKeySecret: apiKey.secret,
     ids,
   };
 }
@@ -155,7 +183,10 @@ export async function snapshot(pool: pg.Pool): Promise<string> {
     'usage_records',
     'carrier_events',
   ];
-  const union = tables.map((t) => `SELECT '${t}' || row_to_json(x)::text AS r FROM ${t} x`).join(' UNION ALL ');
+  // A key's last_used_at is the bookkeeping of its own use (written at most once a
+  // minute by whoever authenticates with it), not something a request changed.
+  const row = (t: string) => (t === 'api_keys' ? `(to_jsonb(x) - 'last_used_at')::text` : 'row_to_json(x)::text');
+  const union = tables.map((t) => `SELECT '${t}' || ${row(t)} AS r FROM ${t} x`).join(' UNION ALL ');
   const { rows } = await pool.query<{ h: string; jobs: number }>(
     `SELECT md5(coalesce(string_agg(r, '|' ORDER BY r), '')) AS h,
             (SELECT count(*)::int FROM graphile_worker._private_jobs) AS jobs
@@ -182,8 +213,14 @@ export async function installWriteCounter(pool: pg.Pool): Promise<() => Promise<
       WHERE (schemaname = 'public' AND tablename <> 'security_writes') OR (schemaname = 'graphile_worker' AND tablename = '_private_jobs')`,
   );
   for (const { name } of rows) {
+    // On api_keys, an UPDATE of last_used_at alone is the key's use being recorded (at most once a minute), not a write
+    // the request made: every other column counts.
+    const updates =
+      name === 'public.api_keys'
+        ? 'UPDATE OF id, account_id, prefix, secret_hash, name, created_at, expires_at, revoked_at'
+        : 'UPDATE';
     await pool.query(
-      `CREATE OR REPLACE TRIGGER security_count_write AFTER INSERT OR UPDATE OR DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION security_count_write()`,
+      `CREATE OR REPLACE TRIGGER security_count_write AFTER INSERT OR ${updates} OR DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION security_count_write()`,
     );
   }
   return async () => Number((await pool.query<{ n: string }>('SELECT n FROM security_writes')).rows[0]!.n);
