@@ -41,5 +41,13 @@ describe('chaos', () => {
     expect(result.carrier.duplicates + result.carrier.resends, report).toBeGreaterThan(0);
     expect(result.deliveries.succeeded, report).toBe(result.deliveries.total);
     expect(result.customerEvents, report).toBe(result.deliveries.total);
+    // Every recorded call: one recording started at the carrier, stored, and transcribed once.
+    expect(result.recordings.calls, report).toBeGreaterThan(0);
+    expect(result.recordings, report).toEqual({
+      calls: result.recordings.calls,
+      startsAtCarrier: result.recordings.calls,
+      stored: result.recordings.calls,
+      transcripts: result.recordings.calls,
+    });
   }, 240_000);
 });

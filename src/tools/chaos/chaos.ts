@@ -111,6 +111,8 @@ export interface ChaosResult {
   customerEvents: number;
   deliveries: { total: number; succeeded: number; receivedRequests: number; redelivered: number };
   workersKilled: number;
+  /** Calls asked to be recorded and transcribed; record_start commands the carrier acted on; audio stored; transcripts. */
+  recordings: { calls: number; startsAtCarrier: number; stored: number; transcripts: number };
   audit: AuditReport;
   /** Differences from what a well-behaved carrier would have produced; empty when none. */
   mismatches: string[];
@@ -126,7 +128,9 @@ const SMS_PLAN = [
   { to: '+15555550104', status: 'sent', events: ['message.sent'] },
   { to: '+15555550105', status: 'sent', events: ['message.sent'] },
 ];
-const CALL_PLAN = [
+/** Answers after 1 s and talks 400 simulated seconds: long enough for its recording to start under the storm. */
+const TALKS_LONG = '+15555550131';
+const CALL_PLAN: { to: string[]; status: string; events: string[]; record?: boolean }[] = [
   {
     to: ['+15555550110', '+15555550111', '+15555550113'],
     status: 'completed',
@@ -134,6 +138,8 @@ const CALL_PLAN = [
   },
   { to: ['+15555550113'], status: 'completed', events: ['call.answered', 'call.completed'] },
   { to: ['+15555550110', '+15555550112'], status: 'missed', events: ['call.missed'] },
+  // Recorded and transcribed: one recording, one transcript (held by the audit's invariant 9).
+  { to: [TALKS_LONG], status: 'completed', events: ['call.answered', 'call.completed'], record: true },
 ];
 const INBOUND_RING = ['+15555550111', '+15555550113'];
 const OUR_NUMBER = '+13125550170';
@@ -198,6 +204,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       log: opts.log,
     });
     cleanups.push(() => sim.close());
+    sim.setPersona(TALKS_LONG, { call: { answerAfterMs: 1000, talkMs: 400_000 } });
     const env = {
       HANDSET_HOST: '127.0.0.1',
       HANDSET_API_PORT: '0',
@@ -357,7 +364,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     for (let i = 0; i < opts.outboundCalls; i++) {
       const plan = CALL_PLAN[i % CALL_PLAN.length]!;
       work.push(async () => {
-        const c = await api('/v1/calls', { from: OUR_NUMBER, to: plan.to, ring_timeout_secs: 5 });
+        const c = await api('/v1/calls', {
+          from: OUR_NUMBER,
+          to: plan.to,
+          ring_timeout_secs: 5,
+          ...(plan.record ? { record: true, transcribe: true } : {}),
+        });
         expected.set(c.id, plan);
       });
     }
@@ -441,6 +453,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         redelivered: receiver.requests - receiver.distinct.size,
       },
       workersKilled: killed,
+      recordings: {
+        calls: await q('SELECT count(*)::int AS n FROM calls WHERE record'),
+        stored: await q(`SELECT count(*)::int AS n FROM recordings WHERE audio_status = 'stored'`),
+        transcripts: await q(`SELECT count(*)::int AS n FROM recordings WHERE transcription_status = 'completed'`),
+        startsAtCarrier: sim.requests.filter((r) => r.path.endsWith('/actions/record_start') && !r.deduplicated).length,
+      },
       audit,
       mismatches,
       seconds: Math.round((Date.now() - started) / 1000),
@@ -489,6 +507,7 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
       events: number;
       calls: number;
       messages: number;
+      recordings: number;
     }>(`
       SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS jobs,
              (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries,
@@ -496,7 +515,10 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
                AND NOT (ce.event_type IN ('message.sent', 'message.finalized')
                         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.carrier_message_id = ce.payload->'data'->'payload'->>'id'))) AS events,
              (SELECT count(*) FROM calls WHERE status IN ('ringing', 'in_progress')) AS calls,
-             (SELECT count(*) FROM messages WHERE status IN ('queued', 'scheduled')) AS messages`);
+             (SELECT count(*) FROM messages WHERE status IN ('queued', 'scheduled')) AS messages,
+             (SELECT count(*) FROM calls c WHERE c.record AND c.status = 'completed' AND c.recording_error IS NULL
+                 AND NOT EXISTS (SELECT 1 FROM recordings r WHERE r.call_id = c.id
+                                  AND r.audio_status <> 'pending' AND r.transcription_status <> 'pending')) AS recordings`);
     const busy = rows[0]!;
     const summary = Object.entries(busy)
       .filter(([, v]) => Number(v) > 0)
@@ -614,6 +636,10 @@ export function chaosTable(r: ChaosResult): string {
     ['deliveries (succeeded / total)', `${r.deliveries.succeeded} / ${r.deliveries.total}`],
     ['receiver requests (same id again)', `${r.deliveries.receivedRequests} (${r.deliveries.redelivered})`],
     ['worker processes SIGKILLed', r.workersKilled],
+    [
+      'recorded calls: record_start / stored / transcripts',
+      `${r.recordings.calls}: ${r.recordings.startsAtCarrier} / ${r.recordings.stored} / ${r.recordings.transcripts}`,
+    ],
     ['database cuts (seconds in all)', `${r.dbCuts.count} (${r.dbCuts.seconds})`],
     ['  longest until caught jobs re-ran, ms', r.dbCuts.maxRecoveryMs],
     ['processes that exited on their own', r.unexpectedExits],
