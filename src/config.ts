@@ -21,9 +21,10 @@ export interface Config {
   simPort: number;
   /** An OpenAI-compatible speech-to-text endpoint (Telnyx's by default) for transcribe calls. */
   transcription: {
-    /** POST …/audio/transcriptions; by default the carrier API's own (TELNYX_API_URL + /ai/audio/transcriptions). */
-    url: string;
+    /** POST …/audio/transcriptions; null: the carrier API's own (TELNYX_API_URL + /ai/audio/transcriptions). */
+    url: string | null;
     model: string;
+    /** null: TELNYX_API_KEY. */
     apiKey: string | null;
     /** Delays before each retry of a 5xx, 429 or unanswered request; a 4xx is final. */
     retrySchedule: number[];
@@ -238,7 +239,6 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
       }
       return ms;
     });
-  const telnyxApiUrl = url('TELNYX_API_URL', 'https://api.telnyx.com/v2') as string;
 
   const deliveryConcurrency = int('HANDSET_DELIVERY_CONCURRENCY', 10, 1, 1000);
 
@@ -286,15 +286,15 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     ingestPort: int('HANDSET_INGEST_PORT', 3001, 0, 65535),
     simPort: int('HANDSET_SIM_PORT', 3002, 0, 65535),
     transcription: {
-      url: url('HANDSET_TRANSCRIPTION_URL', `${telnyxApiUrl.replace(/\/+$/, '')}/ai/audio/transcriptions`) as string,
+      url: url('HANDSET_TRANSCRIPTION_URL', null),
       model: str('HANDSET_TRANSCRIPTION_MODEL') ?? 'distil-whisper/distil-large-v2',
-      apiKey: str('HANDSET_TRANSCRIPTION_API_KEY') ?? str('TELNYX_API_KEY'),
+      apiKey: str('HANDSET_TRANSCRIPTION_API_KEY'),
       retrySchedule: transcriptionRetrySchedule,
     },
     telnyx: {
       publicKey,
       apiKey: str('TELNYX_API_KEY'),
-      apiUrl: telnyxApiUrl,
+      apiUrl: url('TELNYX_API_URL', 'https://api.telnyx.com/v2') as string,
       connectionId: str('TELNYX_CONNECTION_ID'),
       messagingProfileId: str('TELNYX_MESSAGING_PROFILE_ID'),
     },

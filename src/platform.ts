@@ -271,7 +271,12 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           log,
           policies,
           store: postgresAudioStore,
-          transcriber: config.transcription,
+          // Unset, the carrier's own engine (dev: the simulator's), with the carrier's key.
+          transcriber: {
+            url: config.transcription.url ?? `${config.telnyx.apiUrl.replace(/\/+$/, '')}/ai/audio/transcriptions`,
+            model: config.transcription.model,
+            apiKey: config.transcription.apiKey ?? config.telnyx.apiKey,
+          },
           transcriptionRetries: config.transcription.retrySchedule,
         }),
         reconcile: reconcileTask(reconcile),
