@@ -8,7 +8,7 @@ import { withTx } from '../db/tx.js';
 import { Nullable, named, Time } from '../api/fields.js';
 import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
 import { ok, problems } from '../api/openapi.js';
-import { ListQuery, listOf, page } from '../api/pagination.js';
+import { cursorOf, listOf, ListQuery, page } from '../api/pagination.js';
 import { conflict, notFound } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { apiKeyCreate, apiKeyResource, apiKeyRevokeGuarded, apiKeyRoll, ROLL_OVERLAP_SECONDS } from './accounts.js';
@@ -70,7 +70,7 @@ export const tenantRoutes: ApiRoutes = (app, ctx) => {
         ctx.pool,
         req.principal.accountId,
         req.query.limit,
-        req.query.starting_after ?? null,
+        await cursorOf(req.query.starting_after, (id) => tenantOfAccount(ctx.pool, req.principal.accountId, id)),
       );
       const p = page(rows, req.query.limit);
       return { data: p.data.map(tenantResource), has_more: p.has_more };
@@ -183,7 +183,9 @@ export const apiKeyRoutes: ApiRoutes = (app, ctx) => {
         ctx.pool,
         req.principal.accountId,
         req.query.limit,
-        req.query.starting_after ?? null,
+        await cursorOf(req.query.starting_after, (id) =>
+          apiKeyLiveOfAccount(ctx.pool, req.principal.accountId, id, new Date()),
+        ),
         new Date(),
       );
       const p = page(rows, req.query.limit);

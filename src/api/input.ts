@@ -19,6 +19,26 @@ export function addFormats(ajv: FormatRegistry): void {
   // RFC 3339 date-times that JavaScript can also read: a leap second (23:59:60) is refused by the schema, not a 500.
   ajv.addFormat('date-time', { type: 'string', validate: (s) => RFC3339.test(s) && !Number.isNaN(Date.parse(s)) });
   ajv.addFormat(PHONE_FORMAT, { type: 'string', validate: isPossiblePhoneNumber });
+  ajv.addFormat(DAY_OR_INSTANT, { type: 'string', validate: (s) => instantOf(s, 'start') !== null });
+}
+
+/** A format for bounds of a period: an RFC 3339 date-time, or a day (YYYY-MM-DD, UTC). */
+export const DAY_OR_INSTANT = 'date-or-date-time';
+const DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/**
+ * The instant a bound names: a date-time as it is; a day, its start (for `from`)
+ * or its end, the start of the next day (for `to`), so a day given as both bounds is that whole day.
+ */
+export function instantOf(text: string, edge: 'start' | 'end'): Date | null {
+  const day = DAY.exec(text);
+  if (day) {
+    const [y, m, d] = [Number(day[1]), Number(day[2]) - 1, Number(day[3])];
+    const start = new Date(Date.UTC(y, m, d));
+    if (start.getUTCFullYear() !== y || start.getUTCMonth() !== m || start.getUTCDate() !== d) return null;
+    return edge === 'start' ? start : new Date(Date.UTC(y, m, d + 1));
+  }
+  return RFC3339.test(text) && !Number.isNaN(Date.parse(text)) ? new Date(text) : null;
 }
 
 /** A decimal integer as a query string spells it: no sign but minus, no exponent, no leading zeros, no spaces. */

@@ -100,7 +100,7 @@ export function apiErrorHandler(log: Logger) {
       // A phone number says why in words, not with the pattern it failed.
       const phone =
         code === 'invalid_phone_number' && typeof first.data === 'string' ? phoneNumberProblem(first.data) : null;
-      const detail = `${field ? `${field}: ` : ''}${phone ?? first.message ?? 'is invalid'}`;
+      const detail = `${field ? `${field}: ` : ''}${phone ?? wordsOf(first)}`;
       return sendProblem(reply, problem(422, code, detail, field || undefined));
     }
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
@@ -136,6 +136,16 @@ export function apiErrorHandler(log: Logger) {
     log.error({ err: err.message, stack: err.stack, method: req.method, url: req.routeOptions.url }, 'api error');
     return sendProblem(reply, problem(500, 'internal_error', 'Something went wrong on our side'));
   };
+}
+
+/** Ajv's message, with what it leaves out: the values an enum allows, the forms a format takes. */
+function wordsOf(e: AjvError): string {
+  const allowed = e.params['allowedValues'];
+  if (e.keyword === 'enum' && Array.isArray(allowed)) return `must be one of: ${allowed.join(', ')}`;
+  if (e.keyword === 'format' && e.params['format'] === 'date-or-date-time') {
+    return 'must be an RFC 3339 date-time (2026-12-01T00:00:00Z) or a day (2026-12-01)';
+  }
+  return e.message ?? 'is invalid';
 }
 
 function fieldName(e: AjvError, where: string): string {

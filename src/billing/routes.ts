@@ -1,6 +1,7 @@
 // Customer API for usage: quantities per kind over a period (in total, or per
 // hour, day, week or month), and what the ledger billed for one message or call.
 
+import { DAY_OR_INSTANT, instantOf } from '../api/input.js';
 import { Type } from 'typebox';
 import { named } from '../api/fields.js';
 import { ok } from '../api/openapi.js';
@@ -79,8 +80,20 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
           'oldest first; buckets without usage are left out.',
         querystring: Type.Object(
           {
-            from: Type.Optional(Type.String({ format: 'date-time' })),
-            to: Type.Optional(Type.String({ format: 'date-time' })),
+            from: Type.Optional(
+              Type.String({
+                format: DAY_OR_INSTANT,
+                description: 'an RFC 3339 date-time, or a day (YYYY-MM-DD, UTC): from its start',
+                examples: ['2026-12-01'],
+              }),
+            ),
+            to: Type.Optional(
+              Type.String({
+                format: DAY_OR_INSTANT,
+                description: 'an RFC 3339 date-time (excluded), or a day (YYYY-MM-DD, UTC): up to its end, included',
+                examples: ['2026-12-31'],
+              }),
+            ),
             tenant_id: Type.Optional(Type.String({ maxLength: 64 })),
             interval: Type.Optional(UsageInterval),
           },
@@ -91,11 +104,12 @@ export const usageRoutes: ApiRoutes = (app, ctx) => {
     },
     async (req) => {
       const now = new Date();
+      // The schema has checked both read as instants.
       const from = req.query.from
-        ? new Date(req.query.from)
+        ? instantOf(req.query.from, 'start')!
         : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
       const to = req.query.to
-        ? new Date(req.query.to)
+        ? instantOf(req.query.to, 'end')!
         : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
       if (to <= from) throw unprocessable('invalid_period', 'to must be after from', 'to');
       const { accountId } = req.principal;

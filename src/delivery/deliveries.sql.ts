@@ -280,6 +280,17 @@ export interface EndpointAttemptRow extends AttemptRow {
  * An endpoint's attempts, newest first, across all its deliveries: its health.
  * Attempt ids are time-ordered, so `id < startingAfter` pages like every list.
  */
+/** Whether the endpoint has this attempt (a list's cursor). */
+export async function attemptOfEndpoint(db: Db, endpointId: string, id: string): Promise<boolean> {
+  const { rows } = await db.query({
+    name: 'attempt_of_endpoint',
+    text: `SELECT 1 FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+            WHERE a.id = $1 AND d.endpoint_id = $2`,
+    values: [id, endpointId],
+  });
+  return rows.length === 1;
+}
+
 export async function attemptListForEndpoint(
   db: Db,
   endpointId: string,

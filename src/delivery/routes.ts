@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import { named, Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
 import { ok, problems } from '../api/openapi.js';
-import { ListQuery, listOf, page } from '../api/pagination.js';
+import { cursorOf, listOf, ListQuery, page } from '../api/pagination.js';
 import { ApiError, conflict, notFound, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
 import type { ApiRoutes } from '../api/server.js';
@@ -17,6 +17,7 @@ import { type EventSchemas, eventOfAccount } from '../outbox/outbox.sql.js';
 import { EventType } from '../outbox/routes.js';
 import {
   attemptListForEndpoint,
+  attemptOfEndpoint,
   deliveriesToRedeliver,
   deliveryListForEvent,
   DELIVERY_STATUSES,
@@ -250,7 +251,7 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
         ctx.pool,
         req.principal.accountId,
         req.query.limit,
-        req.query.starting_after ?? null,
+        await cursorOf(req.query.starting_after, (id) => endpointOfAccount(ctx.pool, req.principal.accountId, id)),
       );
       const p = page(rows, req.query.limit);
       return { data: p.data.map(endpointResource), has_more: p.has_more };
@@ -454,7 +455,8 @@ export const deliveryRoutes: ApiRoutes = (app, ctx) => {
     async (req) => {
       const e = await endpointOfAccount(ctx.pool, req.principal.accountId, req.params.id);
       if (!e) throw notFound('webhook endpoint');
-      const rows = await attemptListForEndpoint(ctx.pool, e.id, req.query.limit, req.query.starting_after ?? null);
+      const after = await cursorOf(req.query.starting_after, (id) => attemptOfEndpoint(ctx.pool, e.id, id));
+      const rows = await attemptListForEndpoint(ctx.pool, e.id, req.query.limit, after);
       const p = page(rows, req.query.limit);
       return {
         data: p.data.map((a) => ({

@@ -5,7 +5,7 @@ import { Type } from 'typebox';
 import { named, Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
 import { ok, problems } from '../api/openapi.js';
-import { listOf, listQuery, page } from '../api/pagination.js';
+import { cursorOf, listOf, listQuery, page } from '../api/pagination.js';
 import { conflict, notFound, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
 import type { EventSchemas } from '../outbox/outbox.sql.js';
@@ -165,7 +165,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
         req.principal.accountId,
         { status: q.status, direction: q.direction },
         q.limit,
-        q.starting_after ?? null,
+        await cursorOf(q.starting_after, (id) => messageOfAccount(ctx.pool, req.principal.accountId, id)),
       );
       const p = page(rows, q.limit);
       return { data: p.data.map(messageResource), has_more: p.has_more };

@@ -7,7 +7,7 @@ import { named } from '../api/fields.js';
 import { tenantOfAccount } from '../accounts/accounts.sql.js';
 import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
 import { ok, problems } from '../api/openapi.js';
-import { ListQuery, listOf, page } from '../api/pagination.js';
+import { cursorOf, listOf, ListQuery, page } from '../api/pagination.js';
 import { ApiError, conflict, notFound, Problem, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
@@ -143,7 +143,7 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
         ctx.pool,
         req.principal.accountId,
         req.query.limit,
-        req.query.starting_after ?? null,
+        await cursorOf(req.query.starting_after, (id) => numberOfAccount(ctx.pool, req.principal.accountId, id)),
       );
       const p = page(rows, req.query.limit);
       return { data: p.data.map(phoneNumberResource), has_more: p.has_more };

@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import { named, Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
 import { ok, problems } from '../api/openapi.js';
-import { listOf, listQuery, page } from '../api/pagination.js';
+import { cursorOf, listOf, listQuery, page } from '../api/pagination.js';
 import { notFound, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
@@ -66,7 +66,7 @@ export const optOutRoutes: ApiRoutes = (app, ctx) => {
         req.principal.accountId,
         { number: q.number, recipient: q.recipient },
         q.limit,
-        q.starting_after ?? null,
+        await cursorOf(q.starting_after, (id) => optOutOfAccount(ctx.pool, req.principal.accountId, id)),
       );
       const p = page(rows, q.limit);
       return { data: p.data.map(optOutResource), has_more: p.has_more };

@@ -3,7 +3,7 @@
 import { Type } from 'typebox';
 import { named } from '../api/fields.js';
 import { ok } from '../api/openapi.js';
-import { listOf, listQuery, page } from '../api/pagination.js';
+import { cursorOf, listOf, listQuery, page } from '../api/pagination.js';
 import { notFound } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
 import { eventResource } from './outbox.js';
@@ -48,7 +48,7 @@ export const eventRoutes: ApiRoutes = (app, ctx) => {
         req.principal.accountId,
         { type: q.type, subjectId: q.subject_id },
         q.limit,
-        q.starting_after ?? null,
+        await cursorOf(q.starting_after, (id) => eventOfAccount(ctx.pool, req.principal.accountId, id)),
       );
       const p = page(rows, q.limit);
       return { data: p.data.map(eventResource), has_more: p.has_more };

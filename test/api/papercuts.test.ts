@@ -64,3 +64,47 @@ describe('the Authorization header', () => {
     expect(res.status).toBe(401);
   });
 });
+
+describe('lists, filters and periods', () => {
+  it('an unknown cursor, or one of another account, is 404 resource_missing naming starting_after, not the first page', async () => {
+    const other = await createAccount(db.pool, base, 'Other');
+    const theirs = await other.post('/v1/tenants', { name: 'theirs' });
+    for (const cursor of ['msg_01aaaaaaaaaaaaaaaaaaaaaaaaaa', 'nope', theirs.json.id]) {
+      for (const list of ['/v1/messages', '/v1/tenants', '/v1/calls', '/v1/events', '/v1/webhook_endpoints']) {
+        const res = await acme.get(`${list}?starting_after=${encodeURIComponent(cursor)}`);
+        expect(res.status, `${list} ${cursor}`).toBe(404);
+        expect(res.json, `${list} ${cursor}`).toMatchObject({ code: 'resource_missing', param: 'starting_after' });
+      }
+    }
+  });
+
+  it('a cursor of the list pages after it', async () => {
+    for (const name of ['a', 'b', 'c']) expect((await acme.post('/v1/tenants', { name })).status).toBe(201);
+    const first = await acme.get('/v1/tenants?limit=2');
+    const next = await acme.get(`/v1/tenants?limit=2&starting_after=${first.json.data[1].id}`);
+    expect(next.status).toBe(200);
+    expect(next.json.data[0].id < first.json.data[1].id).toBe(true);
+  });
+
+  it('an enum error lists the values allowed', async () => {
+    const res = await acme.get('/v1/messages?status=bogus');
+    expect(res.status).toBe(422);
+    expect(res.json.param).toBe('status');
+    expect(res.json.detail).toMatch(
+      /^status: must be one of: scheduled, queued, sent, delivered, failed, canceled, received$/,
+    );
+  });
+
+  it('a day is accepted where a period bound is meant: from its start, to its end', async () => {
+    const day = await acme.get('/v1/usage?from=2026-12-01&to=2026-12-01');
+    expect(day.status, JSON.stringify(day.json)).toBe(200);
+    expect(day.json).toMatchObject({ from: '2026-12-01T00:00:00.000Z', to: '2026-12-02T00:00:00.000Z' });
+    const mixed = await acme.get('/v1/usage?from=2026-11-30T12:00:00Z&to=2026-12-01');
+    expect(mixed.json).toMatchObject({ from: '2026-11-30T12:00:00.000Z', to: '2026-12-02T00:00:00.000Z' });
+    for (const bad of ['2026-02-30', '2026-12-1', 'yesterday']) {
+      const res = await acme.get(`/v1/usage?from=${bad}`);
+      expect(res.status, bad).toBe(422);
+      expect(res.json.detail, bad).toMatch(/^from: must be an RFC 3339 date-time .* or a day/);
+    }
+  });
+});

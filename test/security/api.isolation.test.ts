@@ -205,7 +205,11 @@ describe('lists and other reads', () => {
       const leaks: string[] = [];
       for (const q of queries) {
         const res = await send(bob, 'GET', `${op.path}?${q.join('&')}`);
-        if (res.status !== 200) leaks.push(`${q.join('&')}: ${res.status} ${JSON.stringify(res.json)}`);
+        // Another account's id as the cursor is no item of Bob's list: 404, like an unknown one.
+        const cursorRefused =
+          q[1]?.startsWith('starting_after=') && res.status === 404 && res.json?.code === 'resource_missing';
+        if (res.status !== 200 && !cursorRefused)
+          leaks.push(`${q.join('&')}: ${res.status} ${JSON.stringify(res.json)}`);
         const text = JSON.stringify(res.json);
         const seen = aliceTraces.filter((t) => text.includes(t));
         if (seen.length > 0) leaks.push(`${q.join('&')}: shows ${seen.join(', ')}`);
