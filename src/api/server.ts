@@ -31,7 +31,8 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { bearerCredential } from './bearer.js';
 import { clientOf, perReplica, retryAfterSeconds, WindowCounter } from './limits.js';
 import { COMPONENT_NAME } from './fields.js';
-import { addFormats, parseQueryIntegers, refuseIllFormedText } from './input.js';
+import { PHONE_FORMAT } from '../numbers/numbers.js';
+import { addFormats, DAY_OR_INSTANT, parseQueryIntegers, refuseIllFormedText } from './input.js';
 import { hoistComponents, withStandardProblems } from './openapi.js';
 import { apiErrorHandler, problem, sendProblem } from './problem.js';
 
@@ -112,6 +113,8 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
     frameworkErrors: (err, _req, reply) => sendProblem(reply, problem(400, 'invalid_path', err.message)),
     // Protocol-level refusals (431 header flood, an unparseable head) too.
     clientErrorHandler: problemClientError,
+    // The response serializer's own Ajv (it resolves anyOf) reads schemas too: it needs to know our formats' names.
+    serializerOpts: { ajv: { formats: { [PHONE_FORMAT]: true, [DAY_OR_INSTANT]: true } } },
     ajv: {
       customOptions: {
         removeAdditional: false, // unknown fields are an error, not silently dropped
