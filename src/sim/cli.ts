@@ -50,10 +50,25 @@ export function simCommand(): Command {
     [
       '',
       'Misbehaviour knobs all default to 0 (a well-behaved carrier): P is a probability 0..1, MS real milliseconds,',
-      `TYPE one of ${EVENT_TYPES.join(', ')}.`,
+      // Wrapped to the width help keeps (the list grows with the event types).
+      ...wrap(`TYPE one of ${EVENT_TYPES.join(', ')}.`, 110),
       'Per-number misbehaviour (a persona\'s lose/hold, recording: "error") is set with PUT /_sim/personas/{number}.',
     ].join('\n'),
   );
+}
+
+/** Splits text at spaces into lines of at most `width` characters. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines;
 }
 
 export const SIM_USAGE = helpOf(simCommand);
