@@ -216,29 +216,18 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     throw new ConfigError('TELNYX_PUBLIC_KEY', 'must be the base64 of a raw 32-byte Ed25519 public key');
   }
 
-  const scheduleText = str('HANDSET_DELIVERY_RETRY_SCHEDULE') ?? DEFAULT_RETRY_SCHEDULE;
-  const deliveryRetrySchedule = scheduleText.split(',').map((part) => {
-    const ms = parseDuration(part);
-    if (ms === null) {
-      throw new ConfigError('HANDSET_DELIVERY_RETRY_SCHEDULE', `"${part}" is not a duration (units ms, s, m, h)`);
-    }
-    return ms;
-  });
-  if (deliveryRetrySchedule.length > 8) {
-    throw new ConfigError('HANDSET_DELIVERY_RETRY_SCHEDULE', 'at most 8 retries');
-  }
-  const transcriptionRetrySchedule = (str('HANDSET_TRANSCRIPTION_RETRY_SCHEDULE') ?? '5s,30s,2m,10m,30m')
-    .split(',')
-    .map((part) => {
+  /** A comma-separated list of delays (a retry schedule), at most `max` of them. */
+  const schedule = (name: string, fallback: string, max: number): number[] => {
+    const delays = (str(name) ?? fallback).split(',').map((part) => {
       const ms = parseDuration(part);
-      if (ms === null) {
-        throw new ConfigError(
-          'HANDSET_TRANSCRIPTION_RETRY_SCHEDULE',
-          `"${part}" is not a duration (units ms, s, m, h)`,
-        );
-      }
+      if (ms === null) throw new ConfigError(name, `"${part}" is not a duration (units ms, s, m, h)`);
       return ms;
     });
+    if (delays.length > max) throw new ConfigError(name, `at most ${max} retries`);
+    return delays;
+  };
+  const deliveryRetrySchedule = schedule('HANDSET_DELIVERY_RETRY_SCHEDULE', DEFAULT_RETRY_SCHEDULE, 8);
+  const transcriptionRetrySchedule = schedule('HANDSET_TRANSCRIPTION_RETRY_SCHEDULE', '5s,30s,2m,10m,30m', 20);
 
   const deliveryConcurrency = int('HANDSET_DELIVERY_CONCURRENCY', 10, 1, 1000);
 
