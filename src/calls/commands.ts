@@ -19,7 +19,7 @@ import { withTx } from '../db/tx.js';
 import { type Carriers, voiceOf } from '../carrier/registry.js';
 import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
-import { decideRetry, type RetryPolicies } from '../jobs/retry.js';
+import { decideRetry, type RetryPolicies, retryLater } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { requestLookup } from '../reconcile/requests.js';
 import type { Logger } from '../telemetry/log.js';
@@ -128,19 +128,14 @@ async function retryCommand<K extends 'call.command' | 'call.connect'>(
   jobKey: string,
 ): Promise<boolean> {
   const now = deps.now?.() ?? new Date();
-  const attempt = payload.attempt ?? 1;
-  const since = payload.since ?? now.toISOString();
-  const next = decideRetry(deps.policies.command, { attempt, since: new Date(since), now, retryAfterMs });
-  if (!next.retry) {
+  const retried = await retryLater(deps.pool, deps.policies.command, task, payload, jobKey, { now, retryAfterMs });
+  if (!retried) {
     deps.log.error(
       { task, payload, detail },
       'the carrier did not take a call command within its retry window; giving up',
     );
-    return false;
   }
-  const again = { ...payload, attempt: attempt + 1, since } as GraphileWorker.Tasks[K];
-  await withTx(deps.pool, (tx) => enqueue(tx, task, again, { runAt: next.runAt, jobKey }));
-  return true;
+  return retried;
 }
 
 /**

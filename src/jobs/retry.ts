@@ -9,6 +9,9 @@
 // do — or to do again after it crashed — must outlast that bound, so it lasts at
 // least twice as long.
 
+import type pg from 'pg';
+import { withTx } from '../db/tx.js';
+import { enqueue, type TaskName } from './enqueue.js';
 import { recoveryTimings } from './runner.js';
 
 export interface RetryPolicy {
@@ -79,4 +82,37 @@ export function parseRetryAfter(value: string | null, now = Date.now()): number 
   if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
   const at = Date.parse(value);
   return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** A task whose payload counts its attempts and carries the moment its policy counts from. */
+type Retryable = {
+  [K in TaskName]: GraphileWorker.Tasks[K] extends { attempt?: number; since?: string } ? K : never;
+}[TaskName];
+
+/**
+ * The expected retry of a task: re-enqueues it under its job key, with the next
+ * attempt number and `since` kept, when its policy says so; false (nothing
+ * enqueued) once the policy gives up.
+ */
+export async function retryLater<K extends Retryable>(
+  pool: pg.Pool,
+  policy: RetryPolicy,
+  task: K,
+  payload: GraphileWorker.Tasks[K],
+  jobKey: string,
+  opts: { now: Date; retryAfterMs?: number | null },
+): Promise<boolean> {
+  const p = payload as { attempt?: number; since?: string };
+  const attempt = p.attempt ?? 1;
+  const since = p.since ?? opts.now.toISOString();
+  const next = decideRetry(policy, {
+    attempt,
+    since: new Date(since),
+    now: opts.now,
+    retryAfterMs: opts.retryAfterMs ?? null,
+  });
+  if (!next.retry) return false;
+  const again = { ...payload, attempt: attempt + 1, since } as GraphileWorker.Tasks[K];
+  await withTx(pool, (tx) => enqueue(tx, task, again, { runAt: next.runAt, jobKey }));
+  return true;
 }

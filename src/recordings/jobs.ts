@@ -23,7 +23,7 @@ import { callById, callLock, legById } from '../calls/calls.sql.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
-import { decideRetry, type RetryPolicy } from '../jobs/retry.js';
+import { type RetryPolicy, retryLater } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
 import { announceRecording, recordingFailed } from './recordings.js';
@@ -208,7 +208,7 @@ export function transcribeTask(deps: RecordingDeps): TaskHandler<'recording.tran
   };
 }
 
-/** Re-enqueues a job per its policy, counted from `since`; false once the policy gives up. */
+/** Re-enqueues a job per its policy (jobs/retry.ts), logging when the policy gives up. */
 async function retry<K extends 'call.record' | 'recording.fetch' | 'recording.transcribe'>(
   deps: RecordingDeps,
   policy: RetryPolicy,
@@ -218,15 +218,7 @@ async function retry<K extends 'call.record' | 'recording.fetch' | 'recording.tr
   retryAfterMs: number | null,
   detail: string,
 ): Promise<boolean> {
-  const now = nowOf(deps);
-  const attempt = payload.attempt ?? 1;
-  const since = payload.since ?? now.toISOString();
-  const next = decideRetry(policy, { attempt, since: new Date(since), now, retryAfterMs });
-  if (!next.retry) {
-    deps.log.error({ task, payload, detail }, 'giving up');
-    return false;
-  }
-  const again = { ...payload, attempt: attempt + 1, since } as GraphileWorker.Tasks[K];
-  await withTx(deps.pool, (tx) => enqueue(tx, task, again, { runAt: next.runAt, jobKey }));
-  return true;
+  const retried = await retryLater(deps.pool, policy, task, payload, jobKey, { now: nowOf(deps), retryAfterMs });
+  if (!retried) deps.log.error({ task, payload, detail }, 'giving up');
+  return retried;
 }
