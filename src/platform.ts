@@ -36,6 +36,7 @@ import { fetchTask, recordTask, transcribeTask } from './recordings/jobs.js';
 import { recordingHandlers } from './recordings/recordings.js';
 import { recordingEvents, recordingRoutes } from './recordings/routes.js';
 import { postgresAudioStore } from './recordings/storage.js';
+import { transcriberOptions } from './recordings/transcriber.js';
 import type { EventSchemas } from './outbox/outbox.sql.js';
 import { eventRoutes } from './outbox/routes.js';
 import { DELIVERY_TASKS } from './jobs/keys.js';
@@ -271,12 +272,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           log,
           policies,
           store: postgresAudioStore,
-          // Unset, the carrier's own engine (dev: the simulator's), with the carrier's key.
-          transcriber: {
-            url: config.transcription.url ?? `${config.telnyx.apiUrl.replace(/\/+$/, '')}/ai/audio/transcriptions`,
-            model: config.transcription.model,
-            apiKey: config.transcription.apiKey ?? config.telnyx.apiKey,
-          },
+          transcriber: transcriberOptions(config),
           transcriptionRetries: config.transcription.retrySchedule,
         }),
         reconcile: reconcileTask(reconcile),

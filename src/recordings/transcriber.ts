@@ -5,6 +5,7 @@
 // is final (this audio will never be transcribed as asked); a 429, a 5xx or no
 // answer is worth asking again later.
 
+import type { Config } from '../config.js';
 import type { Audio } from './storage.js';
 
 export interface TranscriberOptions {
@@ -12,6 +13,19 @@ export interface TranscriberOptions {
   model: string;
   apiKey: string | null;
   timeoutMs?: number;
+}
+
+/**
+ * The engine a deployment uses: HANDSET_TRANSCRIPTION_URL and _API_KEY when set,
+ * else the carrier API's own engine with the carrier's key — read from the
+ * carrier settings the platform runs with (dev replaces them with the simulator's).
+ */
+export function transcriberOptions(config: Config): TranscriberOptions {
+  return {
+    url: config.transcription.url ?? `${config.telnyx.apiUrl.replace(/\/+$/, '')}/ai/audio/transcriptions`,
+    model: config.transcription.model,
+    apiKey: config.transcription.apiKey ?? config.telnyx.apiKey,
+  };
 }
 
 export type TranscriptionAnswer =
