@@ -280,6 +280,28 @@ describe('what is and is not recorded', () => {
   });
 });
 
+describe('a call too short to record', () => {
+  it('ends before its recording starts: noted on the call, announced once, and its transcription stops waiting', async () => {
+    const quick = '+15555550140';
+    sim.setPersona(quick, { call: { answerAfterMs: 1000, talkMs: 1 } });
+    const res = await acme.post('/v1/calls', { from: OURS, to: [quick], ring_timeout_secs: 10, transcribe: true });
+    const id = res.json.id as string;
+    const call = await eventually(async () => {
+      const c = (await acme.get(`/v1/calls/${id}`)).json;
+      return c.status === 'completed' && c.recording_error && c;
+    }, 30_000);
+    expect(call.recording_error).toBe('the call ended before its recording could start');
+    await eventually(
+      async () =>
+        (await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`recording.transcribe:${id}`])) ===
+        0,
+      30_000,
+    );
+    expect(await events('call.recording.failed', id)).toBe(1);
+    expect(await recordingsOf(id)).toEqual([]);
+  });
+});
+
 describe('the transcription engine', () => {
   it('two 500s and then an answer: completed once, three requests', async () => {
     engine.script = [500, 500];
