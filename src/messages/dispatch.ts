@@ -80,13 +80,13 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
     if (!claimed) return 'nothing_to_send';
   }
 
-  const cleared = await withTx(deps.pool, async (tx) => {
+  const refused = await withTx(deps.pool, async (tx): Promise<DispatchOutcome | null> => {
     await pairLockShared(tx, pairOf(m));
-    if (await messageClearForDispatch(tx, messageId)) return true;
+    if (await messageClearForDispatch(tx, messageId)) return null;
     const failed = await fail(tx, messageId, OPTED_OUT, 'the recipient opted out of messages from this number', now());
-    return failed ? 'opted_out' : false;
+    return failed ? 'rejected' : 'nothing_to_send';
   });
-  if (cleared !== true) return cleared === 'opted_out' ? 'rejected' : 'nothing_to_send';
+  if (refused) return refused;
 
   const result = await clientOf(deps.carriers, m.carrier).sendMessage({
     from: m.from_number,
