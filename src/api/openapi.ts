@@ -62,6 +62,20 @@ export function withStandardProblems(route: RouteShape): void {
 type Json = unknown;
 
 /**
+ * Compares copies of one schema by what they allow: the API's copy has passed
+ * through @fastify/swagger, which writes `const: x` as `enum: [x]` (OpenAPI 3.0
+ * has no const) and may order keys differently, while the webhooks section
+ * keeps the original.
+ */
+function sameConstraint(_key: string, value: Json): Json {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return value;
+  const entries = Object.entries(value as Record<string, Json>).map(([k, v]): [string, Json] =>
+    k === 'const' ? ['enum', [v]] : [k, v],
+  );
+  return Object.fromEntries(entries.sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)));
+}
+
+/**
  * Moves every schema marked by `named` into components.schemas and puts a $ref
  * where it was. Two different schemas under one name are a mistake and throw,
  * so the document cannot quietly describe one of them wrongly.
@@ -78,7 +92,7 @@ export function hoistComponents<D extends { components?: object }>(doc: D): D {
     if (typeof name !== 'string') return out;
     // A query parameter's copy has lost its description to the parameter: compare without it.
     const { description, ...shape } = out;
-    const text = JSON.stringify(shape);
+    const text = JSON.stringify(shape, sameConstraint);
     const before = seen.get(name);
     if (before !== undefined && before !== text) throw new Error(`two different schemas are named ${name}`);
     seen.set(name, text);

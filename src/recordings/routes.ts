@@ -18,7 +18,7 @@ const Recording = named(
   Type.Object({
     id: Type.String(),
     call_id: Type.String(),
-    status: Type.Enum(['saved'], {
+    status: Type.Literal('saved', {
       description: 'saved: the carrier made the recording (its audio and transcript have their own statuses)',
     }),
     duration_seconds: Type.Integer({ description: "the carrier's length of the recording, rounded up" }),
