@@ -194,6 +194,16 @@ describe('a recorded, transcribed call', () => {
     const stored = (await db.pool.query('SELECT bytes FROM recording_audio WHERE recording_id = $1', [recordingId]))
       .rows[0]!.bytes as Buffer;
     expect(bytes.equals(stored)).toBe(true);
+    // …which are the carrier's own: what its fresh download address serves now.
+    const carrierId = (await db.pool.query('SELECT carrier_recording_id FROM recordings WHERE id = $1', [recordingId]))
+      .rows[0]!.carrier_recording_id as string;
+    const lookup = await fetch(`${sim.url}/recordings/${carrierId}`, {
+      headers: { authorization: `Bearer ${sim.apiKey}` },
+    });
+    const urls = ((await lookup.json()) as { data: { download_urls: Record<string, string> } }).data.download_urls;
+    const fromCarrier = Buffer.from(await (await fetch(Object.values(urls)[0]!)).arrayBuffer());
+    expect(fromCarrier.length).toBeGreaterThan(44);
+    expect(bytes.equals(fromCarrier)).toBe(true);
     expect(bytes.subarray(0, 4).toString('latin1')).toBe('RIFF');
     expect(bytes.subarray(8, 12).toString('latin1')).toBe('WAVE');
   });
