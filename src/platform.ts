@@ -5,11 +5,11 @@
 
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import type pg from 'pg';
+import pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
 import { carriers as configuredCarriers, type Carriers } from './carrier/registry.js';
 import { processCarrierEventTask, type HandlerRegistry } from './carrier/process.js';
-import { ConfigError, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
 import { untilAvailable } from './db/errors.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
@@ -17,7 +17,7 @@ import { apiKeyRoutes, tenantRoutes } from './accounts/routes.js';
 import { buildApiServer, type ApiRoutes } from './api/server.js';
 import { Capacity } from './delivery/capacity.js';
 import { deliveryTask } from './delivery/deliver.js';
-import { keyring } from './delivery/keyring.js';
+import { keyring, newSecretKey } from './delivery/keyring.js';
 import { recoverTask } from './delivery/recover.js';
 import { sealLegacySecrets } from './delivery/seal.js';
 import { deliveryRoutes, endpointEvents } from './delivery/routes.js';
@@ -44,7 +44,7 @@ import { retryPolicies } from './jobs/retry.js';
 import { startJobRunner, type JobRunner, type TaskRegistry } from './jobs/runner.js';
 import { lookupTask, reconcileTask, scheduleReconcile, type ReconcileDeps } from './reconcile/reconcile.js';
 import { withTx } from './db/tx.js';
-import type { Logger } from './telemetry/log.js';
+import { createLogger, type Logger } from './telemetry/log.js';
 import { Metrics } from './telemetry/metrics.js';
 
 /** Every customer event type's `data` schema, from the domains that emit them. */
@@ -69,6 +69,31 @@ export const API_ROUTES: readonly ApiRoutes[] = [
   deliveryRoutes,
   eventRoutes,
 ];
+
+/**
+ * The OpenAPI document the api role serves at /openapi.json, built from the same
+ * routes without a database (a pool that is never used, no key listener):
+ * `handset openapi` prints it and the typed client (src/client) is generated from it.
+ */
+export async function openApiDocument(): Promise<Record<string, unknown>> {
+  const config = loadConfig({}, 'dev');
+  const app = await buildApiServer({
+    pool: new pg.Pool(),
+    config,
+    carriers: configuredCarriers(config),
+    keys: keyring([Buffer.from(newSecretKey(), 'base64')]),
+    events: EVENT_SCHEMAS,
+    log: createLogger('silent'),
+    metrics: new Metrics({ defaultMetrics: false }),
+    routes: [...API_ROUTES],
+    describeOnly: true,
+  });
+  try {
+    return (await app.inject({ method: 'GET', url: '/openapi.json' })).json();
+  } finally {
+    await app.close();
+  }
+}
 
 export const ROLES = ['ingest', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];

@@ -102,3 +102,25 @@ export function hoistComponents<D extends { components?: object }>(doc: D): D {
   const hoisted = walk(doc) as D;
   return { ...hoisted, components: { ...hoisted.components, schemas } };
 }
+
+interface Parameter {
+  in?: string;
+  required?: boolean;
+  schema?: { default?: unknown };
+}
+
+/**
+ * A query parameter with a default (a list's `limit`) is optional to the caller:
+ * the API fills it in. The route's schema must still call it required, since
+ * that is what the handler gets, and @fastify/swagger copies that over.
+ */
+export function optionalWhenDefaulted<D extends { paths?: object }>(doc: D): D {
+  for (const item of Object.values(doc.paths ?? {}) as Record<string, { parameters?: Parameter[] }>[]) {
+    for (const operation of Object.values(item)) {
+      for (const p of operation.parameters ?? []) {
+        if (p.in === 'query' && p.schema && 'default' in p.schema) p.required = false;
+      }
+    }
+  }
+  return doc;
+}

@@ -33,7 +33,7 @@ import { clientOf, perReplica, retryAfterSeconds, WindowCounter } from './limits
 import { COMPONENT_NAME } from './fields.js';
 import { PHONE_FORMAT } from '../numbers/numbers.js';
 import { addFormats, DAY_OR_INSTANT, parseQueryIntegers, refuseIllFormedText } from './input.js';
-import { hoistComponents, withStandardProblems } from './openapi.js';
+import { hoistComponents, optionalWhenDefaulted, withStandardProblems } from './openapi.js';
 import { apiErrorHandler, problem, sendProblem } from './problem.js';
 
 export type ApiApp = FastifyInstance<
@@ -69,6 +69,8 @@ export interface ApiDeps extends ApiContext {
   routes: ApiRoutes[];
   /** Each customer event type's `data` schema, for the OpenAPI document's `webhooks`. */
   events?: EventSchemas;
+  /** Built only to describe itself (`handset openapi`, the client's build): no key listener, nothing served. */
+  describeOnly?: boolean;
 }
 
 /** Load balancers' and scrapers' routes: not counted against a client address's limit. */
@@ -193,15 +195,16 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
       webhooks: webhooksDocument(deps.events ?? {}) as Record<string, never>,
     },
     hideUntagged: true,
-    // Named schemas become components (openapi.ts).
-    transformObject: (doc) => hoistComponents(('openapiObject' in doc ? doc.openapiObject : {}) as object) as never,
+    // Named schemas become components, defaulted query parameters optional (openapi.ts).
+    transformObject: (doc) =>
+      hoistComponents(optionalWhenDefaulted(('openapiObject' in doc ? doc.openapiObject : {}) as object)) as never,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', async () => app.swagger());
 
   // Keys seen recently are answered from memory while a revoke would reach this process (accounts/auth.ts).
   const auth = new Authenticator({ pool: deps.pool, log: deps.log, metrics: deps.metrics });
-  await auth.start();
+  if (!deps.describeOnly) await auth.start();
   app.addHook('onClose', () => auth.stop());
   await app.register(
     async (v1) => {

@@ -8,7 +8,7 @@
 // (exit 1).
 
 import { readFileSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Argument, Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
@@ -33,7 +33,7 @@ import { devBanner, startDev, type DevHandle } from '../dev/dev.js';
 import { listenCommand, runListen, type ListenFlags } from '../dev/listen.js';
 import { readDevState, runningDev } from '../dev/state.js';
 import { runTrigger, SCENARIOS, triggerCommand, type TriggerFlags } from '../dev/trigger.js';
-import { checkRoleConfig, ROLES, startPlatform, type Platform, type Role } from '../platform.js';
+import { checkRoleConfig, openApiDocument, ROLES, startPlatform, type Platform, type Role } from '../platform.js';
 import { reconcileCommand, runReconcile, type ReconcileFlags } from '../reconcile/cli.js';
 import { runSim, simArgs, simCommand } from '../sim/cli.js';
 import { createFileLogger, createLogger, type Logger } from '../telemetry/log.js';
@@ -168,6 +168,21 @@ export function handsetProgram(): Command {
 
   program.addCommand(auditCommand().action(act('dev', audit)));
   program.addCommand(reconcileCommand().action(act('serve', reconcile)));
+
+  program
+    .command('openapi')
+    .description('print the OpenAPI document the API serves (for a client generator; no database needed)')
+    .option('--out <file>', 'write it to this file instead of standard output')
+    .action(
+      act('dev', async (_config, _log, cmd) => {
+        const text = `${JSON.stringify(await openApiDocument(), null, 2)}\n`;
+        const { out } = cmd.opts<{ out?: string }>();
+        if (out) await writeFile(out, text);
+        // Past a pipe's buffer the write finishes later: wait for it, or the exit below cuts it off.
+        else await new Promise((done) => process.stdout.write(text, done));
+        return EXIT.ok;
+      }),
+    );
 
   program
     .command('completion')

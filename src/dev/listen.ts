@@ -6,16 +6,16 @@
 // <state dir>/listen.json, so the secret stays the same across runs; the
 // endpoint is disabled when listen exits and re-enabled when it starts again.
 
-import { timingSafeEqual } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { signPayload } from '../delivery/signature.js';
+import { createClient, type HandsetEvent } from '../client/client.js';
+import { verificationFailure } from '../client/webhooks.js';
+import { nearest } from '../cli/command.js';
+import { EVENT_TYPES, type EventType } from '../outbox/outbox.sql.js';
 import { networkReason, resolveApi } from './state.js';
-
-const TOLERANCE_SECONDS = 300;
 
 interface Saved {
   apiUrl: string;
@@ -31,29 +31,9 @@ export interface ListenIo {
   stopped?: Promise<void>;
 }
 
-/** Verifies a Standard Webhooks request; returns the reason it fails, or null. */
-export function verifyWebhook(
-  secret: string,
-  headers: http.IncomingHttpHeaders,
-  body: string,
-  nowSeconds: number,
-): string | null {
-  const id = headers['webhook-id'];
-  const ts = headers['webhook-timestamp'];
-  const sig = headers['webhook-signature'];
-  if (typeof id !== 'string' || typeof ts !== 'string' || typeof sig !== 'string') return 'missing webhook headers';
-  if (!/^\d+$/.test(ts) || Math.abs(nowSeconds - Number(ts)) > TOLERANCE_SECONDS) return 'timestamp out of tolerance';
-  const expected = Buffer.from(signPayload(secret, id, Number(ts), body));
-  const match = sig.split(' ').some((s) => {
-    const given = Buffer.from(s);
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  });
-  return match ? null : 'no matching signature';
-}
-
 export interface ListenFlags {
   forwardTo?: string;
-  events?: string[];
+  events?: EventType[];
   printJson?: boolean;
   apiUrl?: string;
   apiKey?: string;
@@ -65,9 +45,7 @@ export function listenCommand(): Command {
   return new Command('listen')
     .description('subscribe a local endpoint to your events; verify and print (or forward) every one')
     .option('--forward-to <url>', 'POST every verified event, as received, to your own server')
-    .option('--events <types>', 'only these event types, comma-separated (default: all)', (v) =>
-      v.split(',').map((e) => e.trim()),
-    )
+    .option('--events <types>', 'only these event types, comma-separated (default: all)', eventTypesOf)
     .option('--print-json', 'print each event as received (one JSON document a line) instead of a summary')
     .option('--api-url <url>', 'the Handset API (default: the running handset dev; or HANDSET_API_URL)')
     .option('--api-key <key>', 'its API key (default: the running handset dev’s demo key; or HANDSET_API_KEY)')
@@ -80,6 +58,15 @@ export function listenCommand(): Command {
         '↻ marks a redelivery, a webhook-id seen before. The signing secret stays the same across runs.',
       ].join('\n'),
     );
+}
+
+function eventTypesOf(text: string): EventType[] {
+  return text.split(',').map((given) => {
+    const type = given.trim();
+    if ((EVENT_TYPES as readonly string[]).includes(type)) return type as EventType;
+    const guess = nearest(type, EVENT_TYPES);
+    throw new InvalidArgumentError(`unknown event type "${type}"${guess ? ` — did you mean ${guess}?` : ''}`);
+  });
 }
 
 function port(text: string): number {
@@ -98,15 +85,7 @@ export async function runListen(flags: ListenFlags, stateDir: string, io: Listen
   const eventTypes = flags.events ?? [];
   // Under --print-json stdout carries only the events, so it can be piped; the rest goes to stderr.
   const say = flags.printJson ? err : io.out;
-  const api = async (method: string, p: string, body?: unknown) => {
-    const res = await fetch(apiUrl + p, {
-      method,
-      headers: { authorization: `Bearer ${apiKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-    });
-    const json = (await res.json().catch(() => null)) as Record<string, unknown> | null;
-    return { status: res.status, json };
-  };
+  const api = createClient({ baseUrl: apiUrl, apiKey });
 
   let secret = '';
   const seen = new Set<string>();
@@ -115,7 +94,7 @@ export async function runListen(flags: ListenFlags, stateDir: string, io: Listen
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', async () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      const failure = verifyWebhook(secret, req.headers, body, Math.floor(Date.now() / 1000));
+      const failure = verificationFailure(secret, req.headers, body);
       if (failure) {
         say(`✘ refused a request: ${failure}`);
         res.writeHead(400).end();
@@ -127,9 +106,9 @@ export async function runListen(flags: ListenFlags, stateDir: string, io: Listen
         seen.add(webhookId);
         if (seen.size > SEEN_IDS) seen.delete(seen.values().next().value as string);
       }
-      const event = JSON.parse(body) as { id: string; type: string; data: Record<string, unknown> };
+      const event = JSON.parse(body) as HandsetEvent;
       const line =
-        `${new Date().toISOString().slice(11, 19)}  ${event.type.padEnd(18)} ${event.id}  ${describe(event.data)}` +
+        `${new Date().toISOString().slice(11, 19)}  ${event.type.padEnd(18)} ${event.id}  ${describe(event)}` +
         (again ? '  ↻ redelivery' : '');
       if (flags.printJson) io.out(body);
       if (!forwardTo) {
@@ -173,25 +152,22 @@ export async function runListen(flags: ListenFlags, stateDir: string, io: Listen
   const saved = JSON.parse(await readFile(file, 'utf8').catch(() => 'null')) as Saved | null;
   let endpointId: string | null = null;
   if (saved && saved.apiUrl === apiUrl) {
-    const patched = await api('PATCH', `/v1/webhook_endpoints/${saved.endpointId}`, {
-      url: localUrl,
-      enabled: true,
-      event_types: eventTypes,
+    const patched = await api.PATCH('/v1/webhook_endpoints/{id}', {
+      params: { path: { id: saved.endpointId } },
+      body: { url: localUrl, enabled: true, event_types: eventTypes },
     });
-    if (patched.status === 200) ({ endpointId, secret } = saved);
+    if (patched.data) ({ endpointId, secret } = saved);
   }
   if (!endpointId) {
-    const created = await api('POST', '/v1/webhook_endpoints', {
-      url: localUrl,
-      event_types: eventTypes,
-      description: 'handset listen',
+    const created = await api.POST('/v1/webhook_endpoints', {
+      body: { url: localUrl, event_types: eventTypes, description: 'handset listen' },
     });
-    if (created.status !== 201 || !created.json) {
+    if (!created.data?.secret) {
       server.close();
-      throw new Error(`could not subscribe ${localUrl}: ${JSON.stringify(created.json)}`);
+      throw new Error(`could not subscribe ${localUrl}: ${JSON.stringify(created.error ?? created.data)}`);
     }
-    endpointId = String(created.json['id']);
-    secret = String(created.json['secret']);
+    endpointId = created.data.id;
+    secret = created.data.secret;
     await writeFile(file, JSON.stringify({ apiUrl, endpointId, secret } satisfies Saved), { mode: 0o600 });
   }
 
@@ -208,14 +184,17 @@ export async function runListen(flags: ListenFlags, stateDir: string, io: Listen
   if (forwardTo) say(`Forwarding every verified event to ${forwardTo}`);
 
   await stopped;
-  await api('PATCH', `/v1/webhook_endpoints/${endpointId}`, { enabled: false }).catch(() => undefined);
+  await api
+    .PATCH('/v1/webhook_endpoints/{id}', { params: { path: { id: endpointId } }, body: { enabled: false } })
+    .catch(() => undefined);
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
   say('stopped');
   return 0;
 }
 
-function describe(data: Record<string, unknown>): string {
+function describe(event: HandsetEvent): string {
+  const data = event.data as Record<string, unknown>;
   const parts = [String(data['id'] ?? '')];
   if (data['status']) parts.push(String(data['status']));
   if (data['from'] && data['to'])

@@ -7,6 +7,7 @@
 
 import { Command } from 'commander';
 import { nearest, UsageError } from '../cli/command.js';
+import { createClient, type Call, type HandsetClient, type Message, type operations } from '../client/client.js';
 import { DEMO_RING } from './dev.js';
 import { networkReason, resolveApi } from './state.js';
 
@@ -19,7 +20,8 @@ const PARAMS = ['from', 'to', 'body'] as const;
 type Param = (typeof PARAMS)[number];
 
 interface Ctx {
-  api: (method: string, path: string, body?: unknown) => Promise<{ status: number; json: Json }>;
+  /** The Handset API, typed from its OpenAPI document (src/client). */
+  api: HandsetClient;
   /** The simulator's control API. */
   sim: (method: string, path: string, body?: unknown) => Promise<Json>;
   given: Partial<Record<Param, string>>;
@@ -61,8 +63,8 @@ export const SCENARIOS: Record<string, Scenario> = {
       await c.sim('POST', '/inbound/sms', { from, to, text: c.given.body ?? 'Hi! Is this Handset?' });
       c.out(`The carrier delivered an SMS from ${from} to ${to}.`);
       const found = await waitFor(`an inbound message from ${from}`, async () => {
-        const list = await c.api('GET', '/v1/messages?direction=inbound&limit=20');
-        return list.json.data.find((x: { from: string; to: string }) => x.from === from && x.to === to);
+        const list = await c.api.GET('/v1/messages', { params: { query: { direction: 'inbound', limit: 20 } } });
+        return must(list, 'GET /v1/messages').data.find((x) => x.from === from && x.to === to);
       });
       const { message, events } = await messageSettled(c, found.id, ['received']);
       c.out(`Handset made it ${message.id} (status ${message.status}); events: ${events.join(', ')}`);
@@ -118,18 +120,17 @@ export const SCENARIOS: Record<string, Scenario> = {
       const recipient = c.given.from ?? randomNumber();
       const number = ours(c, 'to');
       const listed = async () =>
-        (
-          await c.api(
-            'GET',
-            `/v1/opt_outs?number=${encodeURIComponent(number)}&recipient=${encodeURIComponent(recipient)}`,
-          )
-        ).json.data[0] ?? null;
+        must(await c.api.GET('/v1/opt_outs', { params: { query: { number, recipient } } }), 'GET /v1/opt_outs')
+          .data[0] ?? null;
       await c.sim('POST', '/inbound/sms', { from: recipient, to: number, text: 'Stop' });
       c.out(`${recipient} texted "Stop" to ${number}.`);
       const optOut = await waitFor(`${recipient} on the opt-out list`, listed);
       c.out(`Handset opted them out (${optOut.id}, source ${optOut.source}).`);
-      const refused = await c.api('POST', '/v1/messages', { from: number, to: recipient, body: 'Are you there?' });
-      c.out(`Sending to them now: ${refused.status} ${refused.json.code ?? ''} — nothing reached the carrier.`);
+      const refused = await c.api.POST('/v1/messages', {
+        body: { from: number, to: recipient, body: 'Are you there?' },
+      });
+      const status = refused.response.status;
+      c.out(`Sending to them now: ${status} ${refused.error?.code ?? ''} — nothing reached the carrier.`);
       await c.sim('POST', '/inbound/sms', { from: recipient, to: number, text: 'START' });
       c.out(`${recipient} texted "START".`);
       await waitFor(`${recipient} off the opt-out list`, async () => (await listed()) === null);
@@ -137,7 +138,7 @@ export const SCENARIOS: Record<string, Scenario> = {
       const sent = await sendAndFollow({ ...c, given: { ...c.given, from: number } }, recipient, 'delivered');
       const events = await eventsOf(c, optOut.id);
       c.out(`Your endpoint got: ${events.join(', ')} for the opt-out.`);
-      return { opt_out: optOut, refused: { status: refused.status, code: refused.json.code }, sent, events };
+      return { opt_out: optOut, refused: { status, code: refused.error?.code }, sent, events };
     },
   },
   'sequential-ring': {
@@ -145,10 +146,9 @@ export const SCENARIOS: Record<string, Scenario> = {
     takes: { from: YOUR_NUMBER, to: `${DEMO_RING.join(',')} (no answer, busy, answers after 2 s)` },
     run: async (c) => {
       const to = c.given.to ? c.given.to.split(',').map((n) => n.trim()) : DEMO_RING;
-      const res = await c.api('POST', '/v1/calls', { from: ours(c, 'from'), to, ring_timeout_secs: 5 });
-      if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
-      c.out(`Placed ${res.json.id}, ringing ${to.join(' → ')} (5 s each)…`);
-      const { call, events } = await callSettled(c, res.json.id, 60_000);
+      const placed = await placeCall(c, { from: ours(c, 'from'), to, ring_timeout_secs: 5 });
+      c.out(`Placed ${placed.id}, ringing ${to.join(' → ')} (5 s each)…`);
+      const { call, events } = await callSettled(c, placed.id, 60_000);
       printLegs(c, call);
       c.out(`Call ${call.status} after ${call.duration_seconds} s; events: ${events.join(', ')}`);
       return { call: callSummary(call), events };
@@ -159,22 +159,21 @@ export const SCENARIOS: Record<string, Scenario> = {
     takes: { from: YOUR_NUMBER, to: '+15555550100, which answers after 1 s and talks 3 s' },
     run: async (c) => {
       const to = c.given.to ?? '+15555550100';
-      const res = await c.api('POST', '/v1/calls', {
+      const placed = await placeCall(c, {
         from: ours(c, 'from'),
         to: [to],
         ring_timeout_secs: 10,
         record: true,
         transcribe: true,
       });
-      if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
-      c.out(`Placed ${res.json.id} to ${to}, recorded and transcribed.`);
-      const { call } = await callSettled(c, res.json.id, 60_000);
+      c.out(`Placed ${placed.id} to ${to}, recorded and transcribed.`);
+      const { call } = await callSettled(c, placed.id, 60_000);
       c.out(`Call ${call.status} after ${call.duration_seconds} s.`);
       const recording = await waitFor(
         'its recording to be transcribed',
         async () => {
-          const list = (await c.api('GET', `/v1/calls/${call.id}/recordings`)).json.data as Json[];
-          const r = list[0];
+          const path = { id: call.id };
+          const r = must(await c.api.GET('/v1/calls/{id}/recordings', { params: { path } }), 'GET recordings').data[0];
           return r && r.audio_status !== 'pending' && ['completed', 'failed'].includes(r.transcription_status) && r;
         },
         120_000,
@@ -197,12 +196,11 @@ export const SCENARIOS: Record<string, Scenario> = {
         call: { answerAfterMs: 1000, talkMs: 3000 },
         lose: ['call.hangup'],
       });
-      const res = await c.api('POST', '/v1/calls', { from: ours(c, 'from'), to: [to], ring_timeout_secs: 10 });
-      if (res.status !== 201) throw new Error(`POST /v1/calls: ${JSON.stringify(res.json)}`);
+      const placed = await placeCall(c, { from: ours(c, 'from'), to: [to], ring_timeout_secs: 10 });
       c.out(
-        `Placed ${res.json.id} to ${to}: it answers, talks 3 s and hangs up — and the carrier never tells us it hung up.`,
+        `Placed ${placed.id} to ${to}: it answers, talks 3 s and hangs up — and the carrier never tells us it hung up.`,
       );
-      const { call, events } = await callSettled(c, res.json.id, 180_000);
+      const { call, events } = await callSettled(c, placed.id, 180_000);
       printLegs(c, call);
       c.out(`Call ${call.status} after ${call.duration_seconds} s (the carrier's times); events: ${events.join(', ')}`);
       const lost = ((await c.sim('GET', '/dropped')) as { data?: { eventType: string; body: string }[] }).data ?? [];
@@ -223,8 +221,8 @@ export const SCENARIOS: Record<string, Scenario> = {
       const injected = await c.sim('POST', '/inbound/call', { from, to });
       c.out(`${from} is calling ${to} (carrier leg ${injected.call_control_id}).`);
       const found = await waitFor(`an inbound call from ${from}`, async () => {
-        const list = await c.api('GET', '/v1/calls?direction=inbound&limit=20');
-        return list.json.data.find((x: { from: string }) => x.from === from);
+        const list = await c.api.GET('/v1/calls', { params: { query: { direction: 'inbound', limit: 20 } } });
+        return must(list, 'GET /v1/calls').data.find((x) => x.from === from);
       });
       const { call, events } = await callSettled(c, found.id, 60_000);
       printLegs(c, call);
@@ -242,14 +240,13 @@ function ours(c: Ctx, param: 'from' | 'to'): string {
 
 async function sendAndFollow(c: Ctx, defaultTo: string, expect: string): Promise<Summary> {
   const to = c.given.to ?? defaultTo;
-  const res = await c.api('POST', '/v1/messages', {
-    from: ours(c, 'from'),
-    to,
-    body: c.given.body ?? `Hello from handset trigger at ${new Date().toISOString()}`,
-  });
-  if (res.status !== 201) throw new Error(`POST /v1/messages: ${JSON.stringify(res.json)}`);
-  c.out(`Sent ${res.json.id} to ${to} (status ${res.json.status}).`);
-  const { message, events } = await messageSettled(c, res.json.id, ['delivered', 'failed']);
+  const body = c.given.body ?? `Hello from handset trigger at ${new Date().toISOString()}`;
+  const sent = must(
+    await c.api.POST('/v1/messages', { body: { from: ours(c, 'from'), to, body } }),
+    'POST /v1/messages',
+  );
+  c.out(`Sent ${sent.id} to ${to} (status ${sent.status}).`);
+  const { message, events } = await messageSettled(c, sent.id, ['delivered', 'failed']);
   c.out(
     `It is ${message.status}${message.error_code ? ` (error ${message.error_code})` : ''}` +
       `${message.status === expect ? '' : ` — expected ${expect}`}.`,
@@ -257,7 +254,21 @@ async function sendAndFollow(c: Ctx, defaultTo: string, expect: string): Promise
   return { message: messageSummary(message), events };
 }
 
-function printLegs(c: Ctx, call: Json) {
+type CallRequest = operations['createCall']['requestBody']['content']['application/json'];
+
+async function placeCall(c: Ctx, body: CallRequest): Promise<Call> {
+  return must(await c.api.POST('/v1/calls', { body }), 'POST /v1/calls');
+}
+
+/** The data of an answer, or an error saying which request the API refused and why. */
+function must<T>(answer: { data?: T; error?: unknown; response: Response }, what: string): T {
+  if (answer.data === undefined) {
+    throw new Error(`${what}: ${answer.response.status} ${JSON.stringify(answer.error)}`);
+  }
+  return answer.data;
+}
+
+function printLegs(c: Ctx, call: Call) {
   for (const leg of call.legs) {
     const learned = leg.reconciled?.length ? ` — ${leg.reconciled.join(', ')} learned from the carrier's record` : '';
     c.out(
@@ -266,7 +277,7 @@ function printLegs(c: Ctx, call: Json) {
   }
 }
 
-const messageSummary = (m: Json) => ({
+const messageSummary = (m: Message) => ({
   id: m.id,
   direction: m.direction,
   from: m.from,
@@ -275,11 +286,11 @@ const messageSummary = (m: Json) => ({
   error_code: m.error_code,
 });
 
-const callSummary = (call: Json) => ({
+const callSummary = (call: Call) => ({
   id: call.id,
   status: call.status,
   duration_seconds: call.duration_seconds,
-  legs: call.legs.map((l: Json) => ({
+  legs: call.legs.map((l) => ({
     position: l.position,
     to: l.to,
     status: l.status,
@@ -313,16 +324,19 @@ async function settle<T>(what: string, read: () => Promise<T>, done: (v: T) => b
 }
 
 async function eventsOf(c: Ctx, subjectId: string): Promise<string[]> {
-  const list = await c.api('GET', `/v1/events?subject_id=${subjectId}&limit=100`);
-  return (list.json.data as { type: string }[]).map((e) => e.type).reverse();
+  const list = await c.api.GET('/v1/events', { params: { query: { subject_id: subjectId, limit: 100 } } });
+  return must(list, 'GET /v1/events')
+    .data.map((e) => e.type)
+    .reverse();
 }
 
 async function messageSettled(c: Ctx, id: string, final: string[], timeoutMs = 30_000) {
   return settle(
     `${id} to reach ${final.join(' or ')} and stay`,
     async () => ({
-      message: (await c.api('GET', `/v1/messages/${id}`)).json,
-      history: (await c.api('GET', `/v1/messages/${id}/status_history`)).json.data as Json[],
+      message: must(await c.api.GET('/v1/messages/{id}', { params: { path: { id } } }), `GET ${id}`),
+      history: must(await c.api.GET('/v1/messages/{id}/status_history', { params: { path: { id } } }), `GET history`)
+        .data,
       events: await eventsOf(c, id),
     }),
     (v) => final.includes(v.message.status),
@@ -333,7 +347,10 @@ async function messageSettled(c: Ctx, id: string, final: string[], timeoutMs = 3
 async function callSettled(c: Ctx, id: string, timeoutMs: number) {
   return settle(
     `${id} to end and stay ended`,
-    async () => ({ call: (await c.api('GET', `/v1/calls/${id}`)).json, events: await eventsOf(c, id) }),
+    async () => ({
+      call: must(await c.api.GET('/v1/calls/{id}', { params: { path: { id } } }), `GET ${id}`),
+      events: await eventsOf(c, id),
+    }),
     (v) => ['completed', 'missed'].includes(v.call.status),
     timeoutMs,
   );
@@ -422,10 +439,10 @@ export async function runTrigger(
   const { apiUrl, apiKey, dev } = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
   const simUrl = flags.simUrl ?? dev?.simControlUrl;
   const summary = await scenario.run({
-    api: (m, p, b) => request(apiUrl, { authorization: `Bearer ${apiKey}` }, m, p, b),
+    api: createClient({ baseUrl: apiUrl, apiKey, fetch: (req) => reach(apiUrl, () => fetch(req)) }),
     sim: async (m, p, b) => {
       if (!simUrl) throw new UsageError('no simulator to drive: pass --sim-url (its control URL)');
-      return (await request(simUrl, {}, m, p, b)).json;
+      return request(simUrl, m, p, b);
     },
     given,
     ours: dev?.number ?? null,
@@ -435,17 +452,22 @@ export async function runTrigger(
   return 0;
 }
 
-/** Every HTTP call trigger makes, to the API and to the simulator. */
-async function request(base: string, headers: Record<string, string>, method: string, path: string, body?: unknown) {
-  let res: Response;
+/** A request to the API or the simulator; a network failure says which went away. */
+async function reach(base: string, send: () => Promise<Response>): Promise<Response> {
   try {
-    res = await fetch(base + path, {
-      method,
-      headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-    });
+    return await send();
   } catch (err) {
     throw new Error(`lost ${base} (${networkReason(err)}): did handset dev stop?`, { cause: err });
   }
-  return { status: res.status, json: (await res.json().catch(() => null)) as Json };
+}
+
+/** A request to the simulator's control API (not part of Handset's API, so untyped). */
+async function request(base: string, method: string, path: string, body?: unknown) {
+  const res = await reach(base, () =>
+    fetch(base + path, {
+      method,
+      ...(body ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {}),
+    }),
+  );
+  return (await res.json().catch(() => null)) as Json;
 }

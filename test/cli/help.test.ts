@@ -28,6 +28,7 @@ const COMMANDS = [
   ['trigger'],
   ['audit'],
   ['reconcile'],
+  ['openapi'],
   ['completion'],
 ];
 

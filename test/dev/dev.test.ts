@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signPayload } from '../../src/delivery/signature.js';
-import { verifyWebhook } from '../../src/dev/listen.js';
+import { verificationFailure } from '../../src/client/webhooks.js';
 import type { DevState } from '../../src/dev/state.js';
 import { HANDSET_BIN, runHandset, spawnHandset, type HandsetProcess } from '../support/process.js';
 
@@ -220,9 +220,9 @@ describe('handset listen verification', () => {
   });
 
   it('accepts a valid signature, also among several', () => {
-    expect(verifyWebhook(secret, headers(), body, now)).toBeNull();
+    expect(verificationFailure(secret, headers(), body, now)).toBeNull();
     expect(
-      verifyWebhook(
+      verificationFailure(
         secret,
         headers({ 'webhook-signature': `v1,AAAA ${signPayload(secret, 'evt_1', now, body)}` }),
         body,
@@ -232,12 +232,12 @@ describe('handset listen verification', () => {
   });
 
   it('refuses a tampered body, another secret, a stale or future timestamp and missing headers', () => {
-    expect(verifyWebhook(secret, headers(), body.replace('sent', 'failed'), now)).toBe('no matching signature');
-    expect(verifyWebhook('whsec_' + Buffer.alloc(32, 8).toString('base64'), headers(), body, now)).toBe(
+    expect(verificationFailure(secret, headers(), body.replace('sent', 'failed'), now)).toBe('no matching signature');
+    expect(verificationFailure('whsec_' + Buffer.alloc(32, 8).toString('base64'), headers(), body, now)).toBe(
       'no matching signature',
     );
-    expect(verifyWebhook(secret, headers(), body, now + 301)).toBe('timestamp out of tolerance');
-    expect(verifyWebhook(secret, headers(), body, now - 301)).toBe('timestamp out of tolerance');
-    expect(verifyWebhook(secret, { 'webhook-id': 'evt_1' }, body, now)).toBe('missing webhook headers');
+    expect(verificationFailure(secret, headers(), body, now + 301)).toBe('timestamp out of tolerance');
+    expect(verificationFailure(secret, headers(), body, now - 301)).toBe('timestamp out of tolerance');
+    expect(verificationFailure(secret, { 'webhook-id': 'evt_1' }, body, now)).toBe('missing webhook headers');
   });
 });
