@@ -129,7 +129,7 @@ describe('the typed client', () => {
     ]);
 
     // What reached the endpoint verifies with constructEvent, and says delivered once.
-    const events = await eventually(() => {
+    const events = await eventually(async () => {
       const got = receiver.received.map((r) => constructEvent(receiver.secrets[0]!, r.headers, r.body));
       const mine = got.filter((e) => (e.data as { id?: string }).id === sms.id);
       return mine.some((e) => e.type === 'message.delivered') && mine;
