@@ -25,6 +25,8 @@ const VENDOR = [
   { specifier: 'preact/hooks', pkg: 'preact', file: 'hooks/dist/hooks.mjs' },
   { specifier: 'htm', pkg: 'htm', file: 'dist/htm.module.js' },
   { specifier: 'htm/preact', pkg: 'htm', file: 'preact/index.module.js' },
+  // The typed API client's runtime (the console types its calls with the client's generated types).
+  { specifier: 'openapi-fetch', pkg: 'openapi-fetch', file: 'dist/index.mjs' },
 ] as const;
 
 const TYPES: Record<string, string> = {

@@ -56,9 +56,9 @@ describe('serving the console', () => {
 
   it('the import map points at the npm packages by version; those files are served, cached for good', async () => {
     const imports = await importMap();
-    expect(Object.keys(imports).sort()).toEqual(['htm', 'htm/preact', 'preact', 'preact/hooks']);
+    expect(Object.keys(imports).sort()).toEqual(['htm', 'htm/preact', 'openapi-fetch', 'preact', 'preact/hooks']);
     for (const url of Object.values(imports)) {
-      expect(url).toMatch(/^\/console\/vendor\/(preact|htm)@\d+\.\d+\.\d+\//);
+      expect(url).toMatch(/^\/console\/vendor\/(preact|htm|openapi-fetch)@\d+\.\d+\.\d+\//);
       const res = await get(url);
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toBe('text/javascript; charset=utf-8');

@@ -1,7 +1,8 @@
-// The console's only way to Handset's data: the public /v1 API, with the tab's API
-// key, never cached by the browser. A failed request throws ApiError carrying the
+// The console's only way to Handset's data: the public /v1 API through the typed
+// client, with the tab's API key, never cached by the browser. A failed request throws ApiError carrying the
 // problem+json `detail`, which pages show as it is.
 
+import createFetchClient from 'openapi-fetch';
 import { apiKey, signOut } from './session.js';
 
 export class ApiError extends Error {
@@ -13,49 +14,66 @@ export class ApiError extends Error {
   }
 }
 
+/** @typedef {import('../../client/schema.gen.js').paths} Paths */
+/** @typedef {import('../../client/schema.gen.js').components['schemas']['EventType']} EventType */
+
 /**
- * @param {string} path
- * @param {{ method?: string, body?: unknown, key?: string, idempotencyKey?: string, signal?: AbortSignal }} [opts]
- *   `key`: try this key instead of the tab's (signing in); a 401 then does not sign out.
- * @returns {Promise<any>}
+ * The typed client, over the same generated types as `handset/client`: a path,
+ * parameter or body the API does not take fails `npm run typecheck`. Every
+ * request carries the tab's key (unless it brings its own) and skips the cache.
+ * @type {import('openapi-fetch').Client<Paths>}
  */
-export async function api(path, opts = {}) {
-  const key = opts.key ?? apiKey();
-  /** @type {Record<string, string>} */
-  const headers = { accept: 'application/json' };
-  if (key) headers['authorization'] = `Bearer ${key}`;
-  if (opts.body !== undefined) headers['content-type'] = 'application/json';
-  if (opts.idempotencyKey) headers['idempotency-key'] = opts.idempotencyKey;
-  /** @type {Response} */
-  let res;
+export const client = createFetchClient({ baseUrl: location.origin, cache: 'no-store', credentials: 'omit' });
+client.use({
+  onRequest({ request }) {
+    const key = apiKey();
+    if (key && !request.headers.has('authorization')) request.headers.set('authorization', `Bearer ${key}`);
+    return request;
+  },
+});
+
+/**
+ * What a request with the tab's key answered, or an ApiError with its problem's
+ * detail; a 401 signs the tab out (the key was revoked or expired).
+ * @template T
+ * @param {Promise<{ data?: T, error?: any, response: Response }>} pending
+ * @returns {Promise<T>}
+ */
+export async function answer(pending) {
+  /** @type {{ data?: T, error?: any, response: Response }} */
+  let result;
   try {
-    res = await fetch(path, {
-      method: opts.method ?? 'GET',
-      headers,
-      body: opts.body === undefined ? null : JSON.stringify(opts.body),
-      cache: 'no-store',
-      credentials: 'omit',
-      signal: opts.signal ?? null,
-    });
+    result = await pending;
   } catch (err) {
-    if (opts.signal?.aborted) throw err;
+    if (/** @type {Error} */ (err).name === 'AbortError') throw err;
     throw new ApiError(0, { detail: 'Handset did not answer. Is it still running?' });
   }
-  const text = await res.text();
-  let json = null;
-  try {
-    json = text ? JSON.parse(text) : null;
-  } catch {
-    json = null;
-  }
-  if (!res.ok) {
-    if (res.status === 401 && opts.key === undefined) signOut('Your API key is no longer accepted. Sign in again.');
+  const { response } = result;
+  if (!response.ok) {
+    if (response.status === 401) signOut('Your API key is no longer accepted. Sign in again.');
+    const problem = result.error;
     throw new ApiError(
-      res.status,
-      json && typeof json === 'object' ? json : { detail: `Handset answered HTTP ${res.status}` },
+      response.status,
+      problem && typeof problem === 'object' ? problem : { detail: `Handset answered HTTP ${response.status}` },
     );
   }
-  return json;
+  return /** @type {T} */ (result.data);
+}
+
+/**
+ * Whether this key opens the API (signing in): a 401 here says so and signs nobody out.
+ * @param {string} key
+ */
+export async function tryKey(key) {
+  const tried = await client
+    .GET('/v1/messages', { params: { query: { limit: 1 } }, headers: { authorization: `Bearer ${key}` } })
+    .catch((err) => Promise.reject(new ApiError(0, { detail: `Handset did not answer (${err.message}).` })));
+  if (!tried.response.ok) {
+    throw new ApiError(
+      tried.response.status,
+      tried.error ?? { detail: `Handset answered HTTP ${tried.response.status}` },
+    );
+  }
 }
 
 /**
@@ -82,10 +100,12 @@ let openapi = null;
  * @returns {Promise<string[]>}
  */
 export async function enumOf(path, name) {
-  openapi ??= api('/openapi.json').catch((err) => {
-    openapi = null;
-    throw err;
-  });
+  openapi ??= fetch('/openapi.json', { cache: 'no-store' })
+    .then((res) => (res.ok ? res.json() : Promise.reject(new ApiError(res.status, {}))))
+    .catch((err) => {
+      openapi = null;
+      throw err;
+    });
   const doc = await openapi;
   const param = (doc.paths?.[path]?.get?.parameters ?? []).find((/** @type {{ name: string }} */ p) => p.name === name);
   // A named list (a status, an event type) is a component the parameter refers to.

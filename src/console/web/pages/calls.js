@@ -5,7 +5,7 @@
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { api, idempotencyKey } from '../api.js';
+import { answer, client, idempotencyKey } from '../api.js';
 import { RingTimeline } from '../charts.js';
 import {
   Badge,
@@ -78,7 +78,7 @@ function PlaceCall() {
     const targets = to.split(/[\s,]+/).filter(Boolean);
     submit.run(async () => {
       const body = { from: caller, to: targets, ring_timeout_secs: Number(timeout) };
-      const call = await api('/v1/calls', { method: 'POST', body, idempotencyKey: key });
+      const call = await answer(client.POST('/v1/calls', { params: { header: { 'idempotency-key': key } }, body }));
       navigate(href(`/calls/${encodeURIComponent(call.id)}`));
     });
   };
@@ -112,8 +112,8 @@ export function CallPage({ params }) {
     path,
     async (signal) => {
       const [call, usage, events] = await Promise.all([
-        api(path, { signal }),
-        api(`${path}/usage_records`, { signal }),
+        answer(client.GET('/v1/calls/{id}', { params: { path: { id } }, signal })),
+        answer(client.GET('/v1/calls/{id}/usage_records', { params: { path: { id } }, signal })),
         eventsAbout(id, signal),
       ]);
       return { call, usage: usage.data, events, at: Date.now() };

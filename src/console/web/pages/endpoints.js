@@ -7,7 +7,7 @@
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { api, idempotencyKey } from '../api.js';
+import { answer, client, idempotencyKey } from '../api.js';
 import { AttemptsChart } from '../charts.js';
 import {
   Badge,
@@ -66,10 +66,11 @@ export function EndpointList({ search }) {
 function AddEndpoint({ onCreated }) {
   const [url, setUrl] = useState('');
   const [description, setDescription] = useState('');
-  const [types, setTypes] = useState(/** @type {string[]} */ ([]));
+  // The API's own list of event types (useEnum reads it from the OpenAPI document).
+  const [types, setTypes] = useState(/** @type {import('../api.js').EventType[]} */ ([]));
   const [key] = useState(idempotencyKey);
   const submit = useSubmit();
-  const all = useEnum('/v1/events', 'type');
+  const all = /** @type {import('../api.js').EventType[]} */ (useEnum('/v1/events', 'type'));
   /** @param {Event} e */
   const add = (e) => {
     e.preventDefault();
@@ -79,10 +80,12 @@ function AddEndpoint({ onCreated }) {
         ...(description.trim() ? { description: description.trim() } : {}),
         ...(types.length ? { event_types: types } : {}),
       };
-      onCreated(await api('/v1/webhook_endpoints', { method: 'POST', body, idempotencyKey: key }));
+      onCreated(
+        await answer(client.POST('/v1/webhook_endpoints', { params: { header: { 'idempotency-key': key } }, body })),
+      );
     });
   };
-  /** @param {string} t @param {boolean} on */
+  /** @param {import('../api.js').EventType} t @param {boolean} on */
   const toggle = (t, on) => setTypes((now) => (on ? [...now, t] : now.filter((x) => x !== t)));
   return html`<details class="compose">
     <summary>Add an endpoint</summary>
@@ -149,17 +152,21 @@ function Health({ endpoint, attempts }) {
 /**
  * Recover since…: re-sends, in the background, every delivery to this endpoint that failed or was skipped since
  * a moment; its recent recoveries with their progress.
- * @param {{ path: string, enabled: boolean }} props
+ * @param {{ id: string, enabled: boolean }} props
  */
-function Recover({ path, enabled }) {
+function Recover({ id, enabled }) {
   const [since, setSince] = useState(() => toLocalInput(new Date(Date.now() - 3_600_000)));
-  const recoveries = useLoad(`${path}/recoveries`, (signal) => api(`${path}/recoveries`, { signal }));
+  const path = { id };
+  const recoveries = useLoad(`recoveries ${id}`, (signal) =>
+    answer(client.GET('/v1/webhook_endpoints/{id}/recoveries', { params: { path }, signal })),
+  );
   const submit = useSubmit();
   /** @param {Event} e */
   const start = (e) => {
     e.preventDefault();
     submit.run(async () => {
-      await api(`${path}/recover`, { method: 'POST', body: { since: fromLocalInput(since) } });
+      const body = { since: fromLocalInput(since) };
+      await answer(client.POST('/v1/webhook_endpoints/{id}/recover', { params: { path }, body }));
       recoveries.reload();
     });
   };
@@ -213,10 +220,15 @@ export function EndpointPage({ params, search }) {
   usePageTitle(`Endpoint ${id}`);
   const path = `/v1/webhook_endpoints/${encodeURIComponent(id)}`;
   const endpoint = useLoad(path, async (signal) => {
-    const [e, recent] = await Promise.all([api(path, { signal }), api(`${path}/attempts?limit=100`, { signal })]);
+    const [e, recent] = await Promise.all([
+      answer(client.GET('/v1/webhook_endpoints/{id}', { params: { path: { id } }, signal })),
+      answer(
+        client.GET('/v1/webhook_endpoints/{id}/attempts', { params: { path: { id }, query: { limit: 100 } }, signal }),
+      ),
+    ]);
     return { e, recent: recent.data };
   });
-  const attempts = useList(`${path}/attempts`, search, []);
+  const attempts = useList('/v1/webhook_endpoints/{id}/attempts', search, [], { id });
   const [secret, setSecret] = useState(/** @type {string | null} */ (null));
   const [tested, setTested] = useState(/** @type {string | null} */ (null));
   const [confirming, setConfirming] = useState(/** @type {'rotate' | 'delete' | null} */ (null));
@@ -225,22 +237,25 @@ export function EndpointPage({ params, search }) {
   const act = (fn) => action.run(fn).then(() => setConfirming(null));
   const setEnabled = (/** @type {boolean} */ enabled) =>
     act(async () => {
-      await api(path, { method: 'PATCH', body: { enabled } });
+      await answer(client.PATCH('/v1/webhook_endpoints/{id}', { params: { path: { id } }, body: { enabled } }));
       endpoint.reload();
     });
   const rotate = () =>
     act(async () => {
-      setSecret((await api(`${path}/rotate_secret`, { method: 'POST' })).secret);
+      const rotated = await answer(
+        client.POST('/v1/webhook_endpoints/{id}/rotate_secret', { params: { path: { id } } }),
+      );
+      setSecret(rotated.secret ?? null);
       endpoint.reload();
     });
   const sendTest = () =>
     act(async () => {
-      setTested((await api(`${path}/test`, { method: 'POST' })).event_id);
+      setTested((await answer(client.POST('/v1/webhook_endpoints/{id}/test', { params: { path: { id } } }))).event_id);
       attempts.reload();
     });
   const remove = () =>
     act(async () => {
-      await api(path, { method: 'DELETE' });
+      await answer(client.DELETE('/v1/webhook_endpoints/{id}', { params: { path: { id } } }));
       navigate(href('/webhooks'), { replace: true });
     });
   const d = endpoint.data;
@@ -304,7 +319,7 @@ export function EndpointPage({ params, search }) {
         }
         <${ErrorBox} error=${action.error} />
         <${Health} endpoint=${d.e} attempts=${d.recent} />
-        <${Recover} path=${path} enabled=${d.e.enabled} />
+        <${Recover} id=${id} enabled=${d.e.enabled} />
         <section aria-labelledby="attempts-h">
           <h2 id="attempts-h">Attempts</h2>
           <${ListView} list=${attempts} search=${search} label="Attempts"

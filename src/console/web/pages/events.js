@@ -4,7 +4,7 @@
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { api } from '../api.js';
+import { answer, client } from '../api.js';
 import {
   Badge,
   ErrorBox,
@@ -121,7 +121,10 @@ export function EventPage({ params }) {
   const page = useLoad(
     path,
     async (signal) => {
-      const [event, deliveries] = await Promise.all([api(path, { signal }), api(`${path}/deliveries`, { signal })]);
+      const [event, deliveries] = await Promise.all([
+        answer(client.GET('/v1/events/{id}', { params: { path: { id } }, signal })),
+        answer(client.GET('/v1/events/{id}/deliveries', { params: { path: { id } }, signal })),
+      ]);
       return { event, deliveries: deliveries.data };
     },
     {
@@ -134,7 +137,7 @@ export function EventPage({ params }) {
   const redeliverNow = () =>
     redeliver.run(async () => {
       setQueued(null);
-      const res = await api(`${path}/redeliver`, { method: 'POST' });
+      const res = await answer(client.POST('/v1/events/{id}/redeliver', { params: { path: { id } } }));
       setQueued(res.deliveries.length);
       setWatchUntil(Date.now() + 30_000);
       page.reload();

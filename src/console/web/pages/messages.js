@@ -6,7 +6,7 @@
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { api, idempotencyKey } from '../api.js';
+import { answer, client, idempotencyKey } from '../api.js';
 import { Badge, ErrorBox, Facts, Loading, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href, navigate } from '../router.js';
 import {
@@ -68,11 +68,12 @@ function ComposeMessage() {
   const send = (e) => {
     e.preventDefault();
     submit.run(async () => {
-      const m = await api('/v1/messages', {
-        method: 'POST',
-        body: { from: sender, to: to.trim(), body },
-        idempotencyKey: key,
-      });
+      const m = await answer(
+        client.POST('/v1/messages', {
+          params: { header: { 'idempotency-key': key } },
+          body: { from: sender, to: to.trim(), body },
+        }),
+      );
       navigate(href(`/messages/${encodeURIComponent(m.id)}`));
     });
   };
@@ -175,9 +176,9 @@ export function MessagePage({ params }) {
     path,
     async (signal) => {
       const [message, history, usage, events] = await Promise.all([
-        api(path, { signal }),
-        api(`${path}/status_history`, { signal }),
-        api(`${path}/usage_records`, { signal }),
+        answer(client.GET('/v1/messages/{id}', { params: { path: { id } }, signal })),
+        answer(client.GET('/v1/messages/{id}/status_history', { params: { path: { id } }, signal })),
+        answer(client.GET('/v1/messages/{id}/usage_records', { params: { path: { id } }, signal })),
         eventsAbout(id, signal),
       ]);
       return { message, history: history.data, usage: usage.data, events };

@@ -4,7 +4,7 @@
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { api, idempotencyKey } from '../api.js';
+import { answer, client, idempotencyKey } from '../api.js';
 import { Badge, ErrorBox, Time, usePageTitle, useSubmit } from '../components.js';
 import { FilterSelect, FromSelect, ListView, setFilter, useList, useNumbers } from './shared.js';
 
@@ -24,7 +24,7 @@ export function OptOutList({ search }) {
   /** @param {string} id */
   const optIn = (id) =>
     submit.run(async () => {
-      await api(`/v1/opt_outs/${encodeURIComponent(id)}`, { method: 'DELETE' });
+      await answer(client.DELETE('/v1/opt_outs/{id}', { params: { path: { id } } }));
       list.reload();
     });
   return html`<main id="main">
@@ -64,11 +64,12 @@ function AddOptOut({ numbers, onAdded }) {
   const add = (e) => {
     e.preventDefault();
     submit.run(async () => {
-      await api('/v1/opt_outs', {
-        method: 'POST',
-        body: { number: ours, recipient: recipient.trim() },
-        idempotencyKey: key,
-      });
+      await answer(
+        client.POST('/v1/opt_outs', {
+          params: { header: { 'idempotency-key': key } },
+          body: { number: ours, recipient: recipient.trim() },
+        }),
+      );
       setRecipient('');
       setKey(idempotencyKey());
       onAdded();

@@ -3,7 +3,7 @@
 // phone numbers for the compose forms.
 
 import { html } from 'htm/preact';
-import { api, enumOf, query } from '../api.js';
+import { answer, client, enumOf } from '../api.js';
 import { Badge, ErrorBox, Head, Loading, Pager, TableWrap, Time, useLoad } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration } from '../time.js';
@@ -59,25 +59,38 @@ export function StatusAndDirection({ base, search }) {
   </div>`;
 }
 
+/** @typedef {import('../api.js').Paths} Paths */
 /**
- * The list path for this address: the page size, its filters and its cursor.
- * @param {string} base @param {string} search @param {string[]} filters
+ * The lists the console pages through: each takes `limit` and `starting_after`, and some filters.
+ * @typedef {'/v1/messages' | '/v1/calls' | '/v1/events' | '/v1/opt_outs' | '/v1/webhook_endpoints'
+ *   | '/v1/webhook_endpoints/{id}/attempts'} ListRoute
  */
-export function listPath(base, search, filters) {
+
+/**
+ * The list query for this address: the page size, its filters and its cursor.
+ * @param {string} search @param {string[]} filters
+ */
+export function listQuery(search, filters) {
   const q = new URLSearchParams(search);
-  /** @type {Record<string, string | number | null>} */
-  const params = { limit: PAGE_SIZE, starting_after: q.get('starting_after') };
-  for (const f of filters) params[f] = q.get(f);
-  return `${base}${query(params)}`;
+  /** @type {Record<string, string | number>} */
+  const params = { limit: PAGE_SIZE };
+  for (const f of ['starting_after', ...filters]) {
+    const v = q.get(f);
+    if (v) params[f] = v;
+  }
+  return params;
 }
 
 /**
  * A cursor-paged list at this address: the page its filters and cursor select.
- * @param {string} base e.g. '/v1/messages' @param {string} search @param {string[]} filters
+ * @param {ListRoute} route e.g. '/v1/messages' @param {string} search @param {string[]} filters
+ * @param {Record<string, string>} [path] the route's path parameters
  */
-export function useList(base, search, filters) {
-  const path = listPath(base, search, filters);
-  return useLoad(path, (signal) => api(path, { signal }));
+export function useList(route, search, filters, path = {}) {
+  const params = { path, query: listQuery(search, filters) };
+  // One route's filters are not another's: the generated types check each page's call, not this shared one.
+  const list = /** @type {(route: string, init: object) => Promise<any>} */ (client.GET);
+  return useLoad(`${route} ${JSON.stringify(params)}`, (signal) => answer(list(route, { params, signal })));
 }
 
 /**
@@ -119,10 +132,11 @@ export function ListView({ list, search, label, head, row, empty }) {
  * @param {string} subjectId @param {AbortSignal} signal
  */
 export async function eventsAbout(subjectId, signal) {
-  const events = await api(`/v1/events${query({ subject_id: subjectId, limit: 100 })}`, { signal });
+  const query = { subject_id: subjectId, limit: 100 };
+  const events = await answer(client.GET('/v1/events', { params: { query }, signal }));
   const deliveries = await Promise.all(
-    events.data.map((/** @type {any} */ ev) =>
-      api(`/v1/events/${encodeURIComponent(ev.id)}/deliveries`, { signal }).then((d) => d.data),
+    events.data.map((ev) =>
+      answer(client.GET('/v1/events/{id}/deliveries', { params: { path: { id: ev.id } }, signal })).then((d) => d.data),
     ),
   );
   return events.data.map((/** @type {any} */ ev, /** @type {number} */ i) => ({ ...ev, deliveries: deliveries[i] }));
@@ -207,7 +221,11 @@ export function EventsSection({ events, subjectId }) {
 
 /** The account's phone numbers, for the "from" of a new message or call. */
 export function useNumbers() {
-  return useLoad('numbers', (signal) => api('/v1/phone_numbers?limit=100', { signal })).data?.data ?? [];
+  return (
+    useLoad('numbers', (signal) =>
+      answer(client.GET('/v1/phone_numbers', { params: { query: { limit: 100 } }, signal })),
+    ).data?.data ?? []
+  );
 }
 
 /**

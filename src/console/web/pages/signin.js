@@ -3,7 +3,7 @@
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { api } from '../api.js';
+import { tryKey } from '../api.js';
 import { ErrorBox, usePageTitle } from '../components.js';
 import { signIn, takeNotice } from '../session.js';
 
@@ -19,7 +19,7 @@ export function SignInPage() {
     setBusy(true);
     setError(null);
     try {
-      await api('/v1/messages?limit=1', { key: key.trim() });
+      await tryKey(key.trim());
       const next = new URLSearchParams(location.search).get('next');
       signIn(key.trim(), next?.startsWith('/console/') ? next : '/console/messages');
     } catch (err) {

@@ -3,7 +3,7 @@
 // and every bucket in tables beside the chart.
 
 import { html } from 'htm/preact';
-import { api, query } from '../api.js';
+import { answer, client, query } from '../api.js';
 import { seriesClass, UsageChart } from '../charts.js';
 import { ErrorBox, Head, Loading, TableWrap, useLoad, usePageTitle } from '../components.js';
 import { formatBucket } from '../time.js';
@@ -41,9 +41,11 @@ export function UsagePage({ search }) {
   const last = bucketOf(new Date(), period.interval);
   const from = step(last, period.interval, 1 - period.count);
   const to = step(last, period.interval, 1);
-  const path = `/v1/usage${query({ from: from.toISOString(), to: to.toISOString(), interval: period.interval })}`;
-  // from and to are bucket boundaries, so the path (and what is loaded) only changes when a new bucket begins
-  const usage = useLoad(path, (signal) => api(path, { signal }));
+  const usageQuery = { from: from.toISOString(), to: to.toISOString(), interval: period.interval };
+  // from and to are bucket boundaries, so the key (and what is loaded) only changes when a new bucket begins
+  const usage = useLoad(`/v1/usage${query(usageQuery)}`, (signal) =>
+    answer(client.GET('/v1/usage', { params: { query: usageQuery }, signal })),
+  );
   const d = usage.data;
   const kinds = d ? d.data.map((/** @type {any} */ q) => q.kind) : [];
   const byStart = new Map((d?.buckets ?? []).map((/** @type {any} */ b) => [b.start, b.data]));
