@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
 import { carriers as configuredCarriers, type Carriers } from './carrier/registry.js';
+import { DEFAULT_ED25519_ENGINE } from './carrier/telnyx/ed25519.js';
 import { processCarrierEventTask, type HandlerRegistry } from './carrier/process.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { untilAvailable } from './db/errors.js';
@@ -216,7 +217,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       capConnections(app, 'ingest');
       servers.push(app);
       ingestUrl = await listen(app, config.host, config.ingestPort);
-      log.info({ url: ingestUrl }, 'ingest listening');
+      log.info({ url: ingestUrl, ed25519: DEFAULT_ED25519_ENGINE }, 'ingest listening');
     }
 
     let apiUrl: string | null = null;

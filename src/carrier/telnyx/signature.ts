@@ -3,22 +3,22 @@
 // timestamp tolerance in both directions. At least as strict as the official SDK:
 // padded base64, a 64-byte signature, digits-only seconds.
 
-import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { sign, type KeyObject } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { VerifyFailure } from '../carrier.js';
+import { ed25519Key, type Ed25519Engine, type Ed25519Key } from './ed25519.js';
 
-const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 const SIGNATURE_B64 = /^[A-Za-z0-9+/]{86}==$/;
 const DIGITS = /^\d{1,15}$/;
 
-export function telnyxPublicKey(base64: string): KeyObject {
+export function telnyxPublicKey(base64: string, engine?: Ed25519Engine): Ed25519Key {
   const raw = Buffer.from(base64, 'base64');
   if (raw.length !== 32) throw new Error('a Telnyx public key is the base64 of 32 raw bytes');
-  return createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, raw]), format: 'der', type: 'spki' });
+  return ed25519Key(raw, engine);
 }
 
 export function verifyTelnyxSignature(
-  key: KeyObject,
+  key: Ed25519Key,
   raw: Buffer,
   headers: IncomingHttpHeaders,
   nowSeconds: number,
@@ -33,7 +33,7 @@ export function verifyTelnyxSignature(
   signed.write(ts, 0, 'latin1');
   signed[ts.length] = 0x7c; // '|'
   raw.copy(signed, ts.length + 1);
-  return verify(null, signed, key, Buffer.from(sig, 'base64')) ? null : 'bad_signature';
+  return key.verify(signed, Buffer.from(sig, 'base64')) ? null : 'bad_signature';
 }
 
 /** Signs a webhook the way Telnyx does (used by the simulator and tests). */

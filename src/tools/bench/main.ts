@@ -41,6 +41,7 @@ import { createCustomer, runDelivery, runPipeline, type Customer } from './pipel
 import { measureQueueFloor } from './queue.js';
 import { startReceiver, type Receiver } from './receiver.js';
 import {
+  cpuPerStored,
   evaluateTargets,
   renderTable,
   type BenchReport,
@@ -49,6 +50,7 @@ import {
   type Measured,
 } from './report.js';
 import { spawnRole, type RoleProcess } from './roles.js';
+import { measureVerify } from './verify.js';
 import { ReceiptFactory, type SignedWebhook } from './webhooks.js';
 
 const WORKER_CONCURRENCY = 10; // the worker role's default (HANDSET_WORKER_CONCURRENCY)
@@ -191,6 +193,11 @@ const fmt = (m: Measured) =>
   `${Math.round(m.rate).toLocaleString('en-US')}/s  p50 ${m.latency.p50.toFixed(2)} ms  p99 ${m.latency.p99.toFixed(2)} ms  (${m.requests} req${m.errors ? `, ${m.errors} errors` : ''})`;
 
 async function ingestPhase(b: Bench): Promise<void> {
+  b.report.verify = measureVerify(b.factory.unique(1)[0]!.body);
+  const v = b.report.verify.micros;
+  log(
+    `  verify (${b.report.verify.bodyBytes} B): libsodium ${v.libsodium?.toFixed(1)} µs, node:crypto ${v['node:crypto']?.toFixed(1)} µs`,
+  );
   const ingest = await b.start('ingest');
   try {
     for (const c of b.opts.concurrencies) {
@@ -204,7 +211,8 @@ async function ingestPhase(b: Bench): Promise<void> {
       if (N) log(`  c=${c} insert+notify ${fmt(N)}`);
       const run = await b.ingest([ingest], c, Math.max(A.rate, B.rate));
       const { sent, ...measured } = run;
-      log(`  c=${c} ingest       ${fmt(measured)}  stored ${measured.stored}`);
+      const perStored = cpuPerStored(measured);
+      log(`  c=${c} ingest       ${fmt(measured)}  stored ${measured.stored}, CPU ${perStored?.toFixed(0)} µs/webhook`);
       const point: IngestPoint = { concurrency: c, ingest: measured, A, B, ...(A1 ? { A1 } : {}), ...(N ? { N } : {}) };
       b.report.ingest.push(point);
 

@@ -9,6 +9,7 @@ import type { BenchOptions } from './options.js';
 import type { DeliveryResult, PipelineResult } from './pipeline.js';
 import type { QueueFloor } from './queue.js';
 import { round, type LatencySummary } from './stats.js';
+import type { VerifyBench } from './verify.js';
 
 export interface Measured extends LoadResult {
   cpu: CpuSplit;
@@ -55,6 +56,8 @@ export interface BenchReport {
   machine: MachineInfo;
   options: BenchOptions;
   ingest: IngestPoint[];
+  /** CPU per Ed25519 check, by engine (the verify micro-benchmark). */
+  verify?: VerifyBench;
   duplicates?: { concurrency: number; ingest: Measured; A: Measured };
   halfPeak?: { offered: number; ingest: Measured };
   queue?: QueueFloor;
@@ -101,6 +104,21 @@ function cpuCell(cpu: CpuSplit | undefined): string {
   ].join('/');
 }
 
+/**
+ * CPU microseconds the Handset processes spent per row stored (utime+stime from
+ * /proc over the measurement, divided by what it stored), or null when unknown.
+ */
+export function cpuPerStored(m: Measured & { stored?: number }): number | null {
+  const cores = Object.values(m.cpu.roles).reduce<number | null>(
+    (a, c) => (a === null || c === null ? null : a + c),
+    0,
+  );
+  if (cores === null || !m.stored) return null;
+  return (cores * m.seconds * 1e6) / m.stored;
+}
+
+const micros = (v: number | null | undefined) => (v === null || v === undefined ? '-' : `${Math.round(v)} µs`);
+
 function latencyCells(l: LatencySummary | undefined): Cell[] {
   return [ms(l?.p50), ms(l?.p99), ms(l?.p999)];
 }
@@ -139,6 +157,7 @@ export function renderTable(r: BenchReport): string {
           .join(', '),
         cpuCell(p.ingest.cpu),
       );
+      add(`  ingest CPU per stored webhook`, p.concurrency, micros(cpuPerStored(p.ingest)), '', '', '', '', '');
       add(
         `  baseline A: ingest's write over pg`,
         p.concurrency,
@@ -173,6 +192,19 @@ export function renderTable(r: BenchReport): string {
           `B ${ratio(p.N.rate, p.B.rate)}`,
           cpuCell(p.N.cpu),
         );
+    }
+    if (r.verify) {
+      const v = r.verify.micros;
+      add(
+        `  verify micro-benchmark (${r.verify.bodyBytes}-byte body)`,
+        1,
+        `libsodium ${micros(v.libsodium)}`,
+        '',
+        '',
+        '',
+        `node:crypto ${micros(v['node:crypto'])}`,
+        '',
+      );
     }
     if (r.halfPeak) {
       add(
