@@ -8,14 +8,17 @@
 // Phases (each can be picked with --only): ingest (unique events at several
 // concurrencies with baselines A, A1, B; duplicates; half-peak latency),
 // pipeline (queue floor, receipts → customer webhooks), delivery (1 and 8
-// endpoints), growth (10k vs 1M stored carrier events), scale (1, 2, 4 ingest
+// endpoints), bulk (a campaign end to end: API → simulator → receipts → customer), growth (10k vs 1M stored carrier events), scale (1, 2, 4 ingest
 // processes, each against as many writers over pg).
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { apiKeyCreate } from '../../accounts/accounts.js';
+import { createClient } from '../../client/client.js';
 import { newId } from '../../db/ids.js';
+import { startSimulator } from '../../sim/simulator.js';
 import { withTx } from '../../db/tx.js';
 import { endpointInsert } from '../../delivery/endpoints.sql.js';
 import { keyring, newSecretKey } from '../../delivery/keyring.js';
@@ -49,7 +52,8 @@ import {
   type IngestPoint,
   type Measured,
 } from './report.js';
-import { spawnRole, type RoleProcess } from './roles.js';
+import { spawnRole, type BenchRole, type RoleProcess } from './roles.js';
+import { runBulkSend } from './bulk.js';
 import { measureVerify } from './verify.js';
 import { ReceiptFactory, type SignedWebhook } from './webhooks.js';
 
@@ -77,10 +81,15 @@ class Bench {
 
   private readonly profileDir = () => (this.opts.profile ? path.resolve(this.opts.outDir, 'profiles') : undefined);
 
-  async start(role: 'ingest' | 'worker'): Promise<RoleProcess> {
+  async start(role: BenchRole, extra?: Record<string, string>): Promise<RoleProcess> {
     const p = await spawnRole(
       role,
-      { databaseUrl: this.db.url, telnyxPublicKey: this.factory.publicKeyBase64, secretKey: this.secretKeyBase64 },
+      {
+        databaseUrl: this.db.url,
+        telnyxPublicKey: this.factory.publicKeyBase64,
+        secretKey: this.secretKeyBase64,
+        ...(extra ? { extra } : {}),
+      },
       { profileDir: role === 'ingest' ? this.profileDir() : undefined },
     );
     this.running.add(p);
@@ -152,6 +161,15 @@ class Bench {
       );
     }
     return { receiver: this.receiver, customers: this.customers.slice(0, n) };
+  }
+
+  /** A new account whose endpoint is the receiver (at its own path), with an API key. */
+  async freshCustomer(name: string): Promise<{ receiver: Receiver; customer: Customer; apiKey: string }> {
+    const { receiver } = await this.customersAndReceiver(0);
+    const keys = keyring([Buffer.from(this.secretKeyBase64, 'base64')]);
+    const customer = await createCustomer(this.db.pool, keys, `${receiver.url}/${name}`, this.secret);
+    const apiKey = await withTx(this.db.pool, async (tx) => (await apiKeyCreate(tx, customer.accountId)).key);
+    return { receiver, customer, apiKey };
   }
 
   async closeReceiver(): Promise<void> {
@@ -242,6 +260,61 @@ async function ingestPhase(b: Bench): Promise<void> {
   } finally {
     await b.stop(ingest);
     await resetIngestTables(b.db.pool);
+  }
+}
+
+/**
+ * The bulk send (bulk.ts), against the simulator as the carrier: it answers sends,
+ * says `sent` and `delivered` for each, and duplicates half of those webhooks.
+ */
+async function bulkPhase(b: Bench): Promise<void> {
+  const sim = await startSimulator({
+    webhookUrl: null,
+    timeScale: 0.01,
+    seed: 'bench-bulk',
+    behaviour: { duplicateRate: 0.5 },
+    historyLimit: 1_000,
+  });
+  const carrier: Record<string, string> = { ...sim.carrierEnv() };
+  // One customer's campaign: its key and address must not be what limits it.
+  const env = { ...carrier, HANDSET_API_RATE_LIMIT: '1000000', HANDSET_ADDRESS_RATE_LIMIT: '1000000' };
+  const roles: RoleProcess[] = [];
+  try {
+    for (const role of ['ingest', 'api', 'worker'] as const) roles.push(await b.start(role, env));
+    const [ingest, api, worker] = roles as [RoleProcess, RoleProcess, RoleProcess];
+    sim.setWebhookUrl(`${ingest.url}/webhooks/telnyx`);
+    const { receiver, apiKey } = await b.freshCustomer('bulk');
+    const from = '+13125550142';
+    const added = await createClient({ apiKey, baseUrl: api.url! }).POST('/v1/phone_numbers', {
+      body: { number: from },
+    });
+    if (!added.data) throw new Error(`bulk: could not add ${from}: ${JSON.stringify(added.error)}`);
+    const watch = watchCpu({ ingest: ingest.pid, api: api.pid, worker: worker.pid }, b.postmaster);
+    const r = await runBulkSend({
+      pool: b.db.pool,
+      apiUrl: api.url!,
+      apiKey,
+      from,
+      receiver,
+      messages: b.opts.bulkMessages,
+      concurrency: 32,
+      stallMs: 120_000,
+      carrierCounts: () => sim.counts,
+    });
+    b.report.bulk = { ...r, cpu: watch.stop() };
+    if (r.extraEvents !== 0)
+      b.report.notes.push(`bulk: ${r.extraEvents} customer events beyond one sent and one delivered per message`);
+    if (r.refusedCreates) b.report.notes.push(`bulk: ${r.refusedCreates} creates refused`);
+    b.report.notes.push(
+      `bulk: PostgreSQL's busy backends (samples): ${r.waits.map(([w, n]) => `${w} ${n}`).join(', ')}`,
+    );
+    log(
+      `  ${r.messages} messages in ${r.seconds.toFixed(1)} s: ${Math.round(r.completedPerSecond)} completed/s ` +
+        `(created ${Math.round(r.createdPerSecond)}/s), end to end p50 ${r.steps.endToEnd.p50.toFixed(0)} ms p99 ${r.steps.endToEnd.p99.toFixed(0)} ms`,
+    );
+  } finally {
+    await b.stop(...roles);
+    await sim.close();
   }
 }
 
@@ -519,6 +592,12 @@ async function main(): Promise<void> {
     if (has('pipeline') || has('delivery')) {
       log('3, 4. queue floor, pipeline and delivery (worker role running)');
       await pipelinePhase(bench, has('pipeline'), has('delivery'));
+    }
+    if (has('bulk')) {
+      log(
+        `bulk send: ${opts.bulkMessages.toLocaleString('en-US')} messages, API → carrier → receipts (50% duplicates) → customer`,
+      );
+      await bulkPhase(bench);
     }
     if (has('growth')) {
       log(

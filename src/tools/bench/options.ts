@@ -4,7 +4,7 @@
 
 import { parseArgs } from 'node:util';
 
-export const PHASES = ['ingest', 'pipeline', 'delivery', 'growth', 'scale'] as const;
+export const PHASES = ['ingest', 'pipeline', 'delivery', 'bulk', 'growth', 'scale'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface BenchOptions {
@@ -22,6 +22,8 @@ export interface BenchOptions {
   pipelineConcurrency: number;
   /** Outbound events in the delivery run. */
   deliveries: number;
+  /** Messages the bulk-send phase creates through the API. */
+  bulkMessages: number;
   /** Stored carrier events for the two cost-growth points. */
   growthSmall: number;
   growthLarge: number;
@@ -43,6 +45,7 @@ const USAGE = `usage: npm run bench -- [options]
   --large N         stored carrier events for the large growth point (BENCH_LARGE, default 1000000)
   --messages N      at most this many messages in the sustained pipeline run (BENCH_MESSAGES, default 20000)
   --deliveries N    events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (BENCH_DELIVERIES, default 2000)
+  --bulk N          messages the bulk-send phase creates through the API (BENCH_BULK, default 2000; the campaign figure: --bulk 10000)
   --profile         run ingest under node --cpu-prof; profiles go to <out>/profiles
   --out DIR         where the JSON goes (default bench/results)
 
@@ -60,6 +63,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       large: { type: 'string' },
       messages: { type: 'string' },
       deliveries: { type: 'string' },
+      bulk: { type: 'string' },
       profile: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean' },
@@ -93,6 +97,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     pipelineWindow: 64,
     pipelineConcurrency: 16,
     deliveries: Math.round(num(values.deliveries, 'BENCH_DELIVERIES', quick ? 300 : 2000, 10)),
+    bulkMessages: Math.round(num(values.bulk, 'BENCH_BULK', quick ? 500 : 2_000, 10)),
     growthSmall: 10_000,
     growthLarge: Math.round(num(values.large, 'BENCH_LARGE', quick ? 100_000 : 1_000_000, 20_000)),
     processes: [1, 2, 4],

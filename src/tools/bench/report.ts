@@ -10,6 +10,7 @@ import type { DeliveryResult, PipelineResult } from './pipeline.js';
 import type { QueueFloor } from './queue.js';
 import { round, type LatencySummary } from './stats.js';
 import type { VerifyBench } from './verify.js';
+import type { BulkResult } from './bulk.js';
 
 export interface Measured extends LoadResult {
   cpu: CpuSplit;
@@ -56,6 +57,7 @@ export interface BenchReport {
   machine: MachineInfo;
   options: BenchOptions;
   ingest: IngestPoint[];
+  bulk?: BulkResult & { cpu: CpuSplit };
   /** CPU per Ed25519 check, by engine (the verify micro-benchmark). */
   verify?: VerifyBench;
   duplicates?: { concurrency: number; ingest: Measured; A: Measured };
@@ -299,6 +301,28 @@ export function renderTable(r: BenchReport): string {
         cpuCell(d.cpu),
       );
     }
+  }
+  if (r.bulk) {
+    const k = r.bulk;
+    section(
+      `4b. bulk send: ${k.messages} messages via the API → simulator → sent+delivered receipts (${k.carrier.duplicates} of ${k.carrier.receipts} webhooks duplicates) → customer`,
+    );
+    add(
+      'completed (message.delivered verified at the endpoint)',
+      32,
+      `${rate(k.completedPerSecond)} msg`,
+      ...latencyCells(k.steps.endToEnd),
+      `created ${rate(k.createdPerSecond)}/s`,
+      cpuCell(k.cpu),
+    );
+    const steps: [string, LatencySummary][] = [
+      ['  POST /v1/messages (client)', k.steps.create],
+      ['  created → dispatched', k.steps.queuedToDispatched],
+      ['  dispatched → sent (carrier)', k.steps.dispatchedToSent],
+      ['  sent → delivered (carrier)', k.steps.sentToDelivered],
+      ['  delivered → customer webhook', k.steps.deliveredToWebhook],
+    ];
+    for (const [label, l] of steps) add(label, '', '', ...latencyCells(l), '', '');
   }
   if (r.growth.length) {
     section('5. cost growth: stored carrier events (c=16; pipeline paced)');

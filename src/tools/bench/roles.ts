@@ -1,5 +1,5 @@
 // Handset roles as the bench runs them: real OS processes of the built CLI,
-// `handset serve --roles ingest|worker`, configured only through the
+// `handset serve --roles ingest|api|worker`, configured only through the
 // environment, exactly as an operator would start them. Optionally under
 // `node --cpu-prof`, which writes a .cpuprofile when the process exits.
 
@@ -17,10 +17,12 @@ export interface RoleEnv {
   extra?: Record<string, string>;
 }
 
+export type BenchRole = 'ingest' | 'api' | 'worker';
+
 export interface RoleProcess {
-  role: 'ingest' | 'worker';
+  role: BenchRole;
   pid: number;
-  /** The ingest base URL (http://127.0.0.1:port); null for a worker. */
+  /** The base URL (http://127.0.0.1:port) of ingest or the API; null for a worker. */
   url: string | null;
   output(): string;
   stop(): Promise<void>;
@@ -31,11 +33,7 @@ export interface SpawnOptions {
   profileDir?: string | undefined;
 }
 
-export async function spawnRole(
-  role: 'ingest' | 'worker',
-  env: RoleEnv,
-  opts: SpawnOptions = {},
-): Promise<RoleProcess> {
+export async function spawnRole(role: BenchRole, env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
   const nodeArgs = [
     '--unhandled-rejections=strict',
     ...(opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : []),
@@ -50,7 +48,7 @@ export async function spawnRole(
       HANDSET_API_PORT: '0',
       TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
       HANDSET_SECRET_KEY: env.secretKey,
-      // The worker needs a carrier API; the bench never sends, so nothing listens there.
+      // The worker needs a carrier API; the bench sends only in its bulk phase (which sets its own).
       TELNYX_API_KEY: 'KEY_bench',
       TELNYX_API_URL: 'http://127.0.0.1:9/v2',
       HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
@@ -67,12 +65,12 @@ export async function spawnRole(
   child.stderr!.on('data', onData);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
 
-  const ready = role === 'ingest' ? /^.*"msg":"ingest listening".*\n/m : /^.*"msg":"worker running".*\n/m;
+  const ready = new RegExp(`^.*"msg":"${role === 'worker' ? 'worker running' : `${role} listening`}".*\n`, 'm');
   const line = (await waitForOutput(child, () => out, ready, 30_000))[0];
   return {
     role,
     pid: child.pid!,
-    url: role === 'ingest' ? (JSON.parse(line) as { url: string }).url : null,
+    url: role === 'worker' ? null : (JSON.parse(line) as { url: string }).url,
     output: () => out,
     async stop() {
       if (child.exitCode !== null) return;

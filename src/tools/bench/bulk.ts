@@ -1,0 +1,207 @@
+// The bulk-send figure, end to end, as a customer running a campaign sees it:
+// N messages created through the API (each with its Idempotency-Key, through the
+// typed client), dispatched by the worker to the simulator, whose `sent` and
+// `delivered` receipts come back through ingest with half of them duplicated,
+// until the customer's endpoint has verified one message.sent and one
+// message.delivered per message. Reports messages fully completed per second and
+// the latency of each step (the database's timestamps, the receiver's arrivals).
+
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { createClient } from '../../client/client.js';
+import type { Receiver } from './receiver.js';
+import { Latencies, type LatencySummary } from './stats.js';
+
+/** The simulator's persona that takes a message and delivers it. */
+const DELIVERS = '+15555550100';
+
+export interface BulkResult {
+  messages: number;
+  /** From the first create request to the last verified message.delivered. */
+  seconds: number;
+  completedPerSecond: number;
+  /** API answers per second while creating (the campaign's submit rate). */
+  createdPerSecond: number;
+  steps: {
+    /** POST /v1/messages, client side. */
+    create: LatencySummary;
+    /** created_at → dispatched_at (the worker took the send job). */
+    queuedToDispatched: LatencySummary;
+    /** dispatched_at → sent_at (the carrier's `sent` time). */
+    dispatchedToSent: LatencySummary;
+    /** sent_at → completed_at (the carrier's `delivered` time). */
+    sentToDelivered: LatencySummary;
+    /** completed_at → the customer's endpoint verified message.delivered. */
+    deliveredToWebhook: LatencySummary;
+    /** Create request sent → message.delivered verified at the endpoint. */
+    endToEnd: LatencySummary;
+  };
+  carrier: { receipts: number; duplicates: number };
+  /** Customer events beyond one message.sent and one message.delivered per message (0 is right). */
+  extraEvents: number;
+  refusedCreates: number;
+  /**
+   * What PostgreSQL's busy backends were doing, sampled every 250 ms during the
+   * run: "application wait_event" → samples, the most frequent first (what bounds it).
+   */
+  waits: [string, number][];
+}
+
+export interface BulkOptions {
+  pool: pg.Pool;
+  apiUrl: string;
+  apiKey: string;
+  from: string;
+  receiver: Receiver;
+  messages: number;
+  concurrency: number;
+  /** Gives up when no customer webhook has arrived for this long. */
+  stallMs: number;
+  /** The simulator's counters, read before and after. */
+  carrierCounts: () => { attempts: number; duplicates: number };
+}
+
+interface Row {
+  id: string;
+  created_at: Date;
+  dispatched_at: Date | null;
+  sent_at: Date | null;
+  completed_at: Date | null;
+}
+
+export async function runBulkSend(opts: BulkOptions): Promise<BulkResult> {
+  const hs = createClient({ apiKey: opts.apiKey, baseUrl: opts.apiUrl });
+  const before = opts.carrierCounts();
+  opts.receiver.reset();
+  const waits = sampleWaits(opts.pool);
+  try {
+    return await run(opts, hs, before, waits);
+  } finally {
+    await waits.stop();
+  }
+}
+
+async function run(
+  opts: BulkOptions,
+  hs: ReturnType<typeof createClient>,
+  before: { attempts: number; duplicates: number },
+  waits: ReturnType<typeof sampleWaits>,
+): Promise<BulkResult> {
+  const create = new Latencies();
+  const startedAt = new Map<string, number>(); // message id → performance.now() at its request
+  let refused = 0;
+  const t0 = performance.now();
+  let next = 0;
+  const lane = async () => {
+    while (next < opts.messages) {
+      const i = next++;
+      const at = performance.now();
+      const { data } = await hs.POST('/v1/messages', {
+        params: { header: { 'idempotency-key': randomUUID() } },
+        body: { from: opts.from, to: DELIVERS, body: `Campaign message ${i}: your order has shipped.` },
+      });
+      create.record(performance.now() - at);
+      if (data) startedAt.set(data.id, at);
+      else refused++;
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency }, lane));
+  const createdPerSecond = opts.messages / ((performance.now() - t0) / 1000);
+
+  // Every message once sent and once delivered, at the endpoint: distinct (message, type) pairs, so that a
+  // duplicate cannot stand in for one still missing.
+  const wanted = startedAt.size * 2;
+  const distinct = () => new Set(opts.receiver.arrivals.map((a) => `${a.subjectId} ${a.type}`)).size;
+  await untilArrived(distinct, wanted, opts.stallMs);
+  const end = performance.now();
+  const waited = await waits.stop();
+  const ours = opts.receiver.arrivals.filter((a) => startedAt.has(a.subjectId));
+  const deliveredAt = new Map<string, number>();
+  for (const a of ours)
+    if (a.type === 'message.delivered' && !deliveredAt.has(a.subjectId)) deliveredAt.set(a.subjectId, a.at);
+
+  const { rows } = await opts.pool.query<Row>(
+    'SELECT id, created_at, dispatched_at, sent_at, completed_at FROM messages WHERE id = ANY($1)',
+    [[...startedAt.keys()]],
+  );
+  const between = (pick: (r: Row) => number | null) => {
+    const l = new Latencies();
+    for (const r of rows) {
+      const v = pick(r);
+      if (v !== null) l.record(v);
+    }
+    return l.summary();
+  };
+  const ms = (d: Date | null) => (d ? d.getTime() : null);
+  const epoch = (perfAt: number) => performance.timeOrigin + perfAt;
+  const after = opts.carrierCounts();
+  return {
+    messages: startedAt.size,
+    seconds: (end - t0) / 1000,
+    completedPerSecond: startedAt.size / ((end - t0) / 1000),
+    createdPerSecond,
+    steps: {
+      create: create.summary(),
+      queuedToDispatched: between((r) => diff(ms(r.created_at), ms(r.dispatched_at))),
+      dispatchedToSent: between((r) => diff(ms(r.dispatched_at), ms(r.sent_at))),
+      sentToDelivered: between((r) => diff(ms(r.sent_at), ms(r.completed_at))),
+      deliveredToWebhook: between((r) => {
+        const at = deliveredAt.get(r.id);
+        return at === undefined ? null : diff(ms(r.completed_at), epoch(at));
+      }),
+      endToEnd: between((r) => {
+        const at = deliveredAt.get(r.id);
+        const sent = startedAt.get(r.id);
+        return at === undefined || sent === undefined ? null : at - sent;
+      }),
+    },
+    carrier: { receipts: after.attempts - before.attempts, duplicates: after.duplicates - before.duplicates },
+    extraEvents: ours.length - wanted,
+    refusedCreates: refused,
+    waits: waited,
+  };
+}
+
+/** Waits until `count()` reaches `n`; fails only when it has not grown for `stallMs` (a run may be long, not stalled). */
+async function untilArrived(count: () => number, n: number, stallMs: number): Promise<void> {
+  let seen = count();
+  let since = performance.now();
+  while (seen < n) {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = count();
+    if (now !== seen) [seen, since] = [now, performance.now()];
+    else if (performance.now() - since > stallMs) {
+      throw new Error(`bulk: ${seen} of ${n} customer webhooks, and none for ${stallMs / 1000} s`);
+    }
+  }
+}
+
+const diff = (from: number | null, to: number | null) => (from === null || to === null ? null : to - from);
+
+/** Samples pg_stat_activity until stopped (the bench's own sampling connection left out). */
+function sampleWaits(pool: pg.Pool) {
+  const counts = new Map<string, number>();
+  let stopped = false;
+  let result: [string, number][] | null = null;
+  const loop = (async () => {
+    while (!stopped) {
+      const { rows } = await pool.query<{ what: string }>(
+        `SELECT coalesce(nullif(application_name, ''), backend_type) || ' ' ||
+                coalesce(wait_event_type || ':' || wait_event, 'on CPU') AS what
+           FROM pg_stat_activity
+          WHERE state = 'active' AND pid <> pg_backend_pid()`,
+      );
+      for (const { what } of rows) counts.set(what, (counts.get(what) ?? 0) + 1);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })().catch(() => undefined); // a sample lost to a closing pool is only a sample
+  return {
+    /** Stops sampling (again: the same answer) and says what was seen. */
+    async stop(): Promise<[string, number][]> {
+      stopped = true;
+      await loop;
+      result ??= [...counts].sort((a, b) => b[1] - a[1]).slice(0, 8);
+      return result;
+    },
+  };
+}
