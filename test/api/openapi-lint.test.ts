@@ -104,4 +104,20 @@ describe('the OpenAPI document', () => {
       );
     }
   });
+
+  it('a query parameter the API fills in by default is not required of the caller (a list without ?limit)', () => {
+    const required = Object.entries(doc.paths as Record<string, Record<string, { parameters?: any[] }>>).flatMap(
+      ([p, methods]) =>
+        Object.entries(methods).flatMap(([m, op]) =>
+          (op.parameters ?? [])
+            .filter((x) => x.in === 'query' && x.schema && 'default' in x.schema && x.required)
+            .map((x) => `${m.toUpperCase()} ${p} ?${x.name}`),
+        ),
+    );
+    expect(required).toEqual([]);
+    const lists = operations().filter(({ op }) =>
+      ((op as { parameters?: { name: string }[] }).parameters ?? []).some((x) => x.name === 'limit'),
+    );
+    expect(lists.length).toBeGreaterThanOrEqual(9);
+  });
 });
