@@ -70,23 +70,18 @@ interface Row {
 }
 
 export async function runBulkSend(opts: BulkOptions): Promise<BulkResult> {
+  const waits = sampleWaits(opts.pool);
+  const measured = await measure(opts).catch(async (err) => {
+    await waits.stop();
+    throw err;
+  });
+  return { ...measured, waits: await waits.stop() };
+}
+
+async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
   const hs = createClient({ apiKey: opts.apiKey, baseUrl: opts.apiUrl });
   const before = opts.carrierCounts();
   opts.receiver.reset();
-  const waits = sampleWaits(opts.pool);
-  try {
-    return await run(opts, hs, before, waits);
-  } finally {
-    await waits.stop();
-  }
-}
-
-async function run(
-  opts: BulkOptions,
-  hs: ReturnType<typeof createClient>,
-  before: { attempts: number; duplicates: number },
-  waits: ReturnType<typeof sampleWaits>,
-): Promise<BulkResult> {
   const create = new Latencies();
   const startedAt = new Map<string, number>(); // message id → performance.now() at its request
   let refused = 0;
@@ -114,7 +109,6 @@ async function run(
   const distinct = () => new Set(opts.receiver.arrivals.map((a) => `${a.subjectId} ${a.type}`)).size;
   await untilArrived(distinct, wanted, opts.stallMs);
   const end = performance.now();
-  const waited = await waits.stop();
   const ours = opts.receiver.arrivals.filter((a) => startedAt.has(a.subjectId));
   const deliveredAt = new Map<string, number>();
   for (const a of ours)
@@ -158,7 +152,6 @@ async function run(
     carrier: { receipts: after.attempts - before.attempts, duplicates: after.duplicates - before.duplicates },
     extraEvents: ours.length - wanted,
     refusedCreates: refused,
-    waits: waited,
   };
 }
 
@@ -182,7 +175,6 @@ const diff = (from: number | null, to: number | null) => (from === null || to ==
 function sampleWaits(pool: pg.Pool) {
   const counts = new Map<string, number>();
   let stopped = false;
-  let result: [string, number][] | null = null;
   const loop = (async () => {
     while (!stopped) {
       const { rows } = await pool.query<{ what: string }>(
@@ -196,12 +188,11 @@ function sampleWaits(pool: pg.Pool) {
     }
   })().catch(() => undefined); // a sample lost to a closing pool is only a sample
   return {
-    /** Stops sampling (again: the same answer) and says what was seen. */
+    /** Stops sampling and says what was seen, the most frequent first. */
     async stop(): Promise<[string, number][]> {
       stopped = true;
       await loop;
-      result ??= [...counts].sort((a, b) => b[1] - a[1]).slice(0, 8);
-      return result;
+      return [...counts].sort((a, b) => b[1] - a[1]).slice(0, 8);
     },
   };
 }
