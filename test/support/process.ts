@@ -98,10 +98,10 @@ export async function serveRoles(roles: string, env: Record<string, string | und
     ...env,
   });
   const apiUrl = roles.includes('api')
-    ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"api listening"/, 60_000))[1]!
+    ? (await proc.waitFor(/"url":"(http:[^"]+)"[^\n]*"msg":"api listening"/, 60_000))[1]!
     : null;
   const ingestUrl = roles.includes('ingest')
-    ? (await proc.waitFor(/"url":"(http:[^"]+)","msg":"ingest listening"/, 60_000))[1]!
+    ? (await proc.waitFor(/"url":"(http:[^"]+)"[^\n]*"msg":"ingest listening"/, 60_000))[1]!
     : null;
   if (roles.includes('worker')) await proc.waitFor(/worker running/, 60_000);
   return { proc, apiUrl, ingestUrl, alive: () => proc.child.exitCode === null && proc.child.signalCode === null };
