@@ -13,6 +13,7 @@ import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
 import { numberOwned } from '../numbers/numbers.sql.js';
 import { emit } from '../outbox/outbox.js';
+import { requestLookup } from '../reconcile/requests.js';
 import {
   callClaimNext,
   callEnd,
@@ -145,6 +146,8 @@ export async function afterCallEnded(
   if (call.direction === 'inbound' && call.caller_ref && !except.callerHungUp) {
     await hangUp(tx, call.carrier, call.caller_ref);
   }
+  // A recorded call's recording is waited for, and asked about if it does not come.
+  if (call.status === 'completed' && call.record) await requestLookup(tx, { kind: 'recording', callId: call.id });
   // The hangup that ended the call starts its transcription; a duplicate hangup ends nothing and starts nothing.
   if (call.status === 'completed' && call.transcribe) {
     await enqueue(

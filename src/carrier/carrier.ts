@@ -141,7 +141,7 @@ export class MalformedCarrierEvent extends Error {
   override name = 'MalformedCarrierEvent';
 }
 
-/** What reconciliation learned about a leg or a message. */
+/** What reconciliation learned about a leg, a message or a recording. */
 export type ReconciledFact =
   | { kind: 'leg.answered'; leg: ReconciledLeg; answeredAt: Date }
   | {
@@ -159,7 +159,10 @@ export type ReconciledFact =
       carrierStatus: string;
       errorCode: string | null;
       at: Date;
-    };
+    }
+  | ({ kind: 'recording.saved'; leg: ReconciledLeg } & RecordingLookup)
+  /** The call ended long ago and the carrier lists no recording of it: none will come. */
+  | { kind: 'recording.missing'; leg: ReconciledLeg; at: Date };
 
 export interface ReconciledLeg {
   leg: string;
@@ -274,4 +277,23 @@ export interface VoiceClient {
   lookupLeg(leg: string): Promise<LookupResult<LegLookup>>;
   /** A fresh address of a recording's audio (the one its webhook gave expires). */
   lookupRecording(recordingId: string): Promise<LookupResult<{ audioUrl: string }>>;
+  /**
+   * The saved recordings of a leg, as the carrier lists them now (an empty list:
+   * none saved, or none yet), and the carrier's time of the answer; `to` and
+   * `since` narrow the carrier's search.
+   */
+  recordingsOfLeg(q: {
+    leg: string;
+    to: string;
+    since: Date;
+  }): Promise<LookupResult<{ recordings: RecordingLookup[]; observedAt: Date }>>;
+}
+
+export interface RecordingLookup {
+  recordingId: string;
+  startedAt: Date;
+  endedAt: Date;
+  /** A fresh address of its audio, and the format it is in. */
+  audioUrl: string | null;
+  format: string | null;
 }

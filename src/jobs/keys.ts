@@ -28,7 +28,9 @@ export type TaskName = (typeof TASKS)[number];
 export type LookupTarget =
   | { kind: 'leg'; legId: string }
   | { kind: 'caller'; callId: string }
-  | { kind: 'message'; messageId: string };
+  | { kind: 'message'; messageId: string }
+  /** A recorded call's recording, until it is saved or the carrier says there is none. */
+  | { kind: 'recording'; callId: string };
 
 /** `attempt` counts a task's own retries (1 = the first run); `since` (ISO) starts a retry policy's window. */
 export interface Payloads {
@@ -87,7 +89,7 @@ export const jobKeys = {
   redelivery: (deliveryId: string) => `redeliver:${deliveryId}`,
   recovery: (recoveryId: string) => `delivery.recover:${recoveryId}`,
   lookup: (t: LookupTarget) =>
-    `reconcile.lookup:${t.kind}:${t.kind === 'leg' ? t.legId : t.kind === 'caller' ? t.callId : t.messageId}`,
+    `reconcile.lookup:${t.kind}:${t.kind === 'leg' ? t.legId : t.kind === 'message' ? t.messageId : t.callId}`,
   reconcile: 'reconcile',
   maintenance: 'maintenance',
 } as const;

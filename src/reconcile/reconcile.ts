@@ -2,7 +2,8 @@
 // lost for good (the carrier retries a few times within seconds, then drops it),
 // and nothing may wait forever for one: a ringing leg past its ring timeout, an
 // answered call, a parked inbound caller, a sent message without a terminal
-// receipt — each, once past its bound, is looked up at the carrier's REST API.
+// receipt, a recorded call that ended without its recording — each, once past
+// its bound, is looked up at the carrier's REST API.
 //
 // What the carrier answers is never applied here. It is written as the events the
 // carrier's webhooks would have carried (the adapter's `reconciled`), with
@@ -15,7 +16,8 @@
 //
 // Two ways in: the scheduled pass (`reconcile`, every HANDSET_RECONCILE_INTERVAL,
 // also `handset reconcile`), and one lookup a handler asks for now
-// (`reconcile.lookup`, see requests.ts).
+// (`reconcile.lookup`, see requests.ts; a recording is always asked about this
+// way, from the hangup that ended its call, until it is settled).
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
@@ -38,8 +40,10 @@ import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys, type LookupTarget } from '../jobs/keys.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import { messageById, messageMarkChecked, messagesAwaitingReceipt, type MessageRow } from '../messages/messages.sql.js';
+import { recordingsOfCall } from '../recordings/recordings.sql.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { requestLookup } from './requests.js';
 
 export interface ReconcileDeps {
   pool: pg.Pool;
@@ -60,7 +64,15 @@ export const LOOKUPS_PER_PASS = 500;
 const LOOKUP_CONCURRENCY = 4;
 const LOOKUPS_PER_SECOND = 20;
 
-export type LookupOutcome = 'applied' | 'alive' | 'unchanged' | 'unreachable' | 'gone';
+/** `waiting`: not due yet (a recording is first asked about HANDSET_RECONCILE_AFTER past the call's end). */
+export type LookupOutcome = 'applied' | 'alive' | 'unchanged' | 'unreachable' | 'gone' | 'waiting';
+
+/**
+ * A recorded call's recording counts as never coming once the carrier, asked
+ * this many HANDSET_RECONCILE_AFTER past the call's end (by the carrier's
+ * clock), still lists none: it saves a recording seconds after the call ends.
+ */
+export const RECORDING_MISSING_AFTER = 10;
 
 export interface Candidate {
   target: LookupTarget;
@@ -103,7 +115,14 @@ export async function reconcileCandidates(deps: ReconcileDeps, now: Date): Promi
 export async function reconcilePass(deps: ReconcileDeps): Promise<Record<LookupOutcome, number>> {
   const now = deps.now?.() ?? new Date();
   const candidates = await reconcileCandidates(deps, now);
-  const tally: Record<LookupOutcome, number> = { applied: 0, alive: 0, unchanged: 0, unreachable: 0, gone: 0 };
+  const tally: Record<LookupOutcome, number> = {
+    applied: 0,
+    alive: 0,
+    unchanged: 0,
+    unreachable: 0,
+    gone: 0,
+    waiting: 0,
+  };
   let next = 0;
   const spacing = (1000 * LOOKUP_CONCURRENCY) / LOOKUPS_PER_SECOND;
   await Promise.all(
@@ -131,7 +150,9 @@ export async function lookUp(deps: ReconcileDeps, target: LookupTarget): Promise
     ? lookUpLeg(deps, target.legId)
     : target.kind === 'caller'
       ? lookUpCaller(deps, target.callId)
-      : lookUpMessage(deps, target.messageId));
+      : target.kind === 'message'
+        ? lookUpMessage(deps, target.messageId)
+        : lookUpRecording(deps, target.callId));
   deps.metrics?.reconcileLookups.inc({ kind: target.kind, outcome });
   return outcome;
 }
@@ -244,6 +265,50 @@ async function lookUpMessage(deps: ReconcileDeps, messageId: string): Promise<Lo
   return store(deps, m.carrier, facts, () => messageMarkChecked(deps.pool, m.id, found.observedAt));
 }
 
+/**
+ * A recorded call that ended with no recording (its call.recording.saved late or
+ * lost, or the recording never started): the carrier's list of the recorded
+ * leg's recordings decides. What it lists is stored as the saved webhook would
+ * have carried it; nothing listed long after the end is the recording error.
+ */
+async function lookUpRecording(deps: ReconcileDeps, callId: string): Promise<LookupOutcome> {
+  const call = await callById(deps.pool, callId);
+  if (!call?.record || call.status !== 'completed' || call.recording_error || !call.ended_at) return 'gone';
+  if ((await recordingsOfCall(deps.pool, call.id)).length > 0) return 'gone';
+  const now = deps.now?.() ?? new Date();
+  if (now.getTime() < call.ended_at.getTime() + deps.afterMs) return 'waiting';
+  const who = await recordedLeg(deps, call);
+  if (!who) return 'gone';
+  const found = await voiceOf(deps.carriers, call.carrier).recordingsOfLeg({
+    leg: who.leg,
+    to: who.to,
+    since: call.answered_at ?? call.created_at,
+  });
+  if (!found.ok) return 'unreachable';
+  if (found.recordings.length > 0) {
+    return store(
+      deps,
+      call.carrier,
+      found.recordings.map((r) => ({ kind: 'recording.saved' as const, leg: who, ...r })),
+      () => undefined,
+    );
+  }
+  const missingAt = call.ended_at.getTime() + RECORDING_MISSING_AFTER * deps.afterMs;
+  if (found.observedAt.getTime() < missingAt) return 'unchanged';
+  return store(deps, call.carrier, [{ kind: 'recording.missing', leg: who, at: found.observedAt }], () => undefined);
+}
+
+/** The leg recording was started on: an outbound call's answered leg, an inbound call's caller (bridged). */
+async function recordedLeg(deps: ReconcileDeps, call: CallRow): Promise<ReconciledLeg | null> {
+  if (call.direction === 'inbound') {
+    return call.caller_ref ? { leg: call.caller_ref, echo: null, from: call.from_number, to: call.number } : null;
+  }
+  const leg = call.answered_leg_id ? await legById(deps.pool, call.answered_leg_id) : null;
+  if (!leg?.carrier_ref) return null;
+  const echo: LegState = { c: call.id, l: leg.id, p: leg.position };
+  return { leg: leg.carrier_ref, echo, from: call.number, to: leg.to_number };
+}
+
 /** Stores the facts as the carrier's events (each with its processing job), or records that nothing changed. */
 async function store(
   deps: ReconcileDeps,
@@ -333,5 +398,13 @@ export function lookupTask(deps: ReconcileDeps): TaskHandler<'reconcile.lookup'>
   return async ({ target }) => {
     const outcome = await lookUp(deps, target);
     if (outcome === 'unreachable') deps.log.warn({ target }, 'the carrier did not answer a lookup');
+    // A recording is asked about again until it is saved or known missing: no scheduled pass looks for it.
+    if (
+      target.kind === 'recording' &&
+      (outcome === 'waiting' || outcome === 'unchanged' || outcome === 'unreachable')
+    ) {
+      const now = deps.now?.() ?? new Date();
+      await withTx(deps.pool, (tx) => requestLookup(tx, target, new Date(now.getTime() + deps.afterMs)));
+    }
   };
 }

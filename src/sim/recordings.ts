@@ -183,6 +183,42 @@ export class Recordings {
     };
   }
 
+  /**
+   * GET /v2/recordings: the saved recordings, oldest first, narrowed by Telnyx's
+   * filters (filter[to], filter[from], filter[call_leg_id], filter[call_session_id],
+   * filter[created_at][gte|lte]) and paged (page[number], page[size] up to 250).
+   */
+  list(query: Record<string, string | undefined>): { data: RecordingResource[]; meta: object } {
+    const size = Math.min(250, Math.max(1, Number(query['page[size]'] ?? 20) || 20));
+    const number = Math.max(1, Number(query['page[number]'] ?? 1) || 1);
+    const gte = query['filter[created_at][gte]'];
+    const lte = query['filter[created_at][lte]'];
+    const fields: [string, (r: Recording) => string][] = [
+      ['filter[to]', (r) => r.leg.to],
+      ['filter[from]', (r) => r.leg.from],
+      ['filter[call_leg_id]', (r) => r.leg.callLegId],
+      ['filter[call_session_id]', (r) => r.leg.callSessionId],
+    ];
+    const matching = [...this.byId.values()]
+      .filter((r) => r.savedAt !== null && r.endedAt !== null)
+      .filter((r) => fields.every(([k, of]) => query[k] === undefined || of(r) === query[k]))
+      .filter((r) => gte === undefined || r.savedAt! >= Date.parse(gte))
+      .filter((r) => lte === undefined || r.savedAt! <= Date.parse(lte))
+      .sort((a, b) => a.savedAt! - b.savedAt!);
+    const data = matching
+      .slice((number - 1) * size, number * size)
+      .map((r) => (this.resource(r.id) as { ok: true; data: RecordingResource }).data);
+    return {
+      data,
+      meta: {
+        page_number: number,
+        page_size: size,
+        total_pages: Math.max(1, Math.ceil(matching.length / size)),
+        total_results: matching.length,
+      },
+    };
+  }
+
   /** GET /_sim/recordings/{id}.{ext}?expires=&signature=: S3's order: the signature, the key, then the expiry. */
   download(file: string, expires: unknown, signature: unknown): RecordingFile {
     const match = /^([0-9a-f-]{36})\.(wav|mp3)$/.exec(file);

@@ -11,6 +11,7 @@
 //   POST /v2/calls                                 dial one leg             (Idempotency-Key, command_id)
 //   GET  /v2/calls/{call_control_id}               the leg's call status (kept 10 min after it ended)
 //   POST /v2/calls/{call_control_id}/actions/{answer|hangup|bridge|reject|record_start|record_stop}   (command_id)
+//   GET  /v2/recordings                           saved recordings, by Telnyx's filters, paged
 //   GET  /v2/recordings/{recording_id}            a saved recording, with a fresh download URL
 //   POST /v2/ai/audio/transcriptions              speech to text (OpenAI-compatible, multipart; its own error shape)
 //   GET  /v2/phone_numbers?filter[phone_number]=…  the account's numbers (inventory.ts)
@@ -254,6 +255,10 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
 
       v2.post<{ Params: { id: string; action: string } }>('/calls/:id/actions/:action', async (req, reply) =>
         send(req, reply, calls.action(req.params.id, req.params.action, req.body)),
+      );
+
+      v2.get<{ Querystring: Record<string, string | undefined> }>('/recordings', async (req) =>
+        recordings.list(req.query),
       );
 
       v2.get<{ Params: { id: string } }>('/recordings/:id', async (req, reply) =>

@@ -18,6 +18,8 @@ const NO_ANSWER_LOST = '+14155550901'; // never answers; its timeout hangup is l
 const TALKS_LOST = '+14155550902'; // answers after 1 s, talks 3 s; its hangup is lost
 const TALKS_LONG = '+14155550903'; // answers, talks 7 s; its webhooks arrive
 const RECEIPT_LOST = '+14155550904'; // delivered; the terminal receipt is lost
+const RECORDING_LOST = '+14155550905'; // answers, talks 3 s; its call.recording.saved is lost
+const RECORDING_ERROR_LOST = '+14155550906'; // answers, talks 3 s; its recording fails and that error is lost
 const INTERVAL_MS = 1000;
 const AFTER_MS = 2000;
 const SLACK_MS = 3000; // processing, a poll, a sweep: what a lookup's answer takes to be applied
@@ -34,6 +36,12 @@ beforeAll(async () => {
   sim.setPersona(TALKS_LOST, { call: { answerAfterMs: 1000, talkMs: 3000 }, lose: ['call.hangup'] });
   sim.setPersona(TALKS_LONG, { call: { answerAfterMs: 500, talkMs: 7000 } });
   sim.setPersona(RECEIPT_LOST, { sms: 'delivered', lose: ['message.finalized'] });
+  sim.setPersona(RECORDING_LOST, { call: { answerAfterMs: 500, talkMs: 3000 }, lose: ['call.recording.saved'] });
+  sim.setPersona(RECORDING_ERROR_LOST, {
+    call: { answerAfterMs: 500, talkMs: 3000 },
+    recording: 'error',
+    lose: ['call.recording.error'],
+  });
   platform = await startTestPlatform({
     databaseUrl: db.url,
     roles: ['ingest', 'api', 'worker'],
@@ -162,6 +170,87 @@ describe('a lost terminal receipt', () => {
       effect: string;
     }[];
     expect(after.at(-1)).toMatchObject({ source: 'carrier', effect: 'refused' });
+  });
+});
+
+describe('lost recording webhooks', () => {
+  const recordingLists = () => sim.requests.filter((r) => r.method === 'GET' && r.path.startsWith('/v2/recordings?'));
+  const recordedCall = async (to: string) => {
+    const placed = await acme.post('/v1/calls', { from: OUR, to: [to], ring_timeout_secs: 5, record: true });
+    expect(placed.status, JSON.stringify(placed.json)).toBe(201);
+    const callId: string = placed.json.id;
+    await eventually(async () => (await acme.get(`/v1/calls/${callId}`)).json.status === 'completed', 30_000);
+    return callId;
+  };
+
+  it('a call.recording.saved lost for good: the recording is learned from the carrier’s list and stored, announced and billed once; the webhook arriving at last changes nothing', async () => {
+    const callId = await recordedCall(RECORDING_LOST);
+    const [leg] = await legs(callId);
+    const recording = await eventually(async () => {
+      const [r] = (await acme.get(`/v1/calls/${callId}/recordings`)).json.data as any[];
+      return r?.audio_status === 'stored' && r;
+    }, 30_000);
+    const [webhook] = lost('call.recording.saved', leg.carrier_ref);
+    expect(webhook).toBeDefined();
+    const told = JSON.parse(webhook!.body).data.payload;
+    // The carrier's recording, by its id and its times, not ours.
+    const row = (await db.pool.query('SELECT * FROM recordings WHERE id = $1', [recording.id])).rows[0];
+    expect(row.carrier_recording_id).toBe(told.recording_id);
+    expect(row.started_at.toISOString()).toBe(new Date(told.recording_started_at).toISOString());
+    expect(row.ended_at.toISOString()).toBe(new Date(told.recording_ended_at).toISOString());
+    expect(
+      await count(db.pool, 'SELECT * FROM carrier_events WHERE carrier_event_id = $1', [
+        `reconcile:${told.recording_id}:saved`,
+      ]),
+    ).toBe(1);
+    expect(recordingLists().length).toBeGreaterThanOrEqual(1);
+
+    expect(await sim.deliver(webhook!.body)).toBe(200);
+    await eventually(
+      async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0,
+    );
+    expect(await count(db.pool, 'SELECT * FROM recordings WHERE call_id = $1', [callId])).toBe(1);
+    expect(await events(recording.id, 'call.recording.saved')).toBe(1);
+    expect(
+      (
+        await db.pool.query(`SELECT quantity FROM usage_records WHERE kind = 'recording_minute' AND source_id = $1`, [
+          recording.id,
+        ])
+      ).rows,
+    ).toEqual([{ quantity: Math.ceil(recording.duration_seconds / 60) }]);
+    // Settled: nobody asks about it any more.
+    const asked = recordingLists().length;
+    await new Promise((r) => setTimeout(r, 2 * AFTER_MS));
+    expect(recordingLists().length).toBe(asked);
+  });
+
+  it('a recording that failed with its error lost: once the carrier has listed none for ten bounds past the end, the call notes it and announces call.recording.failed once; the error arriving at last changes nothing', async () => {
+    const callId = await recordedCall(RECORDING_ERROR_LOST);
+    const [leg] = await legs(callId);
+    const call = await eventually(async () => {
+      const c = (await acme.get(`/v1/calls/${callId}`)).json;
+      return c.recording_error && c;
+    }, 60_000);
+    expect(call.recording_error).toBe('the carrier lists no recording of the call');
+    const failedAt = (
+      await db.pool.query(
+        `SELECT created_at FROM outbound_events WHERE subject_id = $1 AND type = 'call.recording.failed'`,
+        [callId],
+      )
+    ).rows[0].created_at as Date;
+    // Not concluded early: only after the carrier had had ten bounds to save it.
+    expect(failedAt.getTime() - Date.parse(call.ended_at)).toBeGreaterThanOrEqual(10 * AFTER_MS);
+    const [error] = lost('call.recording.error', leg.carrier_ref);
+    expect(error).toBeDefined();
+    expect(await sim.deliver(error!.body)).toBe(200);
+    await eventually(
+      async () => (await count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL')) === 0,
+    );
+    expect(await events(callId, 'call.recording.failed')).toBe(1);
+    expect(await count(db.pool, 'SELECT * FROM recordings WHERE call_id = $1', [callId])).toBe(0);
+    expect(
+      await count(db.pool, `SELECT * FROM usage_records WHERE kind = 'recording_minute' AND source_id LIKE 'rec%'`),
+    ).toBe(1); // the first test's recording only
   });
 });
 

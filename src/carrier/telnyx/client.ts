@@ -20,6 +20,7 @@ import type {
   LegLookup,
   LookupResult,
   MessageLookup,
+  RecordingLookup,
   SendMessage,
   VoiceClient,
 } from '../carrier.js';
@@ -41,6 +42,9 @@ const NOT_ANSWERED_YET = '90034';
 const INVALID_CALL_CONTROL_ID = '90015';
 /** "Blocked due to STOP message": the recipient opted out of the sending number at Telnyx. */
 const OPTED_OUT = '40300';
+/** Recordings listed per page, and the pages read before a leg's recording counts as not listed. */
+const RECORDING_PAGE_SIZE = 250;
+const RECORDING_PAGES = 8;
 
 interface TelnyxAnswer<T> {
   data?: T;
@@ -172,6 +176,43 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
           return typeof url === 'string' ? { audioUrl: url } : null;
         },
       );
+    },
+    async recordingsOfLeg(q: { leg: string; to: string; since: Date }) {
+      // Telnyx lists recordings by number and time, not by call_control_id: the
+      // leg's own are picked out of the answer, a page at a time.
+      const recordings: RecordingLookup[] = [];
+      let observedAt = new Date();
+      for (let page = 1; page <= RECORDING_PAGES; page++) {
+        const query = new URLSearchParams({
+          'filter[to]': q.to,
+          'filter[created_at][gte]': q.since.toISOString(),
+          'page[number]': String(page),
+          'page[size]': String(RECORDING_PAGE_SIZE),
+        });
+        const r = await request<Record<string, unknown>[]>('GET', `/recordings?${query}`, null);
+        if (r.status !== 200 || !Array.isArray(r.json.data)) return { ok: false, kind: 'retry', detail: r.detail };
+        if (page === 1) observedAt = r.date;
+        for (const data of r.json.data) {
+          if (data['call_control_id'] !== q.leg || data['status'] !== 'completed') continue;
+          const startedAt = time(data['recording_started_at']);
+          const endedAt = time(data['recording_ended_at']);
+          if (typeof data['id'] !== 'string' || !startedAt || !endedAt) continue;
+          const urls = data['download_urls'];
+          const [format, audioUrl] =
+            urls && typeof urls === 'object'
+              ? (Object.entries(urls as object).find(([, u]) => typeof u === 'string' && u !== '') ?? [null, null])
+              : [null, null];
+          recordings.push({ recordingId: data['id'], startedAt, endedAt, audioUrl, format });
+        }
+        const meta = (r.json as { meta?: { total_pages?: unknown } }).meta;
+        if (
+          r.json.data.length < RECORDING_PAGE_SIZE ||
+          typeof meta?.total_pages !== 'number' ||
+          page >= meta.total_pages
+        )
+          break;
+      }
+      return { ok: true, recordings, observedAt };
     },
     lookupLeg(leg: string) {
       return lookup<Record<string, unknown>, LegLookup>(`/calls/${leg}`, (data, observedAt) => {

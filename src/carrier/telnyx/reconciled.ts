@@ -37,6 +37,26 @@ export function telnyxReconciled(fact: ReconciledFact): ReconciledEvent[] {
           to: [{ phone_number: fact.to, status: fact.carrierStatus }],
         }),
       ];
+    case 'recording.saved':
+      // The recording's own id, as its webhook carries it: the late webhook and this are one recording.
+      return [
+        event(`reconcile:${fact.recordingId}:saved`, 'call.recording.saved', fact.leg.leg, fact.endedAt, {
+          ...legPayload(fact.leg),
+          channels: 'dual',
+          format: fact.format,
+          recording_id: fact.recordingId,
+          recording_started_at: fact.startedAt.toISOString(),
+          recording_ended_at: fact.endedAt.toISOString(),
+          recording_urls: fact.audioUrl && fact.format ? { [fact.format]: fact.audioUrl } : {},
+        }),
+      ];
+    case 'recording.missing':
+      return [
+        event(`reconcile:${fact.leg.leg}:recording-missing`, 'call.recording.error', fact.leg.leg, fact.at, {
+          ...legPayload(fact.leg),
+          reason: 'the carrier lists no recording of the call',
+        }),
+      ];
   }
 }
 
