@@ -282,7 +282,8 @@ async function lookUpRecording(deps: ReconcileDeps, callId: string): Promise<Loo
   const found = await voiceOf(deps.carriers, call.carrier).recordingsOfLeg({
     leg: who.leg,
     to: who.to,
-    since: call.answered_at ?? call.created_at,
+    // A minute's margin for the clocks: the leg's own recordings are picked out by its id anyway.
+    since: new Date((call.answered_at ?? call.created_at).getTime() - 60_000),
   });
   if (!found.ok) return 'unreachable';
   if (found.recordings.length > 0) {

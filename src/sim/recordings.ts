@@ -202,8 +202,9 @@ export class Recordings {
     const matching = [...this.byId.values()]
       .filter((r) => r.savedAt !== null && r.endedAt !== null)
       .filter((r) => fields.every(([k, of]) => query[k] === undefined || of(r) === query[k]))
-      .filter((r) => gte === undefined || r.savedAt! >= Date.parse(gte))
-      .filter((r) => lte === undefined || r.savedAt! <= Date.parse(lte))
+      // created_at, to the millisecond it shows
+      .filter((r) => gte === undefined || Math.floor(r.savedAt!) >= Date.parse(gte))
+      .filter((r) => lte === undefined || Math.floor(r.savedAt!) <= Date.parse(lte))
       .sort((a, b) => a.savedAt! - b.savedAt!);
     const data = matching
       .slice((number - 1) * size, number * size)

@@ -248,6 +248,47 @@ describe('the recording file and its URLs', () => {
   });
 });
 
+describe('GET /v2/recordings', () => {
+  test("lists saved recordings by Telnyx's filters (to, call_leg_id, created_at), a page at a time", async () => {
+    const to = '+15555550115';
+    const a = await answeredLeg(to);
+    await recordStart(a);
+    const [savedA] = await savedAfterHangup(a);
+    const b = await answeredLeg(to);
+    await recordStart(b);
+    const [savedB] = await savedAfterHangup(b);
+    const live = await answeredLeg(to);
+    await recordStart(live); // still recording: not saved, not listed
+    const list = async (q: Record<string, string>) => {
+      const res = await telnyx(h.sim, 'GET', `/recordings?${new URLSearchParams(q)}`);
+      expect(res.status).toBe(200);
+      return res.json as { data: any[]; meta: { total_pages: number; total_results: number } };
+    };
+    const mine = (l: { data: any[] }) =>
+      l.data.filter((r) => [a, b, live].includes(r.call_control_id)).map((r) => r.call_control_id as string);
+    const all = await list({ 'filter[to]': to });
+    expect(mine(all).sort()).toEqual([a, b].sort());
+    expect(all.data.find((r) => r.call_control_id === a)).toMatchObject({
+      id: payload(savedA!)['recording_id'],
+      status: 'completed',
+      record_type: 'recording',
+    });
+    expect(mine(await list({ 'filter[to]': '+15555550199' }))).toEqual([]);
+    expect(mine(await list({ 'filter[call_leg_id]': payload(savedB!)['call_leg_id'] }))).toEqual([b]);
+    const createdB = all.data.find((r) => r.call_control_id === b).created_at as string;
+    expect(mine(await list({ 'filter[to]': to, 'filter[created_at][gte]': createdB }))).toContain(b);
+    expect(mine(await list({ 'filter[to]': to, 'filter[created_at][lte]': createdB }))).toContain(b);
+    const later = new Date(Date.parse(createdB) + 365 * 86_400_000).toISOString();
+    expect(mine(await list({ 'filter[to]': to, 'filter[created_at][gte]': later }))).toEqual([]);
+    const first = await list({ 'filter[to]': to, 'page[size]': '1' });
+    const second = await list({ 'filter[to]': to, 'page[size]': '1', 'page[number]': '2' });
+    expect([first.data.length, second.data.length]).toEqual([1, 1]);
+    expect(second.data[0].id).not.toBe(first.data[0].id);
+    expect(first.meta.total_pages).toBe(first.meta.total_results);
+    h.sim.hangup(live);
+  });
+});
+
 describe('the recording webhook under the knobs and personas', () => {
   test('duplicateRate and resendNewIdRate: the same id twice and once under a new id, one recording_id', async () => {
     h.sim.setBehaviour({ duplicateRate: 1, resendNewIdRate: 1 });
