@@ -274,7 +274,7 @@ describe('GET /v2/recordings', () => {
       record_type: 'recording',
     });
     expect(mine(await list({ 'filter[to]': '+15555550199' }))).toEqual([]);
-    expect(mine(await list({ 'filter[call_leg_id]': payload(savedB!)['call_leg_id'] }))).toEqual([b]);
+    expect(mine(await list({ 'filter[call_leg_id]': String(payload(savedB!)['call_leg_id']) }))).toEqual([b]);
     const createdB = all.data.find((r) => r.call_control_id === b).created_at as string;
     expect(mine(await list({ 'filter[to]': to, 'filter[created_at][gte]': createdB }))).toContain(b);
     expect(mine(await list({ 'filter[to]': to, 'filter[created_at][lte]': createdB }))).toContain(b);
