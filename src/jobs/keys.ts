@@ -29,8 +29,12 @@ export type LookupTarget =
   | { kind: 'leg'; legId: string }
   | { kind: 'caller'; callId: string }
   | { kind: 'message'; messageId: string }
-  /** A recorded call's recording, until it is saved or the carrier says there is none. */
-  | { kind: 'recording'; callId: string };
+  /**
+   * A recorded call's recording, until it is saved or the carrier says there is
+   * none: `listedNone` counts the lookups that found nothing (absent: the hangup's
+   * request, which waits one bound before the first).
+   */
+  | { kind: 'recording'; callId: string; listedNone?: number };
 
 /** `attempt` counts a task's own retries (1 = the first run); `since` (ISO) starts a retry policy's window. */
 export interface Payloads {

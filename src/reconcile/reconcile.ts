@@ -64,13 +64,15 @@ export const LOOKUPS_PER_PASS = 500;
 const LOOKUP_CONCURRENCY = 4;
 const LOOKUPS_PER_SECOND = 20;
 
-/** `waiting`: not due yet (a recording is first asked about HANDSET_RECONCILE_AFTER past the call's end). */
+/** `waiting`: not asked yet (a recording is first asked about one HANDSET_RECONCILE_AFTER after its call ended). */
 export type LookupOutcome = 'applied' | 'alive' | 'unchanged' | 'unreachable' | 'gone' | 'waiting';
 
 /**
  * A recorded call's recording counts as never coming once the carrier, asked
- * this many HANDSET_RECONCILE_AFTER past the call's end (by the carrier's
- * clock), still lists none: it saves a recording seconds after the call ends.
+ * once a HANDSET_RECONCILE_AFTER from one bound after the call ended, has listed
+ * none this many times: it saves a recording seconds after the call ends. Counted
+ * in lookups rather than compared clocks, so a carrier clock that runs ahead of
+ * ours neither hurries nor delays the conclusion.
  */
 export const RECORDING_MISSING_AFTER = 10;
 
@@ -152,7 +154,7 @@ export async function lookUp(deps: ReconcileDeps, target: LookupTarget): Promise
       ? lookUpCaller(deps, target.callId)
       : target.kind === 'message'
         ? lookUpMessage(deps, target.messageId)
-        : lookUpRecording(deps, target.callId));
+        : lookUpRecording(deps, target.callId, target.listedNone));
   deps.metrics?.reconcileLookups.inc({ kind: target.kind, outcome });
   return outcome;
 }
@@ -271,12 +273,11 @@ async function lookUpMessage(deps: ReconcileDeps, messageId: string): Promise<Lo
  * leg's recordings decides. What it lists is stored as the saved webhook would
  * have carried it; nothing listed long after the end is the recording error.
  */
-async function lookUpRecording(deps: ReconcileDeps, callId: string): Promise<LookupOutcome> {
+async function lookUpRecording(deps: ReconcileDeps, callId: string, listedNone?: number): Promise<LookupOutcome> {
   const call = await callById(deps.pool, callId);
-  if (!call?.record || call.status !== 'completed' || call.recording_error || !call.ended_at) return 'gone';
+  if (!call?.record || call.status !== 'completed' || call.recording_error) return 'gone';
   if ((await recordingsOfCall(deps.pool, call.id)).length > 0) return 'gone';
-  const now = deps.now?.() ?? new Date();
-  if (now.getTime() < call.ended_at.getTime() + deps.afterMs) return 'waiting';
+  if (listedNone === undefined) return 'waiting';
   const who = await recordedLeg(deps, call);
   if (!who) return 'gone';
   const found = await voiceOf(deps.carriers, call.carrier).recordingsOfLeg({
@@ -294,8 +295,7 @@ async function lookUpRecording(deps: ReconcileDeps, callId: string): Promise<Loo
       () => undefined,
     );
   }
-  const missingAt = call.ended_at.getTime() + RECORDING_MISSING_AFTER * deps.afterMs;
-  if (found.observedAt.getTime() < missingAt) return 'unchanged';
+  if (listedNone + 1 < RECORDING_MISSING_AFTER) return 'unchanged';
   return store(deps, call.carrier, [{ kind: 'recording.missing', leg: who, at: found.observedAt }], () => undefined);
 }
 
@@ -399,13 +399,15 @@ export function lookupTask(deps: ReconcileDeps): TaskHandler<'reconcile.lookup'>
   return async ({ target }) => {
     const outcome = await lookUp(deps, target);
     if (outcome === 'unreachable') deps.log.warn({ target }, 'the carrier did not answer a lookup');
-    // A recording is asked about again until it is saved or known missing: no scheduled pass looks for it.
+    // A recording is asked about again, a bound later, until it is saved or known
+    // missing (no scheduled pass looks for it); an unanswered lookup counts for nothing.
     if (
       target.kind === 'recording' &&
       (outcome === 'waiting' || outcome === 'unchanged' || outcome === 'unreachable')
     ) {
-      const now = deps.now?.() ?? new Date();
-      await withTx(deps.pool, (tx) => requestLookup(tx, target, new Date(now.getTime() + deps.afterMs)));
+      const listedNone = (target.listedNone ?? -1) + (outcome === 'unreachable' ? 0 : 1);
+      const runAt = new Date((deps.now?.() ?? new Date()).getTime() + deps.afterMs);
+      await withTx(deps.pool, (tx) => requestLookup(tx, { ...target, listedNone }, runAt));
     }
   };
 }

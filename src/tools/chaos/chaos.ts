@@ -422,7 +422,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const reached = inbound.filter(({ from, kind }) =>
       acknowledged(from, kind === 'sms' ? 'message.received' : 'call.initiated'),
     );
-    const mismatches = await compare(pool, expected, reached, (opts.behaviour.contradictionRate ?? 0) > 0);
+    // The legs the carrier saved a recording of (told, or lost on the way): a recorded
+    // call whose worker could not act before it ended has none, and says so.
+    const savedAtCarrier = new Set(
+      [...sim.webhooks, ...sim.dropped]
+        .filter((w) => w.eventType === 'call.recording.saved')
+        .map((w) => String(JSON.parse(w.body).data.payload.call_control_id)),
+    );
+    const mismatches = await compare(
+      pool,
+      expected,
+      reached,
+      (opts.behaviour.contradictionRate ?? 0) > 0,
+      savedAtCarrier,
+    );
     const q = async (sql: string) => Number((await pool.query<{ n: number }>(sql)).rows[0]!.n);
     const counts = sim.counts;
     return {
@@ -507,7 +520,9 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
       events: number;
       calls: number;
       messages: number;
-      recordings: number;
+      'recording not saved': number;
+      'audio not fetched': number;
+      'not transcribed': number;
     }>(`
       SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts AND task_identifier <> 'reconcile') AS jobs,
              (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries,
@@ -517,8 +532,9 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
              (SELECT count(*) FROM calls WHERE status IN ('ringing', 'in_progress')) AS calls,
              (SELECT count(*) FROM messages WHERE status IN ('queued', 'scheduled')) AS messages,
              (SELECT count(*) FROM calls c WHERE c.record AND c.status = 'completed' AND c.recording_error IS NULL
-                 AND NOT EXISTS (SELECT 1 FROM recordings r WHERE r.call_id = c.id
-                                  AND r.audio_status <> 'pending' AND r.transcription_status <> 'pending')) AS recordings`);
+                 AND NOT EXISTS (SELECT 1 FROM recordings r WHERE r.call_id = c.id)) AS "recording not saved",
+             (SELECT count(*) FROM recordings WHERE audio_status = 'pending') AS "audio not fetched",
+             (SELECT count(*) FROM recordings WHERE transcription_status = 'pending') AS "not transcribed"`);
     const busy = rows[0]!;
     const summary = Object.entries(busy)
       .filter(([, v]) => Number(v) > 0)
@@ -537,6 +553,7 @@ async function compare(
   expected: Map<string, { status: string; events: string[] }>,
   inbound: { from: string; kind: 'sms' | 'call' }[],
   contradictions: boolean,
+  savedAtCarrier: ReadonlySet<string>,
 ): Promise<string[]> {
   // A contradiction ("delivery_failed" after "delivered", under a new id) may be
   // processed first when two workers race: the first terminal word processed wins.
@@ -548,9 +565,18 @@ async function compare(
     SELECT r.id, r.status, (SELECT array_agg(type ORDER BY type) FROM outbound_events e WHERE e.subject_id = r.id) AS events
       FROM (SELECT id, status FROM messages UNION ALL SELECT id, status FROM calls) r`);
   const byId = new Map(rows.map((r) => [r.id, r]));
+  // A recorded call of which the carrier saved no recording: the call.recording.failed it earned is right.
+  const { rows: unrecorded } = await pool.query<{ id: string; refs: string[] }>(`
+    SELECT c.id, array_agg(l.carrier_ref) FILTER (WHERE l.carrier_ref IS NOT NULL) || array_remove(ARRAY[c.caller_ref], NULL) AS refs
+      FROM calls c LEFT JOIN call_legs l ON l.call_id = c.id
+     WHERE c.record AND c.recording_error IS NOT NULL GROUP BY c.id`);
+  const noRecording = new Set(unrecorded.filter((c) => !c.refs.some((r) => savedAtCarrier.has(r))).map((c) => c.id));
   for (const [id, want] of expected) {
     const got = byId.get(id);
-    const wantEvents = want.events.map(terminal).sort().join(',');
+    const wantEvents = [...want.events, ...(noRecording.has(id) ? ['call.recording.failed'] : [])]
+      .map(terminal)
+      .sort()
+      .join(',');
     const gotEvents = (got?.events ?? []).map(terminal).sort().join(',');
     if (!got || status(got.status) !== status(want.status) || gotEvents !== wantEvents) {
       const story = id.startsWith('call_') ? (await callStory(pool, id)).map((l) => `\n      ${l}`).join('') : '';
