@@ -2,26 +2,51 @@
 // share of attempts in flight at once, and no endpoint more than half of its
 // account's share, so one customer's hanging endpoints leave the rest of the
 // capacity to everyone else, and one hanging endpoint leaves its account's other
-// endpoints room. (Delivery capacity is apart from carrier-event processing
+// endpoints room. An endpoint whose last attempt succeeded quickly may use all
+// of its account's share but one slot: a fast endpoint gets more, and should it
+// start hanging, its account's other endpoints still have a slot until its
+// first slow or failed answer puts it back to half (and a failure, into its lane). (Delivery capacity is apart from carrier-event processing
 // altogether: platform.ts gives it a job runner of its own.) The counts are per
 // process, like the slots they guard.
 
 export type Release = () => void;
 
+/** An answer within this is fast: the endpoint earns the larger share. */
+export const FAST_MS = 250;
+/** Fast endpoints remembered at once (the least recently heard from is forgotten first, back to half). */
+const MAX_FAST = 10_000;
+
 export class Capacity {
   private readonly byAccount = new Map<string, number>();
   private readonly byEndpoint = new Map<string, number>();
   private readonly waiters = new Set<() => void>();
+  /** Endpoints whose last attempt succeeded within FAST_MS. */
+  private readonly fast = new Set<string>();
   readonly perEndpoint: number;
+  readonly perFastEndpoint: number;
 
   constructor(readonly perAccount: number) {
     this.perEndpoint = Math.max(1, Math.floor(perAccount / 2));
+    this.perFastEndpoint = Math.max(this.perEndpoint, perAccount - 1);
+  }
+
+  /** How an attempt to the endpoint went: what its share is next. */
+  note(endpointId: string, durationMs: number, succeeded: boolean): void {
+    this.fast.delete(endpointId);
+    if (!succeeded || durationMs >= FAST_MS) return;
+    if (this.fast.size >= MAX_FAST) this.fast.delete(this.fast.values().next().value!);
+    this.fast.add(endpointId);
+  }
+
+  /** Attempts to the endpoint that may be in flight at once, as its answers have earned. */
+  endpointShare(endpointId: string): number {
+    return this.fast.has(endpointId) ? this.perFastEndpoint : this.perEndpoint;
   }
 
   /** Why a slot cannot be had now, or null when it can. */
   full(accountId: string, endpointId: string): 'account' | 'endpoint' | null {
     if ((this.byAccount.get(accountId) ?? 0) >= this.perAccount) return 'account';
-    if ((this.byEndpoint.get(endpointId) ?? 0) >= this.perEndpoint) return 'endpoint';
+    if ((this.byEndpoint.get(endpointId) ?? 0) >= this.endpointShare(endpointId)) return 'endpoint';
     return null;
   }
 

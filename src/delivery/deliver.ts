@@ -141,12 +141,21 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
     deps.metrics.deliveryDuration.observe(result.durationMs / 1000);
 
     const succeeded = result.status !== null && result.status >= 200 && result.status < 300;
+    deps.capacity.note(endpoint.id, result.durationMs, succeeded);
+    // A success at an endpoint read healthy has no health to reset: its transaction
+    // touches the delivery row alone, so attempts to a busy endpoint do not queue
+    // on the endpoint's row. (A failure counted meanwhile stays until a success in
+    // the endpoint's lane, which reads it unhealthy, resets it.)
+    const healthy = endpoint.consecutive_failures === 0 && !endpoint.timing_out;
+    const lockFree = succeeded && healthy && !redelivery;
     const outcome = await withTx(deps.pool, async (tx) => {
       // Lock order: the endpoint row first, then delivery rows. Two attempts to one
       // endpoint finishing together must not take them in opposite orders.
       const counted = !succeeded && !redelivery;
       let failures: number | null = null;
-      if (counted) {
+      if (lockFree) {
+        // no endpoint row: see above
+      } else if (counted) {
         failures = await endpointRecordFailure(tx, endpoint.id, {
           at: startedAt.toISOString(),
           status: result.status,
@@ -183,7 +192,7 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
         // A success after another attempt disabled the endpoint is logged, but it
         // neither re-arms the endpoint nor un-skips the delivery.
         if (!(await deliveryFinish(tx, deliveryId, 'succeeded'))) return 'skipped' as const;
-        await endpointRecordSuccess(tx, endpoint.id);
+        if (!lockFree) await endpointRecordSuccess(tx, endpoint.id);
         return 'succeeded' as const;
       }
 

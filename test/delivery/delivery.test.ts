@@ -148,6 +148,21 @@ describe('delivery', () => {
     ).toBe(0);
   });
 
+  it('a success at a healthy endpoint is recorded while its endpoint row is locked elsewhere: successes do not queue on that row', async () => {
+    const { receiver, endpointId } = await subscribe();
+    const holder = await db.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE', [endpointId]);
+      const { eventId } = await withTx(db.pool, (tx) => emit(tx, event({ subjectId: 'msg_row_locked' })));
+      await eventually(async () => (await deliveryOf(eventId, endpointId))?.status === 'succeeded', 10_000);
+      expect(receiver.received).toHaveLength(1);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+  });
+
   it('a delivery that runs out of retries ends failed, and a redirect is a failure, not followed', async () => {
     const { receiver, endpointId } = await subscribe();
     receiver.answer = () => ({ status: 302, headers: { location: 'http://127.0.0.1:1/elsewhere' } });
