@@ -56,11 +56,13 @@ export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierE
   const { rows } = await db.query<{ carrier: string; carrier_event_id: string; id: string }>({
     name: 'carrier_event_store_many',
     text: `WITH input AS (
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-                      AS t (id, carrier, carrier_event_id, event_type, payload, subject, job)
+             SELECT t.id, t.carrier, t.carrier_event_id, t.event_type, p.payload, t.subject, t.job
+               FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[], $7::text[])
+                      WITH ORDINALITY AS t (id, carrier, carrier_event_id, event_type, subject, job, n)
+               JOIN jsonb_array_elements($5::jsonb) WITH ORDINALITY AS p (payload, n) ON p.n = t.n
            ), ins AS (
              INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, subject)
-             SELECT id, carrier, carrier_event_id, event_type, payload::jsonb, subject FROM input
+             SELECT id, carrier, carrier_event_id, event_type, payload, subject FROM input
               ORDER BY carrier, carrier_event_id
              ON CONFLICT (carrier, carrier_event_id) DO NOTHING
              RETURNING id, carrier, carrier_event_id
@@ -76,7 +78,9 @@ export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierE
       events.map((e) => e.carrier),
       events.map((e) => e.carrierEventId),
       events.map((e) => e.eventType),
-      events.map((e) => e.rawJson),
+      // The bodies as one JSON array, joined as they are: each is JSON already, and
+      // an array literal of them would have every quote in every body escaped.
+      `[${events.map((e) => e.rawJson).join(',')}]`,
       events.map((e) => e.subject),
       payloads,
       'carrier_event.process' satisfies TaskName,
