@@ -62,6 +62,10 @@ interface Recording {
   savedAt: number | null;
 }
 
+/** A recording whose call.recording.saved went out: what GET /v2/recordings shows. */
+type SavedRecording = Recording & { savedAt: number; endedAt: number };
+const isSaved = (r: Recording): r is SavedRecording => r.savedAt !== null && r.endedAt !== null;
+
 export interface RecordingCounts {
   /** record_start commands that started a recording (a repeated command_id starts none). */
   recordingsStarted: number;
@@ -159,27 +163,28 @@ export class Recordings {
   /** GET /v2/recordings/{id}, with a fresh download URL; a recording not yet saved is not there yet. */
   resource(id: string): Outcome<RecordingResource> {
     const rec = this.byId.get(id);
-    if (!rec || rec.savedAt === null || rec.endedAt === null) return refuse.notFound(`/v2/recordings/${id}`);
+    if (!rec || !isSaved(rec)) return refuse.notFound(`/v2/recordings/${id}`);
+    return { ok: true, data: this.toResource(rec) };
+  }
+
+  private toResource(rec: SavedRecording): RecordingResource {
     const savedAt = new Date(Math.floor(rec.savedAt)).toISOString();
     return {
-      ok: true,
-      data: {
-        call_control_id: rec.leg.callControlId,
-        call_leg_id: rec.leg.callLegId,
-        call_session_id: rec.leg.callSessionId,
-        channels: rec.channels,
-        connection_id: rec.leg.connectionId,
-        created_at: savedAt,
-        download_urls: { [rec.format]: this.url(rec, rec.leg.clock() + RECORDING_URL_TTL_MS) },
-        duration_millis: durationMs(rec),
-        id: rec.id,
-        record_type: 'recording',
-        recording_started_at: new Date(Math.floor(rec.startedAt)).toISOString(),
-        recording_ended_at: new Date(Math.floor(rec.endedAt)).toISOString(),
-        source: 'call',
-        status: 'completed',
-        updated_at: savedAt,
-      },
+      call_control_id: rec.leg.callControlId,
+      call_leg_id: rec.leg.callLegId,
+      call_session_id: rec.leg.callSessionId,
+      channels: rec.channels,
+      connection_id: rec.leg.connectionId,
+      created_at: savedAt,
+      download_urls: { [rec.format]: this.url(rec, rec.leg.clock() + RECORDING_URL_TTL_MS) },
+      duration_millis: durationMs(rec),
+      id: rec.id,
+      record_type: 'recording',
+      recording_started_at: new Date(Math.floor(rec.startedAt)).toISOString(),
+      recording_ended_at: new Date(Math.floor(rec.endedAt)).toISOString(),
+      source: 'call',
+      status: 'completed',
+      updated_at: savedAt,
     };
   }
 
@@ -200,15 +205,13 @@ export class Recordings {
       ['filter[call_session_id]', (r) => r.leg.callSessionId],
     ];
     const matching = [...this.byId.values()]
-      .filter((r) => r.savedAt !== null && r.endedAt !== null)
+      .filter(isSaved)
       .filter((r) => fields.every(([k, of]) => query[k] === undefined || of(r) === query[k]))
       // created_at, to the millisecond it shows
-      .filter((r) => gte === undefined || Math.floor(r.savedAt!) >= Date.parse(gte))
-      .filter((r) => lte === undefined || Math.floor(r.savedAt!) <= Date.parse(lte))
-      .sort((a, b) => a.savedAt! - b.savedAt!);
-    const data = matching
-      .slice((number - 1) * size, number * size)
-      .map((r) => (this.resource(r.id) as { ok: true; data: RecordingResource }).data);
+      .filter((r) => gte === undefined || Math.floor(r.savedAt) >= Date.parse(gte))
+      .filter((r) => lte === undefined || Math.floor(r.savedAt) <= Date.parse(lte))
+      .sort((a, b) => a.savedAt - b.savedAt);
+    const data = matching.slice((number - 1) * size, number * size).map((r) => this.toResource(r));
     return {
       data,
       meta: {

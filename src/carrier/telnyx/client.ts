@@ -25,7 +25,7 @@ import type {
   VoiceClient,
 } from '../carrier.js';
 import { parseRetryAfter } from '../../jobs/retry.js';
-import { encodeClientState, receiptStatusOf } from './events.js';
+import { encodeClientState, receiptStatusOf, recordingUrl } from './events.js';
 
 export interface TelnyxClientOptions {
   apiUrl: string;
@@ -168,12 +168,8 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       return lookup<Record<string, unknown>, { audioUrl: string }>(
         `/recordings/${encodeURIComponent(recordingId)}`,
         (data) => {
-          const urls = data['download_urls'];
-          const url =
-            urls && typeof urls === 'object'
-              ? Object.values(urls as object).find((u) => typeof u === 'string')
-              : undefined;
-          return typeof url === 'string' ? { audioUrl: url } : null;
+          const { audioUrl } = recordingUrl(data['download_urls']);
+          return audioUrl ? { audioUrl } : null;
         },
       );
     },
@@ -197,12 +193,7 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
           const startedAt = time(data['recording_started_at']);
           const endedAt = time(data['recording_ended_at']);
           if (typeof data['id'] !== 'string' || !startedAt || !endedAt) continue;
-          const urls = data['download_urls'];
-          const [format, audioUrl] =
-            urls && typeof urls === 'object'
-              ? (Object.entries(urls as object).find(([, u]) => typeof u === 'string' && u !== '') ?? [null, null])
-              : [null, null];
-          recordings.push({ recordingId: data['id'], startedAt, endedAt, audioUrl, format });
+          recordings.push({ recordingId: data['id'], startedAt, endedAt, ...recordingUrl(data['download_urls']) });
         }
         const meta = (r.json as { meta?: { total_pages?: unknown } }).meta;
         if (

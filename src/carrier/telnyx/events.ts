@@ -169,11 +169,7 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
       const endedAt = time(payload, 'recording_ended_at');
       if (!startedAt || !endedAt) throw new MalformedCarrierEvent('call.recording.saved without its start and end');
       const leg = callLeg(payload);
-      const urls = isObject(payload['recording_urls']) ? payload['recording_urls'] : {};
-      const [format, audioUrl] = Object.entries(urls).find(([, u]) => typeof u === 'string' && u !== '') ?? [
-        null,
-        null,
-      ];
+      const { format, audioUrl } = recordingUrl(payload['recording_urls']);
       return {
         kind: 'recording.saved',
         source,
@@ -186,7 +182,7 @@ export function parseTelnyxEvent(body: unknown): CarrierEvent {
             : `${leg.leg}@${startedAt.toISOString()}`,
         startedAt,
         endedAt,
-        audioUrl: typeof audioUrl === 'string' ? audioUrl : null,
+        audioUrl,
         format,
       };
     }
@@ -254,6 +250,16 @@ function time(obj: Json, key: string): Date | null {
   if (typeof v !== 'string') return null;
   const d = new Date(v);
   return Number.isNaN(d.getTime()) ? null : d;
+}
+
+/**
+ * The first address in a recording's urls object (`recording_urls` in its
+ * webhook, `download_urls` in the REST resource: `{ "wav": "https://…" }`), and
+ * the format it names.
+ */
+export function recordingUrl(urls: unknown): { format: string | null; audioUrl: string | null } {
+  const found = isObject(urls) ? Object.entries(urls).find(([, u]) => typeof u === 'string' && u !== '') : undefined;
+  return found ? { format: found[0], audioUrl: found[1] as string } : { format: null, audioUrl: null };
 }
 
 function isObject(v: unknown): v is Json {

@@ -42,7 +42,6 @@ export function telnyxReconciled(fact: ReconciledFact): ReconciledEvent[] {
       return [
         event(`reconcile:${fact.recordingId}:saved`, 'call.recording.saved', fact.leg.leg, fact.endedAt, {
           ...legPayload(fact.leg),
-          channels: 'dual',
           format: fact.format,
           recording_id: fact.recordingId,
           recording_started_at: fact.startedAt.toISOString(),
