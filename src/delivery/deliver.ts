@@ -153,16 +153,14 @@ export function deliveryTask(deps: DeliveryDeps): TaskHandler<'delivery.attempt'
       // endpoint finishing together must not take them in opposite orders.
       const counted = !succeeded && !redelivery;
       let failures: number | null = null;
-      if (lockFree) {
-        // no endpoint row: see above
-      } else if (counted) {
+      if (counted) {
         failures = await endpointRecordFailure(tx, endpoint.id, {
           at: startedAt.toISOString(),
           status: result.status,
           error: result.error ?? `HTTP ${result.status}`,
           timedOut: result.timedOut,
         });
-      } else {
+      } else if (!lockFree) {
         await endpointLock(tx, endpoint.id);
       }
       const attempt = await attemptRecord(tx, {
