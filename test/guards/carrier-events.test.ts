@@ -69,6 +69,30 @@ describe('carrierEventStore: one row and one processing job per (carrier, carrie
       expect(await reread(tx, 'carrier_events', old)).toEqual(old);
     }));
 
+  it('in a batch, each stored row keeps its own body, type and subject, and its job names that row', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      // Bodies with quotes, backslashes and non-ASCII text: what an escaped array literal would have had to carry.
+      const batch: NewCarrierEvent[] = ['evt-a', 'evt-b', 'evt-c', 'evt-d'].map((id, i) => ({
+        carrier: 'telnyx',
+        carrierEventId: id,
+        eventType: i % 2 ? 'message.received' : 'message.finalized',
+        subject: i === 3 ? null : `carrier-msg-${id}`,
+        rawJson: JSON.stringify({ data: { id, text: `"${id}" \\ {${i}} \u00e9 ${'x'.repeat(i * 100)}` } }),
+      }));
+      const results = await carrierEventStoreMany(tx, batch);
+      for (const [i, r] of results.entries()) {
+        if (!r.stored) throw new Error(`${batch[i]!.carrierEventId} was not stored`);
+        const row = (await carrierEventLock(tx, r.id))!;
+        expect(row).toMatchObject({
+          carrier_event_id: batch[i]!.carrierEventId,
+          event_type: batch[i]!.eventType,
+          subject: batch[i]!.subject,
+          payload: JSON.parse(batch[i]!.rawJson),
+        });
+        expect(await jobsFor(tx, r.id)).toBe(1);
+      }
+    }));
+
   it('the same event id from another carrier is another event', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const old = await carrierEvent(tx);
