@@ -163,6 +163,28 @@ describe('delivery', () => {
     }
   });
 
+  it('an endpoint that answers fast earns more attempts in flight than half its account’s share', async () => {
+    const { receiver, endpointId } = await subscribe();
+    let inFlight = 0;
+    let most = 0;
+    receiver.answer = async (n) => {
+      if (n === 0) return { status: 200 }; // a fast first answer: the endpoint earns the larger share
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise((r) => setTimeout(r, 100)); // still fast, long enough for attempts to overlap
+      inFlight--;
+      return { status: 200 };
+    };
+    const first = await withTx(db.pool, (tx) => emit(tx, event({ subjectId: 'msg_fast_0' })));
+    await eventually(async () => (await deliveryOf(first.eventId, endpointId))?.status === 'succeeded');
+    await withTx(db.pool, async (tx) => {
+      for (let i = 1; i <= 24; i++) await emit(tx, event({ subjectId: `msg_fast_${i}` }));
+    });
+    await eventually(async () => receiver.received.length === 25, 30_000);
+    // The worker's account share is 5 (half its delivery concurrency of 10): half of it is 2, a fast endpoint's 4.
+    expect(most).toBeGreaterThan(2);
+  });
+
   it('a delivery that runs out of retries ends failed, and a redirect is a failure, not followed', async () => {
     const { receiver, endpointId } = await subscribe();
     receiver.answer = () => ({ status: 302, headers: { location: 'http://127.0.0.1:1/elsewhere' } });
