@@ -9,7 +9,8 @@ import pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
 import { carriers as configuredCarriers, type Carriers } from './carrier/registry.js';
 import { DEFAULT_ED25519_ENGINE } from './carrier/telnyx/ed25519.js';
-import { processCarrierEventTask, type HandlerRegistry } from './carrier/process.js';
+import { processCarrierEventTask, type HandlerRegistry, type ProcessDeps } from './carrier/process.js';
+import { RELAY_LOOPS, startRelay, type Relay } from './carrier/relay.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { untilAvailable } from './db/errors.js';
 import { createPool } from './db/pool.js';
@@ -152,6 +153,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const pools: pg.Pool[] = [];
   const servers: FastifyInstance[] = [];
   const runners: JobRunner[] = [];
+  const relays: Relay[] = [];
   /** A pool for one role's work, with that role's statement and lock timeouts. */
   const pool = (role: Role, max: number, name: string = role) => {
     const { statementMs, lockMs } = config.databaseTimeouts[role];
@@ -184,6 +186,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
   const stop = async () => {
     await Promise.allSettled(servers.map((s) => s.close()));
+    await Promise.all(relays.map((r) => r.stop()));
     await Promise.all(
       runners.map((r) => r.stop().catch((err: Error) => log.error({ err: err.message }, 'worker stop failed'))),
     );
@@ -248,7 +251,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     if (roles.includes('worker')) {
       // Two runners, each with its pool and its own slots: carrier events, sends,
       // dials and call commands never wait behind a customer's slow endpoints.
-      const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
+      // The relay's loops and its listener hold connections of their own.
+      const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS + 1);
       const deliveryPool = pool('worker', config.deliveryConcurrency * 2 + 2, 'delivery');
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
@@ -270,14 +274,16 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         allowPrivate: config.allowPrivateWebhookUrls,
         timeoutMs: config.deliveryTimeoutMs,
       };
+      const processing: ProcessDeps = {
+        pool: workerPool,
+        carriers,
+        handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers, ...recordingHandlers },
+        log,
+        notReady: policies.notReady,
+        failed: policies.processing,
+      };
       const all: TaskRegistry = {
-        'carrier_event.process': processCarrierEventTask({
-          pool: workerPool,
-          carriers,
-          handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers, ...recordingHandlers },
-          log,
-          notReady: policies.notReady,
-        }),
+        'carrier_event.process': processCarrierEventTask(processing),
         'delivery.attempt': deliveryTask({
           ...delivering,
           retrySchedule: config.deliveryRetrySchedule,
@@ -329,6 +335,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           (f, m) => log.warn(f, m),
         );
       runners.push(await start('job', workerPool, pick(false), config.workerConcurrency, MAINTENANCE_CRONTAB));
+      relays.push(startRelay({ process: processing, log, metrics }));
       runners.push(await start('delivery', deliveryPool, pick(true), config.deliveryConcurrency));
       await untilAvailable(
         'seal webhook secrets stored in clear',

@@ -1,12 +1,11 @@
 // SQL for carrier_events, the raw webhooks as the carrier sent them. Ingest stores
-// each one once (the unique (carrier, carrier_event_id) decides, not a lookup) and
-// enqueues its processing job; the processing job marks it processed or records
-// why it failed.
+// each one once (the unique (carrier, carrier_event_id) decides, not a lookup); the
+// stored, unprocessed row is its processing job, claimed by the worker's relay
+// (carrier/relay.ts), which marks it processed or postpones it with its error.
 
 import { newId } from '../db/ids.js';
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
-import type { Payloads, TaskName } from '../jobs/keys.js';
 
 export interface CarrierEventRow {
   id: string;
@@ -18,9 +17,16 @@ export interface CarrierEventRow {
   processed_at: Date | null;
   error: string | null;
   created_at: Date;
+  /** The runs that did not apply: the event waited for what it is about, or its processing failed. */
+  attempts: number;
+  /** A postponed event is not claimed before this. */
+  run_after: Date | null;
 }
 const CARRIER_EVENT_COLUMNS =
-  'id, carrier, carrier_event_id, event_type, subject, payload, processed_at, error, created_at';
+  'id, carrier, carrier_event_id, event_type, subject, payload, processed_at, error, created_at, attempts, run_after';
+
+/** Ingest NOTIFYs this channel once per batch that stored something new; the relay LISTENs to it. */
+export const CARRIER_EVENT_CHANNEL = 'handset_carrier_events';
 
 /** The column list the row above is typed from, held to the table by a test. */
 export const CARRIER_EVENT_TABLE_COLUMNS = { carrier_events: CARRIER_EVENT_COLUMNS };
@@ -38,27 +44,25 @@ export interface NewCarrierEvent {
 }
 
 /**
- * Stores verified webhooks and enqueues one processing job per new event as ONE
- * statement, so it is one transaction and one round trip: every event row commits
- * together with its job, or none does. A duplicate (already stored, or earlier in
- * the same batch) inserts nothing and enqueues nothing. The ids and the job
- * payloads are made here, in TypeScript (the payload checked against its task);
- * the statement pairs each inserted row with its own. All jobs go through one
- * graphile_worker.add_jobs call, hence one NOTIFY per batch, not one per event:
- * PostgreSQL serializes the commits of notifying transactions, so that NOTIFY is
- * what bounds ingest throughput. A batch with no new event calls nothing and
- * notifies nobody. Rows go in key order, so two concurrent batches carrying the
- * same events wait for each other instead of deadlocking on the unique index.
+ * Stores verified webhooks as ONE statement, so it is one transaction and one
+ * round trip. A stored row with no processed_at is the event's processing job (the
+ * relay claims it), so "stored" and "will be processed" are one row and cannot
+ * diverge. A duplicate (already stored, or earlier in the same batch) inserts
+ * nothing. The ids are made here, in TypeScript; the statement pairs each inserted
+ * row with its input by position. One NOTIFY per batch that stored anything wakes
+ * the relays (PostgreSQL serializes the commits of notifying transactions, so one
+ * per event would bound ingest); a batch with nothing new notifies nobody. Rows go
+ * in key order, so two concurrent batches carrying the same events wait for each
+ * other instead of deadlocking on the unique index.
  */
 export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierEvent[]): Promise<StoreResult[]> {
   const ids = events.map(() => newId('cev'));
-  const payloads = ids.map((eventId) => JSON.stringify({ eventId } satisfies Payloads['carrier_event.process']));
   const { rows } = await db.query<{ carrier: string; carrier_event_id: string; id: string }>({
     name: 'carrier_event_store_many',
     text: `WITH input AS (
-             SELECT t.id, t.carrier, t.carrier_event_id, t.event_type, p.payload, t.subject, t.job
-               FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[], $7::text[])
-                      WITH ORDINALITY AS t (id, carrier, carrier_event_id, event_type, subject, job, n)
+             SELECT t.id, t.carrier, t.carrier_event_id, t.event_type, p.payload, t.subject
+               FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[])
+                      WITH ORDINALITY AS t (id, carrier, carrier_event_id, event_type, subject, n)
                JOIN jsonb_array_elements($5::jsonb) WITH ORDINALITY AS p (payload, n) ON p.n = t.n
            ), ins AS (
              INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, subject)
@@ -66,13 +70,9 @@ export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierE
               ORDER BY carrier, carrier_event_id
              ON CONFLICT (carrier, carrier_event_id) DO NOTHING
              RETURNING id, carrier, carrier_event_id
-           ), jobs AS (
-             SELECT count(*) AS n FROM graphile_worker.add_jobs(
-               (SELECT array_agg(ROW($8::text, input.job::json, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec)
-                  FROM ins JOIN input USING (id)))
            )
-           -- jobs runs (once) only when ins returned rows: nothing new, no add_jobs, no NOTIFY.
-           SELECT ins.id, ins.carrier, ins.carrier_event_id, (SELECT n FROM jobs) AS jobs FROM ins`,
+           -- The notify subquery runs (once) only when ins returned rows: nothing new, nobody woken.
+           SELECT ins.id, ins.carrier, ins.carrier_event_id, (SELECT pg_notify($7, '')) AS woke FROM ins`,
     values: [
       ids,
       events.map((e) => e.carrier),
@@ -82,8 +82,7 @@ export async function carrierEventStoreMany(db: Db, events: readonly NewCarrierE
       // an array literal of them would have every quote in every body escaped.
       `[${events.map((e) => e.rawJson).join(',')}]`,
       events.map((e) => e.subject),
-      payloads,
-      'carrier_event.process' satisfies TaskName,
+      CARRIER_EVENT_CHANNEL,
     ],
   });
   // Each stored row answers the first request in the batch that carried its key.
@@ -151,21 +150,51 @@ export async function carrierEventLock(tx: Tx, id: string): Promise<CarrierEvent
   return rows[0] ?? null;
 }
 
+/**
+ * Claims up to `limit` unprocessed events that are due, oldest first, locked for
+ * the claiming transaction: another relay skips them, and a relay that dies
+ * releases them with its transaction, so a crash needs no sweeper.
+ */
+export async function carrierEventClaim(tx: Tx, now: Date, limit: number): Promise<CarrierEventRow[]> {
+  const { rows } = await tx.query<CarrierEventRow>({
+    name: 'carrier_event_claim',
+    text: `SELECT ${CARRIER_EVENT_COLUMNS} FROM carrier_events
+            WHERE processed_at IS NULL AND (run_after IS NULL OR run_after <= $1)
+            ORDER BY id LIMIT $2
+              FOR UPDATE SKIP LOCKED`,
+    values: [now, limit],
+  });
+  return rows;
+}
+
+/** When the earliest postponed event is due (null: none is waiting). */
+export async function carrierEventNextDue(db: Db): Promise<Date | null> {
+  const { rows } = await db.query<{ at: Date | null }>({
+    name: 'carrier_event_next_due',
+    text: 'SELECT min(run_after) AS at FROM carrier_events WHERE processed_at IS NULL',
+  });
+  return rows[0]?.at ?? null;
+}
+
+/**
+ * A run that did not apply (its changes rolled back): records why, counts the
+ * attempt, and holds the event back until `runAfter`.
+ */
+export async function carrierEventPostpone(db: Db, id: string, error: string, runAfter: Date): Promise<void> {
+  await db.query({
+    name: 'carrier_event_postpone',
+    text: `UPDATE carrier_events SET error = $2, attempts = attempts + 1, run_after = $3
+            WHERE id = $1 AND processed_at IS NULL`,
+    values: [id, error.slice(0, 2000), runAfter],
+  });
+}
+
 /** Marks the event processed, once; `error` records why a rejected event had no effect. */
 export async function carrierEventMarkProcessed(db: Db, id: string, now: Date, error: string | null): Promise<void> {
   await db.query({
     name: 'carrier_event_mark_processed',
     text: 'UPDATE carrier_events SET processed_at = $2, error = $3 WHERE id = $1 AND processed_at IS NULL',
     values: [id, now, error],
-  });
-}
-
-/** Records the last error of a failed processing attempt (its transaction rolled back). */
-export async function carrierEventRecordError(db: Db, id: string, error: string): Promise<void> {
-  await db.query({
-    name: 'carrier_event_record_error',
-    text: 'UPDATE carrier_events SET error = $2 WHERE id = $1 AND processed_at IS NULL',
-    values: [id, error.slice(0, 2000)],
   });
 }
 

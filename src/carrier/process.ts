@@ -1,30 +1,29 @@
-// The processing job of a stored carrier event: load it, normalize it through its
-// carrier adapter, and hand it to the handler registered for its kind, in one
-// transaction that also sets processed_at. Handlers apply guarded transitions and
-// say what happened; a refused transition is a normal result. A handler that
-// throws rolls everything back, its error is written to carrier_events.error, and
-// the job is retried. An event about a row or an event that is not there yet
-// throws NotReadyError: the job re-enqueues itself after the not-ready policy's
-// delay and the handler sees, each time, whether the event has waited out that
-// policy (counted from when it was stored) — so a wait is by time, not by how
-// often the job happened to run.
+// Applying one stored carrier event: load it, normalize it through its carrier
+// adapter, and hand it to the handler registered for its kind, in a transaction
+// (or a savepoint of the relay's batch, carrier/relay.ts) that also sets
+// processed_at. Handlers apply guarded transitions and say what happened; a
+// refused transition is a normal result. A handler that throws has its changes
+// rolled back, and the event is postponed with its error and retried. An event
+// about a row or an event that is not there yet throws NotReadyError: the event
+// is postponed by the not-ready policy's delay, and the handler sees, each time,
+// whether the event has waited out that policy (counted from when it was stored),
+// so a wait is by time, not by how often the event happened to run.
 
 import type pg from 'pg';
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import { withTx } from '../db/tx.js';
-import { enqueue } from '../jobs/enqueue.js';
-import { jobKeys } from '../jobs/keys.js';
-import { decideRetry, waitedOut, type RetryPolicy } from '../jobs/retry.js';
+import { decideRetry, PROCESSING_POLICY, waitedOut, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
 import { MalformedCarrierEvent, type CarrierEvent, type CarrierEventKind } from './carrier.js';
 import { type Carriers, carrierNamed } from './registry.js';
 import {
+  type CarrierEventRow,
   carrierEventLock,
   carrierEventMarkProcessed,
   carrierEventPendingAbout,
-  carrierEventRecordError,
+  carrierEventPostpone,
 } from './events.sql.js';
 
 export type HandlerResult =
@@ -39,7 +38,7 @@ export interface HandlerContext {
   carrierEventId: string;
   /** The time the processing transaction started; handlers stamp rows with it. */
   now: Date;
-  /** 1 on the first run of the processing job. */
+  /** 1 on the event's first run; each run that waited or failed adds one. */
   attempt: number;
   /** The event has waited out the not-ready policy since it was stored: a handler may stop waiting. */
   waitedOut: boolean;
@@ -77,79 +76,102 @@ export interface ProcessDeps {
   log: Logger;
   /** How an event waits for what it depends on (jobs/retry.ts). */
   notReady: RetryPolicy;
+  /** How an event whose processing failed is retried (jobs/retry.ts); PROCESSING_POLICY by default. */
+  failed?: RetryPolicy;
   /** The clock; a parameter so tests move time instead of sleeping. */
   now?: () => Date;
 }
 
 export type ProcessOutcome = HandlerResult['outcome'] | 'already_processed' | 'missing';
+/** What became of one run: applied, ignored or rejected (processed), or postponed (waiting, failed). */
+export type RunOutcome = HandlerResult['outcome'] | 'waiting' | 'failed';
 
-/** Applies one stored carrier event. Exported for tests and tools; the job calls it. */
+/**
+ * Runs one stored event in a transaction of its own: what a `carrier_event.process`
+ * job enqueued by an earlier release does, and what tests and tools call. The
+ * relay runs batches instead (runClaimed).
+ */
 export async function processCarrierEvent(
   deps: ProcessDeps,
   eventRowId: string,
-  attempt = 1,
-): Promise<ProcessOutcome | 'waiting'> {
+  attempt?: number,
+): Promise<ProcessOutcome | RunOutcome> {
   const clock = deps.now ?? (() => new Date());
-  try {
-    return await withTx(deps.pool, async (tx) => {
-      const row = await carrierEventLock(tx, eventRowId);
-      if (!row) return 'missing'; // deleted by retention after it was processed
-      if (row.processed_at) return 'already_processed'; // a re-run after commit
-      const now = clock();
-      const adapter = carrierNamed(deps.carriers, row.carrier);
+  return withTx(deps.pool, async (tx) => {
+    const row = await carrierEventLock(tx, eventRowId);
+    if (!row) return 'missing'; // deleted by retention after it was processed
+    if (row.processed_at) return 'already_processed'; // a re-run after commit
+    return runClaimed(tx, deps, row, clock(), attempt);
+  });
+}
 
-      let event: CarrierEvent;
-      try {
-        event = adapter.parse(row.payload);
-      } catch (err) {
-        if (!(err instanceof MalformedCarrierEvent)) throw err;
-        return reject(deps, tx, eventRowId, now, `malformed: ${err.message}`);
-      }
-      const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
-      const ctx: HandlerContext = {
-        eventRowId,
-        carrier: row.carrier,
-        carrierEventId: row.carrier_event_id,
-        now,
-        attempt,
-        waitedOut: waitedOut(deps.notReady, row.created_at, now),
-        pendingAbout: (kind, subject) =>
-          carrierEventPendingAbout(tx, row.carrier, subject, adapter.eventTypes(kind), eventRowId),
-      };
-      const result: HandlerResult = handler
-        ? await handler(tx, event, ctx)
-        : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
-      if (result.outcome === 'rejected') return reject(deps, tx, eventRowId, now, result.reason);
-      await carrierEventMarkProcessed(tx, eventRowId, now, null);
-      return result.outcome;
-    });
+/**
+ * Runs one event that `tx` holds locked (and found unprocessed), in a savepoint of
+ * its own, so that an event that waits or fails rolls back only its own changes:
+ * it is then postponed, with its error, in `tx`. Throws only when `tx` itself broke
+ * (the database went away), which rolls back the whole transaction.
+ */
+export async function runClaimed(
+  tx: Tx,
+  deps: ProcessDeps,
+  row: CarrierEventRow,
+  now: Date,
+  attempt = row.attempts + 1,
+): Promise<RunOutcome> {
+  try {
+    return await withTx(tx, (sp) => apply(sp, deps, row, now, attempt));
   } catch (err) {
-    // The handler's transaction rolled back whole. An event that is not ready
-    // looks again later, in a transaction of its own (a handler stops waiting by
-    // not throwing once ctx.waitedOut says so).
     if (err instanceof NotReadyError) {
-      const now = clock();
+      // A handler stops waiting by not throwing once ctx.waitedOut says so.
       const next = decideRetry({ ...deps.notReady, giveUpAfterMs: null }, { attempt, since: now, now });
-      await withTx(deps.pool, async (tx) => {
-        await carrierEventRecordError(tx, eventRowId, `waiting: ${err.message}`);
-        await enqueue(
-          tx,
-          'carrier_event.process',
-          { eventId: eventRowId, attempt: attempt + 1 },
-          {
-            runAt: next.retry ? next.runAt : now,
-            jobKey: jobKeys.carrierEvent(eventRowId),
-          },
+      await carrierEventPostpone(tx, row.id, `waiting: ${err.message}`, next.retry ? next.runAt : now);
+      if (err.also) {
+        await withTx(tx, err.also).catch((alsoErr: Error) =>
+          deps.log.warn({ eventRowId: row.id, err: alsoErr.message }, 'what a waiting event asked for failed'),
         );
-        await err.also?.(tx);
-      });
+      }
       return 'waiting';
     }
-    await carrierEventRecordError(deps.pool, eventRowId, `${(err as Error).name}: ${(err as Error).message}`).catch(
-      () => undefined, // the database may be what failed; the job retry will record it
-    );
-    throw err;
+    const next = decideRetry(deps.failed ?? PROCESSING_POLICY, { attempt, since: row.created_at, now });
+    const reason = `${(err as Error).name}: ${(err as Error).message}`;
+    await carrierEventPostpone(tx, row.id, reason, next.retry ? next.runAt : now);
+    deps.log.warn({ eventRowId: row.id, attempt, err: reason }, 'carrier event failed; it will be retried');
+    return 'failed';
   }
+}
+
+async function apply(
+  tx: Tx,
+  deps: ProcessDeps,
+  row: CarrierEventRow,
+  now: Date,
+  attempt: number,
+): Promise<HandlerResult['outcome']> {
+  const adapter = carrierNamed(deps.carriers, row.carrier);
+  let event: CarrierEvent;
+  try {
+    event = adapter.parse(row.payload);
+  } catch (err) {
+    if (!(err instanceof MalformedCarrierEvent)) throw err;
+    return reject(deps, tx, row.id, now, `malformed: ${err.message}`);
+  }
+  const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
+  const ctx: HandlerContext = {
+    eventRowId: row.id,
+    carrier: row.carrier,
+    carrierEventId: row.carrier_event_id,
+    now,
+    attempt,
+    waitedOut: waitedOut(deps.notReady, row.created_at, now),
+    pendingAbout: (kind, subject) =>
+      carrierEventPendingAbout(tx, row.carrier, subject, adapter.eventTypes(kind), row.id),
+  };
+  const result: HandlerResult = handler
+    ? await handler(tx, event, ctx)
+    : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
+  if (result.outcome === 'rejected') return reject(deps, tx, row.id, now, result.reason);
+  await carrierEventMarkProcessed(tx, row.id, now, null);
+  return result.outcome;
 }
 
 /** An event that can never apply: marked processed with the reason, never retried. */
@@ -159,9 +181,10 @@ async function reject(deps: ProcessDeps, db: Db, eventRowId: string, now: Date, 
   return 'rejected';
 }
 
+/** The task for jobs enqueued by a release before the relay; new events need no job. */
 export function processCarrierEventTask(deps: ProcessDeps): TaskHandler<'carrier_event.process'> {
   return async (payload) => {
     if (typeof payload?.eventId !== 'string') throw new Error('carrier_event.process: payload.eventId missing');
-    await processCarrierEvent(deps, payload.eventId, payload.attempt ?? 1);
+    await processCarrierEvent(deps, payload.eventId);
   };
 }

@@ -24,9 +24,16 @@ export interface RetryPolicy {
 
 export type RetryDecision = { retry: true; runAt: Date } | { retry: false };
 
-export const POLICY_NAMES = ['notReady', 'dispatch', 'dial', 'command'] as const;
+export const POLICY_NAMES = ['notReady', 'processing', 'dispatch', 'dial', 'command'] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
 export type RetryPolicies = Record<PolicyName, RetryPolicy>;
+
+/**
+ * A carrier event whose processing threw (a bug, a constraint, a lock it waited
+ * too long for): retried with backoff and never given up, its error on the row
+ * for an operator to read, so a fix deployed later still applies it.
+ */
+export const PROCESSING_POLICY: RetryPolicy = { firstDelayMs: 1_000, maxDelayMs: 5 * 60_000, giveUpAfterMs: null };
 
 /** Telnyx replays a successful response to a repeated Idempotency-Key for 24 h; we stop an hour short of it. */
 export const CARRIER_REPLAY_WINDOW_MS = 23 * 3_600_000;
@@ -39,6 +46,7 @@ export function retryPolicies(staleAfterMs: number): RetryPolicies {
     // long enough" means from `giveUpAfterMs` (and never gives up on a dependency
     // that is stored but unprocessed).
     notReady: { firstDelayMs: 500, maxDelayMs: Math.max(1_000, Math.round(bound / 4)), giveUpAfterMs: 2 * bound },
+    processing: PROCESSING_POLICY,
     // A send whose outcome we could not learn is repeated with the same
     // Idempotency-Key for as long as the carrier would replay its answer.
     dispatch: { firstDelayMs: 1_000, maxDelayMs: 5 * 60_000, giveUpAfterMs: CARRIER_REPLAY_WINDOW_MS },

@@ -57,6 +57,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly carrierEvents = new Counter({
+    name: 'handset_carrier_events_total',
+    help: 'Carrier event runs by the relay, by outcome (applied, ignored, rejected: processed; waiting, failed: postponed)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly carrierEventBatchDuration = new Histogram({
+    name: 'handset_carrier_event_batch_duration_seconds',
+    help: 'Time from claiming a batch of carrier events to its commit',
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 5],
+    registers: [this.registry],
+  });
+
   readonly runnerRestarts = new Counter({
     name: 'handset_job_runner_restarts_total',
     help: 'Times the job runner stopped on its own (a database failure while recording a job) and was restarted',

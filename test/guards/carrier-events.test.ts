@@ -1,14 +1,16 @@
-// The guards of carrier_events, each on its own: a webhook is stored (with its
-// processing job) once per carrier and event id, an event is marked processed
-// once, and a processed event is never touched or deleted before its time. Rows
-// come from the factory, in a transaction rolled back after each test.
+// The guards of carrier_events, each on its own: a webhook is stored (pending, its
+// own processing job) once per carrier and event id, it is claimed by one relay at
+// a time and only when due, an event is marked processed once, and a processed
+// event is never touched or deleted before its time. Rows come from the factory,
+// in a transaction rolled back after each test.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   carrierEventDeleteProcessed,
   carrierEventLock,
   carrierEventMarkProcessed,
-  carrierEventRecordError,
+  carrierEventClaim,
+  carrierEventPostpone,
   carrierEventStore,
   carrierEventStoreMany,
   type NewCarrierEvent,
@@ -33,28 +35,25 @@ const webhook = (carrierEventId: string, carrier = 'telnyx'): NewCarrierEvent =>
   rawJson: JSON.stringify({ data: { id: carrierEventId } }),
 });
 
-const jobsFor = async (tx: Tx, eventId: string) =>
-  (
-    await tx.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM graphile_worker._private_jobs j
-         JOIN graphile_worker._private_tasks t ON t.id = j.task_id
-        WHERE t.identifier = 'carrier_event.process' AND j.payload->>'eventId' = $1`,
-      [eventId],
-    )
-  ).rows[0]!.n;
+/** Stored events waiting to be processed: each one is its own processing job. */
+const pending = async (tx: Tx) =>
+  (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM carrier_events WHERE processed_at IS NULL')).rows[0]!
+    .n;
 
-describe('carrierEventStore: one row and one processing job per (carrier, carrier event id)', () => {
-  it('a webhook is stored once with its job; the same webhook again stores and enqueues nothing', () =>
+describe('carrierEventStore: one pending row per (carrier, carrier event id)', () => {
+  it('a webhook is stored once, pending; the same webhook again stores nothing and changes nothing', () =>
     inRolledBackTx(db.pool, async (tx) => {
+      const before = await pending(tx);
       const first = await carrierEventStore(tx, webhook('evt-1'));
       if (!first.stored) throw new Error('the first delivery of a webhook must be stored');
-      expect(await jobsFor(tx, first.id)).toBe(1);
       const row = (await carrierEventLock(tx, first.id))!;
+      expect(row).toMatchObject({ processed_at: null, attempts: 0, run_after: null });
+      expect(await pending(tx)).toBe(before + 1);
       expect(await carrierEventStore(tx, { ...webhook('evt-1'), rawJson: '{"again":true}' })).toEqual({
         stored: false,
       });
       expect(await reread(tx, 'carrier_events', row)).toEqual(row);
-      expect(await jobsFor(tx, first.id)).toBe(1);
+      expect(await pending(tx)).toBe(before + 1);
     }));
 
   it('a batch carrying one webhook twice, beside one already stored, stores only the new one once', () =>
@@ -69,7 +68,7 @@ describe('carrierEventStore: one row and one processing job per (carrier, carrie
       expect(await reread(tx, 'carrier_events', old)).toEqual(old);
     }));
 
-  it('in a batch, each stored row keeps its own body, type and subject, and its job names that row', () =>
+  it('in a batch, each stored row keeps its own body, type and subject', () =>
     inRolledBackTx(db.pool, async (tx) => {
       // Bodies with quotes, backslashes and non-ASCII text: what an escaped array literal would have had to carry.
       const batch: NewCarrierEvent[] = ['evt-a', 'evt-b', 'evt-c', 'evt-d'].map((id, i) => ({
@@ -89,7 +88,6 @@ describe('carrierEventStore: one row and one processing job per (carrier, carrie
           subject: batch[i]!.subject,
           payload: JSON.parse(batch[i]!.rawJson),
         });
-        expect(await jobsFor(tx, r.id)).toBe(1);
       }
     }));
 
@@ -113,15 +111,58 @@ describe('carrierEventMarkProcessed: an event is processed once', () => {
       expect(await reread(tx, 'carrier_events', e)).toEqual(processed);
     }));
 
-  it('a processed event records no later error', () =>
+  it('a processed event is never postponed; a pending one records its error, counts the attempt, waits', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const e = await carrierEvent(tx, { processed_at: T0 });
-      await carrierEventRecordError(tx, e.id, 'boom');
+      await carrierEventPostpone(tx, e.id, 'boom', later(5));
       expect(await reread(tx, 'carrier_events', e)).toEqual(e);
       const waiting = await carrierEvent(tx);
-      await carrierEventRecordError(tx, waiting.id, 'boom');
-      expect(await reread(tx, 'carrier_events', waiting)).toEqual({ ...waiting, error: 'boom' });
+      await carrierEventPostpone(tx, waiting.id, 'boom', later(5));
+      await carrierEventPostpone(tx, waiting.id, 'boom again', later(9));
+      expect(await reread(tx, 'carrier_events', waiting)).toEqual({
+        ...waiting,
+        error: 'boom again',
+        attempts: 2,
+        run_after: later(9),
+      });
     }));
+});
+
+describe('carrierEventClaim: a pending event is claimed when due, by one transaction at a time', () => {
+  it('claims due pending events oldest first; not a processed one, nor one postponed past now', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      await tx.query('DELETE FROM carrier_events');
+      const a = await carrierEvent(tx, { carrier_event_id: unique('a') });
+      const b = await carrierEvent(tx, { carrier_event_id: unique('b') });
+      await carrierEvent(tx, { carrier_event_id: unique('done'), processed_at: T0 });
+      const c = await carrierEvent(tx, { carrier_event_id: unique('c') });
+      await carrierEventPostpone(tx, b.id, 'waiting: its message', later(5));
+      const ids = async (now: Date, limit = 10) => (await carrierEventClaim(tx, now, limit)).map((r) => r.id);
+      expect(await ids(later(4))).toEqual([a.id, c.id].sort());
+      expect(await ids(later(5))).toEqual([a.id, b.id, c.id].sort());
+      expect(await ids(later(5), 1)).toEqual([[a.id, b.id, c.id].sort()[0]]);
+    }));
+
+  it('an event another transaction holds is skipped, not waited for', async () => {
+    const other = await db.pool.connect();
+    try {
+      await other.query('BEGIN');
+      const mine = await carrierEvent(other as Tx, { carrier_event_id: unique('held') });
+      await other.query('COMMIT');
+      await other.query('BEGIN');
+      expect((await carrierEventClaim(other as Tx, later(0), 1000)).map((r) => r.id)).toContain(mine.id);
+      await inRolledBackTx(db.pool, async (tx) => {
+        expect((await carrierEventClaim(tx, later(0), 1000)).map((r) => r.id)).not.toContain(mine.id);
+      });
+      await other.query('ROLLBACK');
+      await inRolledBackTx(db.pool, async (tx) => {
+        expect((await carrierEventClaim(tx, later(0), 1000)).map((r) => r.id)).toContain(mine.id);
+      });
+      await db.pool.query('DELETE FROM carrier_events WHERE id = $1', [mine.id]);
+    } finally {
+      other.release();
+    }
+  });
 });
 
 describe('carrierEventDeleteProcessed: retention deletes processed events only', () => {

@@ -1,13 +1,14 @@
 // Group commit: concurrent webhooks share one statement, and every one of them
-// still gets exactly the answer it would have got alone: stored once with one
-// job, a duplicate (even inside the same batch) stores and enqueues nothing, a
-// body the database refuses fails alone, and a failed write fails everyone in it.
+// still gets exactly the answer it would have got alone: stored once, pending (a
+// stored event is its own processing job), a duplicate (even inside the same
+// batch) stores nothing, a body the database refuses fails alone, a failed write
+// fails everyone in it, and a batch wakes the relays once.
 // The queue behind a write is bounded: a webhook that finds it full is refused at
 // once, over HTTP a 503 counted in the metrics.
 
-import type pg from 'pg';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { carrierEventStoreMany, type NewCarrierEvent } from '../../src/carrier/events.sql.js';
+import { CARRIER_EVENT_CHANNEL, carrierEventStoreMany, type NewCarrierEvent } from '../../src/carrier/events.sql.js';
 import { isBadInput } from '../../src/db/errors.js';
 import type { AddressInfo } from 'node:net';
 import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
@@ -28,7 +29,8 @@ const event = (id: string, body = envelope(id)): NewCarrierEvent => ({
   rawJson: body,
 });
 const events = () => count(db.pool, 'SELECT * FROM carrier_events');
-const jobs = () => count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`);
+/** Stored events due for processing: each one is its own processing job (the relay claims it). */
+const jobs = () => count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL AND run_after IS NULL');
 
 /** The pool, counting the statements sent through it. */
 function counted(pool: pg.Pool): { pool: pg.Pool; statements: () => number } {
@@ -67,7 +69,7 @@ describe('group commit', () => {
     expect(await jobs()).toBe(1);
   });
 
-  it('webhooks arriving while a write is in flight share the next one: each stored once with one job', async () => {
+  it('webhooks arriving while a write is in flight share the next one: each stored once, pending', async () => {
     const c = counted(db.pool);
     const writer = new CarrierEventWriter(c.pool, { maxInFlight: 1 });
     const results = await Promise.all(Array.from({ length: 60 }, (_, i) => writer.store(event(`e${i}`))));
@@ -78,7 +80,7 @@ describe('group commit', () => {
     expect(await jobs()).toBe(60);
   });
 
-  it('duplicates inside one batch and of stored events insert nothing and enqueue nothing', async () => {
+  it('duplicates inside one batch and of stored events insert nothing', async () => {
     const writer = new CarrierEventWriter(db.pool, { maxInFlight: 1 });
     await writer.store(event('old'));
     const results = await Promise.all([
@@ -108,12 +110,12 @@ describe('group commit', () => {
     expect(await jobs()).toBe(3);
   });
 
-  it('when the enqueue fails, nobody in the batch is answered as stored and nothing is stored', async () => {
+  it('when the write fails, nobody in the batch is answered as stored and nothing is stored', async () => {
     await db.pool.query(
-      `CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$`,
+      `CREATE FUNCTION refuse_event() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'storage unavailable'; END $$`,
     );
     await db.pool.query(
-      `CREATE TRIGGER refuse_job BEFORE INSERT ON graphile_worker._private_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job()`,
+      `CREATE TRIGGER refuse_event BEFORE INSERT ON carrier_events FOR EACH ROW EXECUTE FUNCTION refuse_event()`,
     );
     try {
       const writer = new CarrierEventWriter(db.pool, { maxInFlight: 1 });
@@ -122,7 +124,35 @@ describe('group commit', () => {
       expect(await events()).toBe(0);
       expect(await jobs()).toBe(0);
     } finally {
-      await db.pool.query('DROP TRIGGER refuse_job ON graphile_worker._private_jobs; DROP FUNCTION refuse_job()');
+      await db.pool.query('DROP TRIGGER refuse_event ON carrier_events; DROP FUNCTION refuse_event()');
+    }
+  });
+
+  it('a batch that stored something wakes the relays with one notification; a batch of duplicates with none', async () => {
+    const listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    const heard: string[] = [];
+    listener.on('notification', (m) => heard.push(m.channel));
+    await listener.query(`LISTEN ${CARRIER_EVENT_CHANNEL}`);
+    try {
+      const settle = async () => {
+        await listener.query('SELECT 1'); // notifications committed before this round trip have arrived
+        return heard.splice(0).length;
+      };
+      await carrierEventStoreMany(
+        db.pool,
+        Array.from({ length: 25 }, (_, i) => event(`n${i}`)),
+      );
+      expect(await settle()).toBe(1);
+      await carrierEventStoreMany(
+        db.pool,
+        Array.from({ length: 25 }, (_, i) => event(`n${i}`)),
+      );
+      expect(await settle()).toBe(0);
+      await carrierEventStoreMany(db.pool, [event('n0'), event('n-new')]);
+      expect(await settle()).toBe(1);
+    } finally {
+      await listener.end();
     }
   });
 

@@ -34,7 +34,8 @@ async function startIngest(pool = db.pool): Promise<{ app: FastifyInstance; url:
 }
 
 const events = () => count(db.pool, 'SELECT * FROM carrier_events');
-const jobs = () => count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`);
+/** Stored events due for processing: each one is its own processing job (the relay claims it). */
+const jobs = () => count(db.pool, 'SELECT * FROM carrier_events WHERE processed_at IS NULL AND run_after IS NULL');
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -50,7 +51,7 @@ beforeEach(async () => {
 });
 
 describe('signature', () => {
-  it('a valid webhook is stored once with one processing job', async () => {
+  it('a valid webhook is stored once, pending: its own processing job, and no queued job beside it', async () => {
     const res = await postWebhook(url, keys, fixture('message-finalized-delivered'));
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ status: 'stored' });
@@ -66,6 +67,7 @@ describe('signature', () => {
       },
     ]);
     expect(await jobs()).toBe(1);
+    expect(await count(db.pool, 'SELECT * FROM graphile_worker.jobs')).toBe(0);
   });
 
   it('a tampered body is refused and nothing is stored', async () => {
@@ -177,12 +179,12 @@ describe('duplicates', () => {
 });
 
 describe('atomicity and failures', () => {
-  it('when the enqueue fails inside the transaction, the event is not stored either, and the answer is 5xx', async () => {
+  it('when the write fails after the row went in, inside its transaction, nothing is stored and the answer is 5xx', async () => {
     await db.pool.query(
       `CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$`,
     );
     await db.pool.query(
-      `CREATE TRIGGER refuse_job BEFORE INSERT ON graphile_worker._private_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job()`,
+      `CREATE TRIGGER refuse_job AFTER INSERT ON carrier_events FOR EACH ROW EXECUTE FUNCTION refuse_job()`,
     );
     try {
       const res = await postWebhook(url, keys, fixture('message-sent'));
@@ -191,7 +193,7 @@ describe('atomicity and failures', () => {
       expect(await events()).toBe(0);
       expect(await jobs()).toBe(0);
     } finally {
-      await db.pool.query('DROP TRIGGER refuse_job ON graphile_worker._private_jobs; DROP FUNCTION refuse_job()');
+      await db.pool.query('DROP TRIGGER refuse_job ON carrier_events; DROP FUNCTION refuse_job()');
     }
     // The carrier's retry is then stored, once.
     expect((await postWebhook(url, keys, fixture('message-sent'))).json).toEqual({ status: 'stored' });

@@ -1,11 +1,16 @@
 // Crash recovery: graphile-worker would leave a SIGKILLed worker's job locked for
 // four hours; our heartbeat + sweeper unlock it once the worker is silent past
-// HANDSET_WORKER_STALE_AFTER, and the job runs again. Real processes, real SIGKILL.
+// HANDSET_WORKER_STALE_AFTER, and the job runs again. The carrier-event relay needs
+// no sweeper: a killed worker's claimed batch is released with its transaction.
+// Real processes, real SIGKILL.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
 import { loadConfig } from '../../src/config.js';
+import { telnyxWebhook } from '../../src/sim/simulator.js';
+import { envelope } from '../support/carrier.js';
 import { recoveryTimings } from '../../src/jobs/runner.js';
-import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
+import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { spawnHandset, type HandsetProcess } from '../support/process.js';
 
 let db: TestDatabase;
@@ -31,9 +36,11 @@ const worker = () => {
 
 describe('worker crash recovery', () => {
   it('a job whose worker is SIGKILLed mid-run runs again within the sweeper bound', async () => {
+    // A job left by an earlier release for an event processed since: the job locks the row before
+    // it looks, so it waits on the lock held below (and the relay, which claims pending rows only, leaves it).
     const { rows } = await db.pool.query(
-      `INSERT INTO carrier_events (carrier_event_id, event_type, payload)
-       VALUES ('crash-1', 'call.bridged', '{"data":{"id":"crash-1","event_type":"call.bridged"}}') RETURNING id`,
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload, processed_at)
+       VALUES ('crash-1', 'call.bridged', '{"data":{"id":"crash-1","event_type":"call.bridged"}}', now()) RETURNING id`,
     );
     const eventId: string = rows[0].id;
 
@@ -70,11 +77,16 @@ describe('worker crash recovery', () => {
 
     const b = worker();
     await b.waitFor(/worker running/);
-    const processed = await eventually(async () => {
-      const r = await db.pool.query('SELECT processed_at FROM carrier_events WHERE id = $1', [eventId]);
-      return r.rows[0].processed_at as Date | null;
-    }, 30_000);
-    const recoveredAfterMs = processed.getTime() - killedAt;
+    await eventually(
+      async () =>
+        (
+          await db.pool.query(
+            `SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`,
+          )
+        ).rows[0].n === 0,
+      30_000,
+    );
+    const recoveredAfterMs = Date.now() - killedAt;
     // The dead process had two pools (its job and delivery runners): both are unlocked.
     await b.waitFor(new RegExp(`"pools":\\[[^\\]]*"${lockedBy}"[^\\]]*\\],"msg":"unlocked jobs of silent workers"`));
     // Generous: the bound plus a sweep interval plus process start-up.
@@ -84,6 +96,92 @@ describe('worker crash recovery', () => {
         .query(`SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`)
         .then((r) => r.rows[0].n),
     ).toBe(0);
+    b.child.kill('SIGTERM');
+    expect((await b.exited).code).toBe(0);
+  });
+});
+
+describe('the carrier-event relay', () => {
+  it('a worker SIGKILLed with a batch claimed and half run commits nothing; the next worker applies each event once, with no sweeper', async () => {
+    const carrierId = `crash-msg-${Date.now()}`;
+    const { rows: m } = await db.pool.query(
+      `WITH a AS (INSERT INTO accounts (name) VALUES ('relay crash') RETURNING id)
+       INSERT INTO messages (account_id, direction, from_number, to_number, body, encoding, segments, carrier,
+                             carrier_message_id, status, sent_at)
+       SELECT a.id, 'outbound', '+13125550142', '+15555550100', 'hi', 'GSM-7', 1, 'telnyx', $1, 'sent', now() FROM a
+       RETURNING id`,
+      [carrierId],
+    );
+    const messageId: string = m[0].id;
+    // The delivery receipt first: the batch blocks on the message row held below, with the rest claimed behind it.
+    const receipt = telnyxWebhook.messageFinalized({
+      messageId: carrierId,
+      from: '+13125550142',
+      to: '+15555550100',
+      status: 'delivered',
+      eventId: randomUUID(),
+    });
+    const ids: string[] = [];
+    const store = async (id: string, type: string, payload: string) =>
+      ids.push(
+        (
+          await db.pool.query(
+            `INSERT INTO carrier_events (carrier_event_id, event_type, payload, subject) VALUES ($1, $2, $3::jsonb, $4) RETURNING id`,
+            [id, type, payload, type === 'message.finalized' ? carrierId : null],
+          )
+        ).rows[0].id,
+      );
+    const locker = await db.pool.connect();
+    await locker.query('BEGIN');
+    await locker.query('SELECT 1 FROM messages WHERE id = $1 FOR UPDATE', [messageId]);
+    await store(JSON.parse(receipt).data.id, 'message.finalized', receipt);
+    for (let i = 0; i < 4; i++) {
+      await store(
+        `relay-crash-${i}`,
+        'call.machine.detection.ended',
+        envelope(`relay-crash-${i}`, 'call.machine.detection.ended'),
+      );
+    }
+
+    const a = worker();
+    await a.waitFor(/worker running/);
+    // A's batch holds all five claimed and waits on the message row.
+    await eventually(
+      async () =>
+        (
+          await db.pool.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+          )
+        ).rows[0].n > 0,
+    );
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const killedAt = Date.now();
+    await locker.query('COMMIT');
+    locker.release();
+
+    const b = worker();
+    await b.waitFor(/worker running/);
+    await eventually(
+      async () =>
+        (await count(db.pool, 'SELECT * FROM carrier_events WHERE id = ANY($1) AND processed_at IS NULL', [ids])) === 0,
+      30_000,
+    );
+    // Well inside the sweeper's bound: nothing waited for a stale heartbeat.
+    expect(Date.now() - killedAt).toBeLessThan(STALE_AFTER_MS + 10_000);
+    expect(
+      await count(db.pool, `SELECT * FROM message_status_history WHERE message_id = $1 AND status = 'delivered'`, [
+        messageId,
+      ]),
+    ).toBe(1);
+    expect(
+      await count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND type = 'message.delivered'`, [
+        messageId,
+      ]),
+    ).toBe(1);
+    expect((await db.pool.query('SELECT status FROM messages WHERE id = $1', [messageId])).rows[0].status).toBe(
+      'delivered',
+    );
     b.child.kill('SIGTERM');
     expect((await b.exited).code).toBe(0);
   });

@@ -211,8 +211,10 @@ describe('outbound receipts', () => {
       status: 'delivery_failed',
       eventId,
     });
+    // Held back from the relay (run_after), so the run below is the only one.
     const { rows } = await db.pool.query(
-      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb) RETURNING id`,
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload, run_after)
+         VALUES ($1, 'message.finalized', $2::jsonb, 'infinity') RETURNING id`,
       [eventId, body],
     );
     // Another receipt's transaction has made the message delivered and not committed yet.
@@ -243,7 +245,7 @@ describe('outbound receipts', () => {
   it('two workers racing on the same receipt, under two event ids, make one transition', async () => {
     const { id, carrierId } = await sendAndWaitSent(SILENT);
     {
-      // Stored without a job, so the racing workers below are the only ones that see them.
+      // Held back from the relay (run_after), so the racing workers below are the only ones that see them.
       const facts = { messageId: carrierId, from: OUR_NUMBER, to: SILENT };
       const rowIds: string[] = [];
       for (let i = 0; i < 4; i++) {
@@ -254,7 +256,8 @@ describe('outbound receipts', () => {
           eventId,
         });
         const { rows } = await db.pool.query(
-          `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb) RETURNING id`,
+          `INSERT INTO carrier_events (carrier_event_id, event_type, payload, run_after)
+         VALUES ($1, 'message.finalized', $2::jsonb, 'infinity') RETURNING id`,
           [eventId, body],
         );
         rowIds.push(rows[0].id);

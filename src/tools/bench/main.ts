@@ -33,7 +33,7 @@ import {
   carrierEventSizes,
   fillCarrierEvents,
   openBenchDatabase,
-  purgeCarrierJobs,
+  settleCarrierEvents,
   resetIngestTables,
   type BenchDatabase,
 } from './database.js';
@@ -331,7 +331,7 @@ async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: bool
     `  queue floor: wake-up p50 ${floor.pickup.p50.toFixed(2)} ms p99 ${floor.pickup.p99.toFixed(2)} ms, burn-down ${Math.round(floor.burnDown)} jobs/s`,
   );
 
-  await purgeCarrierJobs(b.db.pool);
+  await settleCarrierEvents(b.db.pool);
   const [ingest, worker] = [await b.start('ingest'), await b.start('worker')];
   try {
     if (withPipeline) {
@@ -460,7 +460,7 @@ async function growthPhase(b: Bench): Promise<void> {
     // Each measurement's own rows are removed afterwards, so every one sees `target` rows.
     const marker = await b.db.pool.query<{ t: Date }>('SELECT now() AS t');
     const trim = async () => {
-      await purgeCarrierJobs(b.db.pool);
+      await settleCarrierEvents(b.db.pool);
       await b.db.pool.query('DELETE FROM carrier_events WHERE created_at > $1', [marker.rows[0]!.t]);
       await b.db.pool.query('VACUUM carrier_events');
       await checkpoint(b.db.pool);

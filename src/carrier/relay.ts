@@ -1,0 +1,236 @@
+// The worker's carrier-event relay: a stored, unprocessed carrier event is its own
+// job. Each relay loop claims a batch of due events (oldest first, FOR UPDATE SKIP
+// LOCKED, so loops and processes take disjoint batches), runs each in a savepoint
+// of one transaction, and commits once: one commit, one WAL flush and one wake-up
+// of the delivery workers per batch instead of a queued job, its fetch and its
+// completion per event. The guarantees are the row's:
+//
+// - A crashed worker's claimed events are released with its transaction and
+//   claimed again at once; a committed event is processed, so nothing needs
+//   acknowledging and nothing is recovered by a sweeper.
+// - An event that waits or fails rolls back only its own savepoint and is
+//   postponed (error, attempts, run_after) in the batch's transaction; the batch
+//   goes on. A wait for a lock is bounded by the worker connections' lock timeout
+//   (HANDSET_WORKER_LOCK_TIMEOUT), so a row held elsewhere postpones one event
+//   instead of stalling the batch for longer.
+// - A batch that fails whole (the database went away, or an event broke the
+//   transaction itself) is retried one event per transaction, and an event that
+//   fails alone is postponed in a transaction of its own: no event holds up others.
+//
+// Loops wake on ingest's one NOTIFY per stored batch (CARRIER_EVENT_CHANNEL), on
+// the earliest postponed event falling due, and on a poll that covers a lost
+// notification or a listener that is down.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { withTx } from '../db/tx.js';
+import type { Logger } from '../telemetry/log.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { CARRIER_EVENT_CHANNEL, carrierEventClaim, carrierEventNextDue, carrierEventPostpone } from './events.sql.js';
+import { type ProcessDeps, type RunOutcome, runClaimed } from './process.js';
+import { decideRetry, PROCESSING_POLICY } from '../jobs/retry.js';
+
+/** Loops per worker process; each holds one connection while it runs a batch. */
+export const RELAY_LOOPS = 2;
+/** Events per claim: large enough to amortize the commit, small enough to keep locks short. */
+export const RELAY_BATCH = 50;
+/** The backstop for a lost notification and for postponed events; graphile-worker polls as often. */
+const POLL_MS = 1_000;
+const RECONNECT_MIN_MS = 100;
+const RECONNECT_MAX_MS = 5_000;
+
+/** What a batch had claimed when it failed whole. */
+type Claimed = { id: string; attempts: number };
+
+export interface RelayOptions {
+  process: ProcessDeps;
+  log: Logger;
+  metrics: Metrics;
+  loops?: number;
+  batchSize?: number;
+  pollIntervalMs?: number;
+}
+
+export interface Relay {
+  /** Stops claiming and waits for the batches in flight to commit or roll back. */
+  stop(): Promise<void>;
+}
+
+export function startRelay(opts: RelayOptions): Relay {
+  const { log, metrics } = opts;
+  const deps = opts.process;
+  const pool = deps.pool;
+  const clock = deps.now ?? (() => new Date());
+  const batchSize = opts.batchSize ?? RELAY_BATCH;
+  const pollMs = opts.pollIntervalMs ?? POLL_MS;
+  let stopped = false;
+  /** Set by a notification, cleared by the loop that takes it; so a wake-up during a batch is not lost. */
+  let notified = false;
+  /** The earliest run_after this process knows of (postponed here, or read at start); 0: none. */
+  let nextDueAt = 0;
+  const waiters = new Set<() => void>();
+  const wakeAll = () => {
+    for (const w of waiters) w();
+  };
+
+  // ── the listener: one connection per process, replaced when it breaks ──
+  let listener: pg.Client | null = null;
+  let reconnectMs = RECONNECT_MIN_MS;
+  let reconnectTimer: NodeJS.Timeout | null = null;
+  const listen = async () => {
+    if (stopped) return;
+    const client = new pg.Client({ ...pool.options, application_name: 'handset-relay-listen' });
+    listener = client;
+    const lost = (why: string) => {
+      if (listener !== client) return;
+      listener = null;
+      client.end().catch(() => undefined);
+      if (stopped) return;
+      log.debug({ err: why, retryInMs: reconnectMs }, 'carrier event listener lost: the relay polls until it is back');
+      reconnectTimer = setTimeout(() => {
+        reconnectTimer = null;
+        void listen();
+      }, reconnectMs);
+      reconnectTimer.unref();
+      reconnectMs = Math.min(reconnectMs * 2, RECONNECT_MAX_MS);
+    };
+    client.on('error', (err) => lost(err.message));
+    client.on('end', () => lost('connection ended'));
+    client.on('notification', (msg) => {
+      if (msg.channel !== CARRIER_EVENT_CHANNEL) return;
+      notified = true;
+      wakeAll();
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CARRIER_EVENT_CHANNEL}`);
+      reconnectMs = RECONNECT_MIN_MS;
+      // What was stored while nobody listened is found by the claim after this wake-up.
+      notified = true;
+      wakeAll();
+    } catch (err) {
+      lost((err as Error).message);
+    }
+  };
+  void listen();
+  carrierEventNextDue(pool).then(
+    (at) => at && noteDue(at),
+    () => undefined, // the poll finds them
+  );
+
+  function noteDue(at: Date) {
+    const t = at.getTime();
+    if (nextDueAt === 0 || t < nextDueAt) nextDueAt = t;
+  }
+
+  /** Resolves on a notification, on the next postponed event's time, on the poll, or on stop. */
+  function idle(): Promise<void> {
+    if (notified || stopped) return Promise.resolve();
+    const now = Date.now();
+    const due = nextDueAt > 0 ? Math.max(0, nextDueAt - now) : pollMs;
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.min(pollMs, due));
+      waiters.add(done);
+    });
+  }
+
+  /** One claim, run and commit; resolves with each claimed event's outcome. */
+  async function batch(size: number, claimed: Claimed[]): Promise<RunOutcome[]> {
+    const end = metrics.carrierEventBatchDuration.startTimer();
+    try {
+      return await withTx(pool, async (tx) => {
+        const now = clock();
+        const rows = await carrierEventClaim(tx, now, size);
+        claimed.push(...rows.map((r) => ({ id: r.id, attempts: r.attempts })));
+        const outcomes: RunOutcome[] = [];
+        for (const row of rows) outcomes.push(await runClaimed(tx, deps, row, now));
+        return outcomes;
+      });
+    } finally {
+      end();
+    }
+  }
+
+  /** After a commit: counted, and a postponed event's earliest possible time (its policy's first delay) noted. */
+  function committed(outcomes: readonly RunOutcome[]) {
+    let soonest = 0;
+    for (const outcome of outcomes) {
+      metrics.carrierEvents.inc({ outcome });
+      const delay =
+        outcome === 'waiting'
+          ? deps.notReady.firstDelayMs
+          : outcome === 'failed'
+            ? (deps.failed ?? PROCESSING_POLICY).firstDelayMs
+            : 0;
+      if (delay > 0) soonest = soonest === 0 ? delay : Math.min(soonest, delay);
+    }
+    if (soonest > 0) noteDue(new Date(Date.now() + soonest));
+  }
+
+  async function loop(n: number) {
+    let failures = 0; // in a row, for the backoff
+    let solo = 0; // claims still to make one event at a time, after a batch failed whole
+    while (!stopped) {
+      if (nextDueAt > 0 && nextDueAt <= Date.now()) nextDueAt = 0;
+      notified = false;
+      const size = solo > 0 ? 1 : batchSize;
+      const claimed: Claimed[] = [];
+      let got: number;
+      try {
+        const outcomes = await batch(size, claimed);
+        committed(outcomes);
+        got = outcomes.length;
+        failures = 0;
+        if (solo > 0) solo--;
+      } catch (err) {
+        failures++;
+        const reason = `${(err as Error).name}: ${(err as Error).message}`;
+        log.warn({ loop: n, claimed: claimed.length, err: reason }, 'carrier event batch rolled back');
+        const [alone] = claimed;
+        if (size > 1) {
+          solo = Math.max(1, claimed.length); // each of them alone, to find the one that breaks it
+        } else if (alone) {
+          // Alone and still failing: the event itself breaks its transaction. Postponed in one of
+          // its own, the events behind it go on; if the database is what failed, this fails too.
+          const now = clock();
+          const next = decideRetry(deps.failed ?? PROCESSING_POLICY, { attempt: alone.attempts + 1, since: now, now });
+          const postponed = await carrierEventPostpone(pool, alone.id, reason, next.retry ? next.runAt : now).then(
+            () => true,
+            () => false,
+          );
+          if (postponed) {
+            if (next.retry) noteDue(next.runAt);
+            solo--;
+            failures = 0;
+            continue;
+          }
+        }
+        await sleep(Math.min(100 * 2 ** (failures - 1), 5_000));
+        continue;
+      }
+      if (got < size) {
+        solo = 0; // nothing more is due
+        await idle();
+      }
+    }
+  }
+
+  const loops = Array.from({ length: opts.loops ?? RELAY_LOOPS }, (_, i) => loop(i));
+
+  return {
+    async stop() {
+      stopped = true;
+      wakeAll();
+      if (reconnectTimer) clearTimeout(reconnectTimer);
+      await Promise.all(loops);
+      const l = listener;
+      listener = null;
+      await l?.end().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,152 @@
+// The relay claims stored carrier events in batches and commits each batch once;
+// an event that waits or fails rolls back only itself, an event that breaks the
+// batch's transaction is found and postponed alone, and ingest's notification
+// wakes the relay without waiting for its poll.
+
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { carrierEventStoreMany } from '../../src/carrier/events.sql.js';
+import type { HandlerRegistry } from '../../src/carrier/process.js';
+import { startRelay, type Relay } from '../../src/carrier/relay.js';
+import { retryPolicies } from '../../src/jobs/retry.js';
+import { createLogger } from '../../src/telemetry/log.js';
+import { Metrics } from '../../src/telemetry/metrics.js';
+import { fixture, telnyxCarriers } from '../support/carrier.js';
+import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
+
+let db: TestDatabase;
+let relay: Relay | null = null;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await db.pool.query('CREATE TABLE effects (event text)');
+});
+afterEach(async () => {
+  await relay?.stop();
+  relay = null;
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+/** A delivery receipt stored under its own event id (not ingest's notifying statement unless asked). */
+const receipt = (id: string) => {
+  const body = JSON.parse(fixture('message-finalized-delivered'));
+  body.data.id = id;
+  return JSON.stringify(body);
+};
+const insert = async (ids: string[]) => {
+  for (const id of ids) {
+    await db.pool.query(
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb)`,
+      [id, receipt(id)],
+    );
+  }
+};
+const row = async (id: string) =>
+  (
+    await db.pool.query(
+      'SELECT processed_at, error, attempts, run_after FROM carrier_events WHERE carrier_event_id = $1',
+      [id],
+    )
+  ).rows[0];
+const effects = (id: string) => count(db.pool, 'SELECT * FROM effects WHERE event = $1', [id]);
+
+function start(handlers: HandlerRegistry, o: { pollIntervalMs?: number } = {}) {
+  const metrics = new Metrics({ defaultMetrics: false });
+  relay = startRelay({
+    process: {
+      pool: db.pool,
+      carriers: telnyxCarriers(),
+      handlers,
+      log: createLogger('silent'),
+      notReady: retryPolicies(3000).notReady,
+    },
+    log: createLogger('silent'),
+    metrics,
+    loops: 1,
+    batchSize: 10,
+    ...o,
+  });
+  return metrics;
+}
+
+describe('the carrier-event relay', () => {
+  it('a handler that throws rolls back only its own event; the others claimed with it apply once', async () => {
+    const ids = ['t-1', 't-2', 't-boom', 't-3'].map((id) => `${id}-${Date.now()}`);
+    await insert(ids);
+    const metrics = start({
+      'message.receipt': async (tx, _event, ctx) => {
+        await tx.query('INSERT INTO effects VALUES ($1)', [ctx.carrierEventId]);
+        if (ctx.carrierEventId.startsWith('t-boom')) throw new Error('the downstream row is busy');
+        return { outcome: 'applied' };
+      },
+    });
+    for (const id of ids.filter((i) => !i.startsWith('t-boom'))) {
+      await eventually(async () => (await row(id)).processed_at);
+      expect(await effects(id)).toBe(1);
+    }
+    const boom = ids[2]!;
+    const failed = await eventually(async () => ((await row(boom)).attempts > 0 ? row(boom) : null));
+    expect(failed).toMatchObject({ processed_at: null, error: 'Error: the downstream row is busy' });
+    expect(failed.run_after.getTime()).toBeGreaterThan(Date.now() - 1000);
+    const runs = (await metrics.carrierEvents.get()).values;
+    expect(runs.find((v) => v.labels.outcome === 'applied')?.value).toBe(3);
+    expect(runs.find((v) => v.labels.outcome === 'failed')?.value).toBeGreaterThanOrEqual(1);
+    // The failed run's insert went with its savepoint; each retry's did too.
+    expect(await effects(boom)).toBe(0);
+  });
+
+  it('an event that breaks its batch’s connection is postponed alone; the rest of its batch applies once', async () => {
+    const ids = ['p-1', 'p-poison', 'p-2', 'p-3'].map((id) => `${id}-${Date.now()}`);
+    await insert(ids);
+    start({
+      'message.receipt': async (tx, _event, ctx) => {
+        if (ctx.carrierEventId.startsWith('p-poison')) await tx.query('SELECT pg_terminate_backend(pg_backend_pid())');
+        await tx.query('INSERT INTO effects VALUES ($1)', [ctx.carrierEventId]);
+        return { outcome: 'applied' };
+      },
+    });
+    for (const id of ids.filter((i) => !i.startsWith('p-poison'))) {
+      await eventually(async () => (await row(id)).processed_at);
+      expect(await effects(id)).toBe(1);
+    }
+    const poison = ids[1]!;
+    const postponed = await eventually(async () => ((await row(poison)).attempts > 0 ? row(poison) : null));
+    expect(postponed.processed_at).toBeNull();
+    expect(postponed.error).toMatch(/connection|terminat/i);
+    expect(await effects(poison)).toBe(0);
+  });
+
+  it('an event ingest stores is applied at once on its notification, not at the next poll', async () => {
+    start(
+      {
+        'message.receipt': async (tx, _event, ctx) => {
+          await tx.query('INSERT INTO effects VALUES ($1)', [ctx.carrierEventId]);
+          return { outcome: 'applied' };
+        },
+      },
+      { pollIntervalMs: 60_000 },
+    );
+    // Listening, and past its start-up claim: from here only a notification (or the poll, 60 s away) wakes it.
+    await eventually(
+      async () =>
+        (await count(
+          db.pool,
+          `SELECT * FROM pg_stat_activity WHERE application_name = 'handset-relay-listen' AND query LIKE 'LISTEN%'`,
+        )) === 1,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const loud = `n-loud-${Date.now()}`;
+    await carrierEventStoreMany(db.pool, [
+      {
+        carrier: 'telnyx',
+        carrierEventId: loud,
+        eventType: 'message.finalized',
+        subject: null,
+        rawJson: receipt(loud),
+      },
+    ]);
+    // Well before the 60 s poll: the notification woke it.
+    await eventually(async () => (await row(loud)).processed_at, 10_000);
+    expect(await effects(loud)).toBe(1);
+  });
+});
