@@ -540,7 +540,18 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
       .filter(([, v]) => Number(v) > 0)
       .map(([k, v]) => `${k} ${v}`)
       .join(', ');
-    if (summary && summary !== last) out(`  still busy: ${summary}`);
+    if (summary && summary !== last) {
+      out(`  still busy: ${summary}`);
+      // What the waiting events are waiting for, as their rows say.
+      if (busy.events > 0) {
+        const { rows: waiting } = await pool.query(
+          `SELECT event_type, attempts, run_after, error FROM carrier_events WHERE processed_at IS NULL ORDER BY id LIMIT 3`,
+        );
+        for (const w of waiting) {
+          out(`    ${w.event_type}: ${w.attempts} runs, next ${w.run_after?.toISOString() ?? 'now'}: ${w.error ?? '-'}`);
+        }
+      }
+    }
     last = summary;
     calm = summary === '' ? calm + 1 : 0;
     await sleep(1000);
@@ -565,11 +576,12 @@ async function compare(
     SELECT r.id, r.status, (SELECT array_agg(type ORDER BY type) FROM outbound_events e WHERE e.subject_id = r.id) AS events
       FROM (SELECT id, status FROM messages UNION ALL SELECT id, status FROM calls) r`);
   const byId = new Map(rows.map((r) => [r.id, r]));
-  // A recorded call of which the carrier saved no recording: the call.recording.failed it earned is right.
+  // A completed recorded call of which the carrier saved no recording must announce call.recording.failed:
+  // judged from the carrier's record alone, not from what Handset concluded.
   const { rows: unrecorded } = await pool.query<{ id: string; refs: string[] }>(`
     SELECT c.id, array_agg(l.carrier_ref) FILTER (WHERE l.carrier_ref IS NOT NULL) || array_remove(ARRAY[c.caller_ref], NULL) AS refs
       FROM calls c LEFT JOIN call_legs l ON l.call_id = c.id
-     WHERE c.record AND c.recording_error IS NOT NULL GROUP BY c.id`);
+     WHERE c.record AND c.status = 'completed' GROUP BY c.id`);
   const noRecording = new Set(unrecorded.filter((c) => !c.refs.some((r) => savedAtCarrier.has(r))).map((c) => c.id));
   for (const [id, want] of expected) {
     const got = byId.get(id);
