@@ -64,6 +64,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const batchSize = opts.batchSize ?? RELAY_BATCH;
   const pollMs = opts.pollIntervalMs ?? POLL_MS;
   let stopped = false;
+  const stopping = new AbortController();
   /** Set by a notification, cleared by the loop that takes it; so a wake-up during a batch is not lost. */
   let notified = false;
   /** The earliest run_after this process knows of (postponed here, or read at start); 0: none. */
@@ -210,7 +211,9 @@ export function startRelay(opts: RelayOptions): Relay {
             continue;
           }
         }
-        await sleep(Math.min(100 * 2 ** (failures - 1), 5_000));
+        await sleep(Math.min(100 * 2 ** (failures - 1), 5_000), undefined, { signal: stopping.signal }).catch(
+          () => undefined, // stopped meanwhile
+        );
         continue;
       }
       if (got < size) {
@@ -225,6 +228,7 @@ export function startRelay(opts: RelayOptions): Relay {
   return {
     async stop() {
       stopped = true;
+      stopping.abort();
       wakeAll();
       if (reconnectTimer) clearTimeout(reconnectTimer);
       await Promise.all(loops);

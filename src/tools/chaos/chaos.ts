@@ -548,7 +548,9 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
           `SELECT event_type, attempts, run_after, error FROM carrier_events WHERE processed_at IS NULL ORDER BY id LIMIT 3`,
         );
         for (const w of waiting) {
-          out(`    ${w.event_type}: ${w.attempts} runs, next ${w.run_after?.toISOString() ?? 'now'}: ${w.error ?? '-'}`);
+          out(
+            `    ${w.event_type}: ${w.attempts} runs, next ${w.run_after?.toISOString() ?? 'now'}: ${w.error ?? '-'}`,
+          );
         }
       }
     }
