@@ -155,7 +155,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const runners: JobRunner[] = [];
   const relays: Relay[] = [];
   /** A pool for one role's work, with that role's statement and lock timeouts. */
-  const pool = (role: Role, max: number, name: string = role, lazyCommit = false) => {
+  const pool = (role: Role, max: number, name: string = role) => {
     const { statementMs, lockMs } = config.databaseTimeouts[role];
     const p = createPool(opts.databaseUrl, {
       max,
@@ -163,7 +163,6 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       log,
       statementTimeoutMs: statementMs,
       lockTimeoutMs: lockMs,
-      lazyCommit,
     });
     pools.push(p);
     return p;
@@ -254,10 +253,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       // dials and call commands never wait behind a customer's slow endpoints.
       // The relay's loops and its listener hold connections of their own.
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS + 1);
-      // Delivery bookkeeping commits lazily: a commit a database crash takes back is
-      // an attempt made again with the same webhook-id, which delivery promises anyway,
-      // and every customer event it creates commits durably (outbox emit).
-      const deliveryPool = pool('worker', config.deliveryConcurrency * 2 + 2, 'delivery', true);
+      const deliveryPool = pool('worker', config.deliveryConcurrency * 2 + 2, 'delivery');
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
         pool: workerPool,

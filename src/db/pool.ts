@@ -20,18 +20,7 @@ export interface PoolOptions {
    */
   statementTimeoutMs?: number;
   lockTimeoutMs?: number;
-  /**
-   * Commits that return before their WAL is flushed (synchronous_commit off): for
-   * work whose every commit may be lost in a database crash and simply done again
-   * (delivery bookkeeping: the attempt is repeated, with the same webhook-id). A
-   * transaction on such a connection that creates something others act on makes
-   * its own commit durable (commitDurably).
-   */
-  lazyCommit?: boolean;
 }
-
-/** Connections whose commits are lazy by default. */
-const lazy = new WeakSet<pg.ClientBase>();
 
 export function createPool(connectionString: string, opts: PoolOptions): pg.Pool {
   const pool = new pg.Pool({
@@ -44,7 +33,6 @@ export function createPool(connectionString: string, opts: PoolOptions): pg.Pool
     keepAlive: true,
     ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
     ...(opts.lockTimeoutMs ? { lock_timeout: opts.lockTimeoutMs } : {}),
-    ...(opts.lazyCommit ? { options: '-c synchronous_commit=off' } : {}),
   });
   // An idle client losing its connection must not crash the process; the pool
   // drops it and the next checkout opens a new one. Once the pool is ending, a
@@ -53,18 +41,6 @@ export function createPool(connectionString: string, opts: PoolOptions): pg.Pool
   const lost = (msg: string) => (err: Error) =>
     pool.ending ? opts.log?.debug({ err: err.message }, msg) : opts.log?.warn({ err: err.message }, msg);
   pool.on('error', lost('idle database client error'));
-  pool.on('connect', (client) => {
-    client.on('error', lost('database client error'));
-    if (opts.lazyCommit) lazy.add(client);
-  });
+  pool.on('connect', (client) => client.on('error', lost('database client error')));
   return pool;
-}
-
-/**
- * Makes the commit of the transaction `db` is in durable before it returns, on a
- * connection whose commits are lazy: what it creates may be acted on outside the
- * database (a customer event is delivered) before a crash could take it back.
- */
-export async function commitDurably(db: Db): Promise<void> {
-  if (lazy.has(db as pg.ClientBase)) await db.query('SET LOCAL synchronous_commit = on');
 }

@@ -3,11 +3,8 @@
 // moment and a delivery job per pending one — all in that transaction. If the
 // transition did not apply, emit is never called; if the transaction rolls back,
 // the event, its deliveries and their jobs roll back with it. The event id (the
-// row id) is the webhook-id on every attempt. Its transaction commits durably,
-// even on a connection that commits lazily: once delivered, an event must not be
-// taken back by a crash and born again under another id.
+// row id) is the webhook-id on every attempt.
 
-import { commitDurably } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import { deliveriesFanOut } from '../delivery/deliveries.sql.js';
 import { scheduleDeliveries } from '../delivery/schedule.js';
@@ -28,7 +25,6 @@ export interface EmitInput {
 }
 
 export async function emit(tx: Tx, e: EmitInput): Promise<{ eventId: string; deliveries: number }> {
-  await commitDurably(tx);
   const event = await eventInsert(tx, e);
   const deliveries = await deliveriesFanOut(tx, event);
   await scheduleDeliveries(
