@@ -38,6 +38,7 @@ export type LookupTarget =
 
 /** `attempt` counts a task's own retries (1 = the first run); `since` (ISO) starts a retry policy's window. */
 export interface Payloads {
+  /** Only jobs an earlier release queued: a stored carrier event is its own job now (carrier/relay.ts). */
   'carrier_event.process': { eventId: string; attempt?: number };
   'message.dispatch': { messageId: string; attempt?: number };
   'call.dial': { legId: string; attempt?: number };
@@ -77,7 +78,6 @@ declare global {
 
 /** Job keys: a second enqueue under the same key replaces the waiting job instead of adding one. */
 export const jobKeys = {
-  carrierEvent: (eventId: string) => `carrier_event.process:${eventId}`,
   dispatch: (messageId: string) => `message.dispatch:${messageId}`,
   dial: (legId: string) => `call.dial:${legId}`,
   connect: (callId: string) => `call.connect:${callId}`,
