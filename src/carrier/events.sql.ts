@@ -167,15 +167,6 @@ export async function carrierEventClaim(tx: Tx, now: Date, limit: number): Promi
   return rows;
 }
 
-/** When the earliest postponed event is due (null: none is waiting). */
-export async function carrierEventNextDue(db: Db): Promise<Date | null> {
-  const { rows } = await db.query<{ at: Date | null }>({
-    name: 'carrier_event_next_due',
-    text: 'SELECT min(run_after) AS at FROM carrier_events WHERE processed_at IS NULL',
-  });
-  return rows[0]?.at ?? null;
-}
-
 /**
  * A run that did not apply (its changes rolled back): records why, counts the
  * attempt, and holds the event back until `runAfter`.

@@ -13,7 +13,7 @@ import type pg from 'pg';
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import { withTx } from '../db/tx.js';
-import { decideRetry, PROCESSING_POLICY, waitedOut, type RetryPolicy } from '../jobs/retry.js';
+import { PROCESSING_POLICY, retryDelayMs, waitedOut, type RetryPolicy } from '../jobs/retry.js';
 import type { TaskHandler } from '../jobs/runner.js';
 import type { Logger } from '../telemetry/log.js';
 import { MalformedCarrierEvent, type CarrierEvent, type CarrierEventKind } from './carrier.js';
@@ -101,8 +101,14 @@ export async function processCarrierEvent(
     const row = await carrierEventLock(tx, eventRowId);
     if (!row) return 'missing'; // deleted by retention after it was processed
     if (row.processed_at) return 'already_processed'; // a re-run after commit
-    return runClaimed(tx, deps, row, clock(), attempt);
+    return (await runClaimed(tx, deps, row, clock(), attempt)).outcome;
   });
+}
+
+/** A run's outcome, and when a postponed event (waiting, failed) is due again. */
+export interface Run {
+  outcome: RunOutcome;
+  runAfter: Date | null;
 }
 
 /**
@@ -117,27 +123,39 @@ export async function runClaimed(
   row: CarrierEventRow,
   now: Date,
   attempt = row.attempts + 1,
-): Promise<RunOutcome> {
+): Promise<Run> {
   try {
-    return await withTx(tx, (sp) => apply(sp, deps, row, now, attempt));
+    return { outcome: await withTx(tx, (sp) => apply(sp, deps, row, now, attempt)), runAfter: null };
   } catch (err) {
     if (err instanceof NotReadyError) {
       // A handler stops waiting by not throwing once ctx.waitedOut says so.
-      const next = decideRetry({ ...deps.notReady, giveUpAfterMs: null }, { attempt, since: now, now });
-      await carrierEventPostpone(tx, row.id, `waiting: ${err.message}`, next.retry ? next.runAt : now);
+      const runAfter = new Date(now.getTime() + retryDelayMs(deps.notReady, attempt));
+      await carrierEventPostpone(tx, row.id, `waiting: ${err.message}`, runAfter);
       if (err.also) {
         await withTx(tx, err.also).catch((alsoErr: Error) =>
           deps.log.warn({ eventRowId: row.id, err: alsoErr.message }, 'what a waiting event asked for failed'),
         );
       }
-      return 'waiting';
+      return { outcome: 'waiting', runAfter };
     }
-    const next = decideRetry(deps.failed ?? PROCESSING_POLICY, { attempt, since: row.created_at, now });
     const reason = `${(err as Error).name}: ${(err as Error).message}`;
-    await carrierEventPostpone(tx, row.id, reason, next.retry ? next.runAt : now);
     deps.log.warn({ eventRowId: row.id, attempt, err: reason }, 'carrier event failed; it will be retried');
-    return 'failed';
+    return { outcome: 'failed', runAfter: await postponeFailed(tx, deps, row.id, attempt, reason, now) };
   }
+}
+
+/** An event whose run `attempt` failed for `reason`: held back by the processing policy; returns until when. */
+export async function postponeFailed(
+  db: Db,
+  deps: ProcessDeps,
+  id: string,
+  attempt: number,
+  reason: string,
+  now: Date,
+): Promise<Date> {
+  const runAfter = new Date(now.getTime() + retryDelayMs(deps.failed ?? PROCESSING_POLICY, attempt));
+  await carrierEventPostpone(db, id, reason, runAfter);
+  return runAfter;
 }
 
 async function apply(

@@ -26,9 +26,8 @@ import pg from 'pg';
 import { withTx } from '../db/tx.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { CARRIER_EVENT_CHANNEL, carrierEventClaim, carrierEventNextDue, carrierEventPostpone } from './events.sql.js';
-import { type ProcessDeps, type RunOutcome, runClaimed } from './process.js';
-import { decideRetry, PROCESSING_POLICY } from '../jobs/retry.js';
+import { CARRIER_EVENT_CHANNEL, carrierEventClaim } from './events.sql.js';
+import { postponeFailed, type ProcessDeps, type Run, runClaimed } from './process.js';
 
 /** Loops per worker process; each holds one connection while it runs a batch. */
 export const RELAY_LOOPS = 2;
@@ -67,7 +66,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const stopping = new AbortController();
   /** Set by a notification, cleared by the loop that takes it; so a wake-up during a batch is not lost. */
   let notified = false;
-  /** The earliest run_after this process knows of (postponed here, or read at start); 0: none. */
+  /** The earliest run_after this process postponed an event to; 0: none (other processes' are found by the poll). */
   let nextDueAt = 0;
   const waiters = new Set<() => void>();
   const wakeAll = () => {
@@ -114,10 +113,6 @@ export function startRelay(opts: RelayOptions): Relay {
     }
   };
   void listen();
-  carrierEventNextDue(pool).then(
-    (at) => at && noteDue(at),
-    () => undefined, // the poll finds them
-  );
 
   function noteDue(at: Date) {
     const t = at.getTime();
@@ -140,37 +135,21 @@ export function startRelay(opts: RelayOptions): Relay {
     });
   }
 
-  /** One claim, run and commit; resolves with each claimed event's outcome. */
-  async function batch(size: number, claimed: Claimed[]): Promise<RunOutcome[]> {
+  /** One claim, run and commit; resolves with each claimed event's run. */
+  async function batch(size: number, claimed: Claimed[]): Promise<Run[]> {
     const end = metrics.carrierEventBatchDuration.startTimer();
     try {
       return await withTx(pool, async (tx) => {
         const now = clock();
         const rows = await carrierEventClaim(tx, now, size);
         claimed.push(...rows.map((r) => ({ id: r.id, attempts: r.attempts })));
-        const outcomes: RunOutcome[] = [];
-        for (const row of rows) outcomes.push(await runClaimed(tx, deps, row, now));
-        return outcomes;
+        const runs: Run[] = [];
+        for (const row of rows) runs.push(await runClaimed(tx, deps, row, now));
+        return runs;
       });
     } finally {
       end();
     }
-  }
-
-  /** After a commit: counted, and a postponed event's earliest possible time (its policy's first delay) noted. */
-  function committed(outcomes: readonly RunOutcome[]) {
-    let soonest = 0;
-    for (const outcome of outcomes) {
-      metrics.carrierEvents.inc({ outcome });
-      const delay =
-        outcome === 'waiting'
-          ? deps.notReady.firstDelayMs
-          : outcome === 'failed'
-            ? (deps.failed ?? PROCESSING_POLICY).firstDelayMs
-            : 0;
-      if (delay > 0) soonest = soonest === 0 ? delay : Math.min(soonest, delay);
-    }
-    if (soonest > 0) noteDue(new Date(Date.now() + soonest));
   }
 
   async function loop(n: number) {
@@ -183,9 +162,13 @@ export function startRelay(opts: RelayOptions): Relay {
       const claimed: Claimed[] = [];
       let got: number;
       try {
-        const outcomes = await batch(size, claimed);
-        committed(outcomes);
-        got = outcomes.length;
+        const runs = await batch(size, claimed);
+        // Counted once committed (a batch rolled back runs again); a postponed event's time is noted.
+        for (const { outcome, runAfter } of runs) {
+          metrics.carrierEvents.inc({ outcome });
+          if (runAfter) noteDue(runAfter);
+        }
+        got = runs.length;
         failures = 0;
         if (solo > 0) solo--;
       } catch (err) {
@@ -198,14 +181,11 @@ export function startRelay(opts: RelayOptions): Relay {
         } else if (alone) {
           // Alone and still failing: the event itself breaks its transaction. Postponed in one of
           // its own, the events behind it go on; if the database is what failed, this fails too.
-          const now = clock();
-          const next = decideRetry(deps.failed ?? PROCESSING_POLICY, { attempt: alone.attempts + 1, since: now, now });
-          const postponed = await carrierEventPostpone(pool, alone.id, reason, next.retry ? next.runAt : now).then(
-            () => true,
-            () => false,
+          const runAfter = await postponeFailed(pool, deps, alone.id, alone.attempts + 1, reason, clock()).catch(
+            () => null,
           );
-          if (postponed) {
-            if (next.retry) noteDue(next.runAt);
+          if (runAfter) {
+            noteDue(runAfter);
             solo--;
             failures = 0;
             continue;
