@@ -11,7 +11,7 @@
 //   down ──connect + LISTEN ok──▶ listening (cache empty, then filled by lookups)
 //    ▲                               │
 //    └── error / end / a heartbeat ──┘   (cache dropped; every request asks the
-//        unanswered for HEARTBEAT_MS         database until LISTEN is back)
+//        unanswered (db/listen.ts)             database until LISTEN is back)
 //
 // A lookup that started before a notification arrived is not cached (the
 // generation count): it may have read the key just before its revoke committed.
@@ -21,7 +21,8 @@
 // the request's path (a guarded UPDATE, so other processes' touches in the same
 // minute change nothing either): never a write per request.
 
-import pg from 'pg';
+import type pg from 'pg';
+import { Listener } from '../db/listen.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { isKeyShaped, type KeyGrant, lookupKey, type Principal, sha256 } from './accounts.js';
@@ -33,11 +34,6 @@ export const TOUCH_EVERY_MS = 60_000;
 export const KEY_CACHE_TTL_MS = 30_000;
 /** Keys remembered at once per process; beyond it the oldest is forgotten. */
 export const KEY_CACHE_MAX = 10_000;
-/** How often the listening connection is asked to answer, and how long it may take, before it is presumed lost. */
-const HEARTBEAT_MS = 10_000;
-const HEARTBEAT_DEADLINE_MS = 5_000;
-const RECONNECT_MIN_MS = 100;
-const RECONNECT_MAX_MS = 5_000;
 
 export interface AuthenticatorDeps {
   pool: pg.Pool;
@@ -64,23 +60,44 @@ export class Authenticator {
   private readonly touched = new Map<string, number>();
   /** Grows with every notice and every loss of the listener: a lookup begun under an older one is not cached. */
   private generation = 0;
-  private listener: pg.Client | null = null;
-  private listening = false;
+  private readonly listener: Listener;
   private stopped = false;
-  private reconnectMs = RECONNECT_MIN_MS;
-  private reconnectTimer: NodeJS.Timeout | null = null;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
   private readonly ttlMs: number;
   private readonly maxEntries: number;
 
   constructor(private readonly deps: AuthenticatorDeps) {
     this.ttlMs = deps.ttlMs ?? KEY_CACHE_TTL_MS;
     this.maxEntries = deps.maxEntries ?? KEY_CACHE_MAX;
+    this.listener = new Listener({
+      pool: deps.pool,
+      channel: API_KEY_CHANNEL,
+      applicationName: 'handset-api-keys-listen',
+      ...(deps.listenTo ? { connectionString: deps.listenTo } : {}),
+      onNotification: (keyId) => {
+        this.generation++;
+        if (keyId) this.forget(keyId);
+      },
+      onUp: (afterLoss) => {
+        // Anything cached before was cached while no notice could arrive.
+        this.dropAll();
+        if (afterLoss) deps.log.info('API key listener back: recently seen keys are cached again');
+        deps.metrics?.apiKeyListener.set(1);
+      },
+      onDown: (why, wasUp, retryInMs) => {
+        this.dropAll();
+        deps.metrics?.apiKeyListener.set(0);
+        // One warning per outage; each failed reconnect after it is only debug.
+        deps.log[wasUp ? 'warn' : 'debug'](
+          { err: why, retryInMs },
+          'API key listener lost: keys are checked in the database until it is back',
+        );
+      },
+    });
   }
 
   /** Whether the cache is being trusted (the listener is up). */
   get trusted(): boolean {
-    return this.listening;
+    return this.listener.up;
   }
 
   /** Keys remembered now. */
@@ -90,16 +107,17 @@ export class Authenticator {
 
   /** Starts listening; resolves after the first attempt, whether or not it connected (it keeps trying). */
   async start(): Promise<void> {
-    await this.connect();
-    if (!this.listening && !this.stopped) {
+    await this.listener.start();
+    if (!this.listener.up && !this.stopped) {
       this.deps.log.warn('API key listener not connected yet: keys are checked in the database until it is');
     }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
-    this.lost();
+    await this.listener.stop();
+    this.dropAll();
+    this.deps.metrics?.apiKeyListener.set(0);
   }
 
   /** The account a presented key opens at `now`, or null (malformed, unknown, revoked, expired). */
@@ -107,7 +125,7 @@ export class Authenticator {
     if (!isKeyShaped(presented)) return null;
     const digest = sha256(presented).toString('base64');
     const at = now.getTime();
-    if (this.listening) {
+    if (this.listener.up) {
       const hit = this.cache.get(digest);
       if (hit && hit.until > at) {
         this.deps.metrics?.apiKeyAuth.inc({ via: 'cache' });
@@ -122,7 +140,7 @@ export class Authenticator {
     const grant = await lookupKey(this.deps.pool, presented, now);
     this.deps.metrics?.apiKeyAuth.inc({ via: 'database' });
     if (!grant) return null;
-    if (this.listening && generation === this.generation) this.remember(digest, grant, at);
+    if (this.listener.up && generation === this.generation) this.remember(digest, grant, at);
     return this.opened(grant, now);
   }
 
@@ -153,83 +171,6 @@ export class Authenticator {
     this.generation++;
     this.cache.clear();
     this.digestOf.clear();
-  }
-
-  private async connect(): Promise<void> {
-    if (this.stopped) return;
-    const client = new pg.Client({
-      ...this.deps.pool.options,
-      ...(this.deps.listenTo ? { connectionString: this.deps.listenTo } : {}),
-      application_name: 'handset-api-keys-listen',
-    });
-    this.listener = client;
-    // A broken connection must not crash the process: it is noticed and replaced.
-    client.on('error', (err) => this.lostUnexpectedly(client, err.message));
-    client.on('end', () => this.lostUnexpectedly(client, 'connection ended'));
-    client.on('notification', (msg) => {
-      if (msg.channel !== API_KEY_CHANNEL) return;
-      this.generation++;
-      if (msg.payload) this.forget(msg.payload);
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${API_KEY_CHANNEL}`);
-    } catch (err) {
-      this.lostUnexpectedly(client, (err as Error).message);
-      return;
-    }
-    if (this.listener !== client) return; // lost (or stopped) while connecting
-    // Anything cached before was cached while no notice could arrive.
-    this.dropAll();
-    this.listening = true;
-    if (this.reconnectMs > RECONNECT_MIN_MS)
-      this.deps.log.info('API key listener back: recently seen keys are cached again');
-    this.reconnectMs = RECONNECT_MIN_MS;
-    this.deps.metrics?.apiKeyListener.set(1);
-    this.heartbeatTimer = setInterval(() => this.heartbeat(client), HEARTBEAT_MS);
-    this.heartbeatTimer.unref();
-  }
-
-  /** A listener that cannot answer a trivial query in time is presumed lost (a silently dead TCP peer). */
-  private heartbeat(client: pg.Client): void {
-    const deadline = setTimeout(() => this.lostUnexpectedly(client, 'heartbeat unanswered'), HEARTBEAT_DEADLINE_MS);
-    deadline.unref();
-    client.query('SELECT 1').then(
-      () => clearTimeout(deadline),
-      (err: Error) => {
-        clearTimeout(deadline);
-        this.lostUnexpectedly(client, err.message);
-      },
-    );
-  }
-
-  private lostUnexpectedly(client: pg.Client, why: string): void {
-    if (this.listener !== client) return; // an old connection's last words
-    const wasListening = this.listening;
-    this.lost();
-    if (this.stopped) return;
-    // One warning per outage; each failed reconnect after it is only debug.
-    this.deps.log[wasListening ? 'warn' : 'debug'](
-      { err: why, retryInMs: this.reconnectMs },
-      'API key listener lost: keys are checked in the database until it is back',
-    );
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = null;
-      void this.connect();
-    }, this.reconnectMs);
-    this.reconnectTimer.unref();
-    this.reconnectMs = Math.min(this.reconnectMs * 2, RECONNECT_MAX_MS);
-  }
-
-  private lost(): void {
-    this.listening = false;
-    this.deps.metrics?.apiKeyListener.set(0);
-    this.dropAll();
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    this.heartbeatTimer = null;
-    const client = this.listener;
-    this.listener = null;
-    client?.end().catch(() => undefined);
   }
 
   private touch(keyId: string, now: Date): void {

@@ -22,7 +22,7 @@
 // notification or a listener that is down.
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+import { Listener } from '../db/listen.js';
 import { withTx } from '../db/tx.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -35,8 +35,6 @@ export const RELAY_LOOPS = 2;
 export const RELAY_BATCH = 50;
 /** The backstop for a lost notification and for postponed events; graphile-worker polls as often. */
 const POLL_MS = 1_000;
-const RECONNECT_MIN_MS = 100;
-const RECONNECT_MAX_MS = 5_000;
 
 /** What a batch had claimed when it failed whole. */
 type Claimed = { id: string; attempts: number };
@@ -73,46 +71,24 @@ export function startRelay(opts: RelayOptions): Relay {
     for (const w of waiters) w();
   };
 
-  // ── the listener: one connection per process, replaced when it breaks ──
-  let listener: pg.Client | null = null;
-  let reconnectMs = RECONNECT_MIN_MS;
-  let reconnectTimer: NodeJS.Timeout | null = null;
-  const listen = async () => {
-    if (stopped) return;
-    const client = new pg.Client({ ...pool.options, application_name: 'handset-relay-listen' });
-    listener = client;
-    const lost = (why: string) => {
-      if (listener !== client) return;
-      listener = null;
-      client.end().catch(() => undefined);
-      if (stopped) return;
-      log.debug({ err: why, retryInMs: reconnectMs }, 'carrier event listener lost: the relay polls until it is back');
-      reconnectTimer = setTimeout(() => {
-        reconnectTimer = null;
-        void listen();
-      }, reconnectMs);
-      reconnectTimer.unref();
-      reconnectMs = Math.min(reconnectMs * 2, RECONNECT_MAX_MS);
-    };
-    client.on('error', (err) => lost(err.message));
-    client.on('end', () => lost('connection ended'));
-    client.on('notification', (msg) => {
-      if (msg.channel !== CARRIER_EVENT_CHANNEL) return;
+  // One listening connection per process; while it is down the poll finds what was stored.
+  const listener = new Listener({
+    pool,
+    channel: CARRIER_EVENT_CHANNEL,
+    applicationName: 'handset-relay-listen',
+    onNotification: () => {
       notified = true;
       wakeAll();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${CARRIER_EVENT_CHANNEL}`);
-      reconnectMs = RECONNECT_MIN_MS;
-      // What was stored while nobody listened is found by the claim after this wake-up.
+    },
+    // What was stored while nobody listened is found by the claim after this wake-up.
+    onUp: () => {
       notified = true;
       wakeAll();
-    } catch (err) {
-      lost((err as Error).message);
-    }
-  };
-  void listen();
+    },
+    onDown: (why, _wasUp, retryInMs) =>
+      log.debug({ err: why, retryInMs }, 'carrier event listener lost: the relay polls until it is back'),
+  });
+  void listener.start();
 
   function noteDue(at: Date) {
     const t = at.getTime();
@@ -210,11 +186,8 @@ export function startRelay(opts: RelayOptions): Relay {
       stopped = true;
       stopping.abort();
       wakeAll();
-      if (reconnectTimer) clearTimeout(reconnectTimer);
       await Promise.all(loops);
-      const l = listener;
-      listener = null;
-      await l?.end().catch(() => undefined);
+      await listener.stop();
     },
   };
 }
