@@ -251,8 +251,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     if (roles.includes('worker')) {
       // Two runners, each with its pool and its own slots: carrier events, sends,
       // dials and call commands never wait behind a customer's slow endpoints.
-      // The relay's loops and its listener hold connections of their own.
-      const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS + 1);
+      // Each relay loop holds one of the pool's connections during a batch (its listener has its own).
+      const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS);
       const deliveryPool = pool('worker', config.deliveryConcurrency * 2 + 2, 'delivery');
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
