@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { carrierEventStoreMany } from '../../src/carrier/events.sql.js';
 import type { HandlerRegistry } from '../../src/carrier/process.js';
 import { startRelay, type Relay } from '../../src/carrier/relay.js';
+import type { Tx } from '../../src/db/tx.js';
 import { retryPolicies } from '../../src/jobs/retry.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
@@ -14,14 +15,13 @@ import { fixture, telnyxCarriers } from '../support/carrier.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 
 let db: TestDatabase;
-let relay: Relay | null = null;
+const relays: Relay[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
   await db.pool.query('CREATE TABLE effects (event text)');
 });
 afterEach(async () => {
-  await relay?.stop();
-  relay = null;
+  await Promise.all(relays.splice(0).map((r) => r.stop()));
 });
 afterAll(async () => {
   await db.drop();
@@ -50,9 +50,18 @@ const row = async (id: string) =>
   ).rows[0];
 const effects = (id: string) => count(db.pool, 'SELECT * FROM effects WHERE event = $1', [id]);
 
-function start(handlers: HandlerRegistry, o: { pollIntervalMs?: number } = {}) {
+/** A receipt handler that records its effect, after `before` has had its say about the event. */
+const recording =
+  (before: (tx: Tx, carrierEventId: string) => Promise<void> = async () => {}): HandlerRegistry['message.receipt'] =>
+  async (tx, _event, ctx) => {
+    await before(tx, ctx.carrierEventId);
+    await tx.query('INSERT INTO effects VALUES ($1)', [ctx.carrierEventId]);
+    return { outcome: 'applied' };
+  };
+
+function start(handlers: HandlerRegistry, o: { pollIntervalMs?: number; loops?: number; batchSize?: number } = {}) {
   const metrics = new Metrics({ defaultMetrics: false });
-  relay = startRelay({
+  const relay = startRelay({
     process: {
       pool: db.pool,
       carriers: telnyxCarriers(),
@@ -66,6 +75,7 @@ function start(handlers: HandlerRegistry, o: { pollIntervalMs?: number } = {}) {
     batchSize: 10,
     ...o,
   });
+  relays.push(relay);
   return metrics;
 }
 
@@ -99,11 +109,9 @@ describe('the carrier-event relay', () => {
     const ids = ['p-1', 'p-poison', 'p-2', 'p-3'].map((id) => `${id}-${Date.now()}`);
     await insert(ids);
     start({
-      'message.receipt': async (tx, _event, ctx) => {
-        if (ctx.carrierEventId.startsWith('p-poison')) await tx.query('SELECT pg_terminate_backend(pg_backend_pid())');
-        await tx.query('INSERT INTO effects VALUES ($1)', [ctx.carrierEventId]);
-        return { outcome: 'applied' };
-      },
+      'message.receipt': recording(async (tx, id) => {
+        if (id.startsWith('p-poison')) await tx.query('SELECT pg_terminate_backend(pg_backend_pid())');
+      }),
     });
     for (const id of ids.filter((i) => !i.startsWith('p-poison'))) {
       await eventually(async () => (await row(id)).processed_at);
@@ -117,15 +125,7 @@ describe('the carrier-event relay', () => {
   });
 
   it('an event ingest stores is applied at once on its notification, not at the next poll', async () => {
-    start(
-      {
-        'message.receipt': async (tx, _event, ctx) => {
-          await tx.query('INSERT INTO effects VALUES ($1)', [ctx.carrierEventId]);
-          return { outcome: 'applied' };
-        },
-      },
-      { pollIntervalMs: 60_000 },
-    );
+    start({ 'message.receipt': recording() }, { pollIntervalMs: 60_000 });
     // Listening, and past its start-up claim: from here only a notification (or the poll, 60 s away) wakes it.
     await eventually(
       async () =>
@@ -148,5 +148,32 @@ describe('the carrier-event relay', () => {
     // Well before the 60 s poll: the notification woke it.
     await eventually(async () => (await row(loud)).processed_at, 10_000);
     expect(await effects(loud)).toBe(1);
+  });
+
+  it('three relays of two loops racing over the same stored events apply each exactly once', async () => {
+    const ids = Array.from({ length: 150 }, (_, i) => `race-${i}-${Date.now()}`);
+    // Stored before any relay starts, so every loop's first claim sees all of them.
+    await insert(ids);
+    const metrics = [1, 2, 3].map(() => start({ 'message.receipt': recording() }, { loops: 2, batchSize: 5 }));
+    await eventually(
+      async () =>
+        (await count(
+          db.pool,
+          'SELECT * FROM carrier_events WHERE carrier_event_id = ANY($1) AND processed_at IS NULL',
+          [ids],
+        )) === 0,
+    );
+    expect(
+      await count(db.pool, 'SELECT event FROM effects WHERE event = ANY($1) GROUP BY event HAVING count(*) = 1', [ids]),
+    ).toBe(ids.length);
+    expect(await count(db.pool, 'SELECT * FROM effects WHERE event = ANY($1)', [ids])).toBe(ids.length);
+    // Each relay took a share: the claims are disjoint, not one loop doing it all while the others wait.
+    const applied = await Promise.all(
+      metrics.map(
+        async (m) => (await m.carrierEvents.get()).values.find((v) => v.labels.outcome === 'applied')?.value ?? 0,
+      ),
+    );
+    expect(applied.reduce((a, b) => a + b, 0)).toBe(ids.length);
+    expect(applied.filter((n) => n > 0).length).toBeGreaterThan(1);
   });
 });
