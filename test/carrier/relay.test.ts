@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { carrierEventStoreMany } from '../../src/carrier/events.sql.js';
 import type { HandlerRegistry } from '../../src/carrier/process.js';
 import { startRelay, type Relay } from '../../src/carrier/relay.js';
+import { createPool } from '../../src/db/pool.js';
 import type { Tx } from '../../src/db/tx.js';
 import { retryPolicies } from '../../src/jobs/retry.js';
 import { createLogger } from '../../src/telemetry/log.js';
@@ -175,5 +176,31 @@ describe('the carrier-event relay', () => {
     );
     expect(applied.reduce((a, b) => a + b, 0)).toBe(ids.length);
     expect(applied.filter((n) => n > 0).length).toBeGreaterThan(1);
+  });
+
+  it('a relay stopped while it backs off after failed batches stops at once, not when the backoff ends', async () => {
+    // A database that refuses every connection: each batch fails, and the backoff doubles from 100 ms.
+    const dead = createPool('postgres://postgres@127.0.0.1:1/none', { max: 1, applicationName: 'relay-dead' });
+    let failures = 0;
+    const log = createLogger('warn', {
+      write: (line: string) => {
+        if (line.includes('carrier event batch rolled back')) failures++;
+      },
+    });
+    const relay = startRelay({
+      process: { pool: dead, carriers: telnyxCarriers(), handlers: {}, log, notReady: retryPolicies(3000).notReady },
+      log,
+      metrics: new Metrics({ defaultMetrics: false }),
+      loops: 1,
+    });
+    try {
+      // After the sixth failure the loop sleeps 3.2 s before the next claim.
+      await eventually(async () => failures >= 6, 15_000, 5);
+      const asked = performance.now();
+      await relay.stop();
+      expect(performance.now() - asked).toBeLessThan(1_500);
+    } finally {
+      await dead.end();
+    }
   });
 });
