@@ -73,10 +73,7 @@ export class Authenticator {
       channel: API_KEY_CHANNEL,
       applicationName: 'handset-api-keys-listen',
       ...(deps.listenTo ? { connectionString: deps.listenTo } : {}),
-      onNotification: (keyId) => {
-        this.generation++;
-        if (keyId) this.forget(keyId);
-      },
+      onNotification: (keyId) => this.changed(keyId),
       onUp: (afterLoss) => {
         // Anything cached before was cached while no notice could arrive.
         this.dropAll();
@@ -118,6 +115,16 @@ export class Authenticator {
     await this.listener.stop();
     this.dropAll();
     this.deps.metrics?.apiKeyListener.set(0);
+  }
+
+  /**
+   * A key was revoked or its end moved: forget it now. The notice does the same in
+   * every process, but it arrives a moment after the commit; the process that made
+   * the change calls this before it answers, so its own next request is refused.
+   */
+  changed(keyId: string): void {
+    this.generation++;
+    if (keyId) this.forget(keyId);
   }
 
   /** The account a presented key opens at `now`, or null (malformed, unknown, revoked, expired). */

@@ -243,6 +243,7 @@ export const apiKeyRoutes: ApiRoutes = (app, ctx) => {
           now: new Date(),
         }),
       );
+      if (result.applied) ctx.apiKeys.changed(req.params.id);
       if (!result.applied && result.reason === 'not_found') throw notFound('API key');
       if (!result.applied) {
         throw conflict(
@@ -288,6 +289,7 @@ export const apiKeyRoutes: ApiRoutes = (app, ctx) => {
         }),
       );
       if (!rolled) throw notFound('API key');
+      ctx.apiKeys.changed(req.params.id);
       return reply.code(201).send({ ...apiKeyResource(rolled.created.row), secret: rolled.created.key });
     },
   );

@@ -52,6 +52,8 @@ export interface ApiContext {
   carriers: Carriers;
   /** Seals webhook signing secrets (HANDSET_SECRET_KEY). */
   keys: Keyring;
+  /** This process's API key cache: a route that revokes or re-dates a key tells it after the commit. */
+  apiKeys: Pick<Authenticator, 'changed'>;
 }
 
 /** A domain's routes, registered under /v1 behind authentication. */
@@ -64,7 +66,7 @@ declare module 'fastify' {
   }
 }
 
-export interface ApiDeps extends ApiContext {
+export interface ApiDeps extends Omit<ApiContext, 'apiKeys'> {
   metrics: Metrics;
   routes: ApiRoutes[];
   /** Each customer event type's `data` schema, for the OpenAPI document's `webhooks`. */
@@ -239,7 +241,7 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
           message: `Rate limit of ${ctx.max} requests exceeded; retry in ${ctx.after}`,
         }),
       });
-      for (const routes of deps.routes) routes(v1 as unknown as ApiApp, deps);
+      for (const routes of deps.routes) routes(v1 as unknown as ApiApp, { ...deps, apiKeys: auth });
     },
     { prefix: '/v1' },
   );

@@ -97,6 +97,28 @@ describe('two API processes', () => {
     expect((await use(two, overlap.json.secret)).status).toBe(200);
   });
 
+  it('the process that revokes or rolls a key refuses it on its next request, before the notice reaches it', async () => {
+    // Stop the revoking process's listening backend, so its notice arrives only afterwards.
+    const { rows } = await db.pool.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE application_name = 'handset-api-keys-listen'`,
+    );
+    const revoked = await cachedOnTwo();
+    const rolled = await cachedOnTwo();
+    for (const k of [revoked, rolled]) expect((await use(one, k.secret)).status).toBe(200);
+    for (const { pid } of rows) process.kill(pid, 'SIGSTOP');
+    try {
+      expect((await request(one.apiUrl!, 'DELETE', `/v1/api_keys/${revoked.id}`, acme.key)).status).toBe(200);
+      expect((await use(one, revoked.secret)).status).toBe(401);
+      const roll = { expires_in_seconds: 0 };
+      expect((await request(one.apiUrl!, 'POST', `/v1/api_keys/${rolled.id}/roll`, acme.key, roll)).status).toBe(201);
+      expect((await use(one, rolled.secret)).status).toBe(401);
+    } finally {
+      for (const { pid } of rows) process.kill(pid, 'SIGCONT');
+    }
+    await refusedByTwo(revoked.secret);
+    await refusedByTwo(rolled.secret);
+  });
+
   it('a revoke made straight in the database (as handset accounts keys revoke does) reaches the other too', async () => {
     const key = await cachedOnTwo();
     await withTx(db.pool, (tx) => apiKeyRevoke(tx, acme.accountId, key.id));

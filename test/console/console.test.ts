@@ -487,6 +487,8 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     await page.getByLabel('Find a recipient').press('Enter');
     await page.waitForURL(/recipient=/);
     await row(added).waitFor({ state: 'detached' });
+    // The filtered page may still be loading when the old rows go: wait for its row before counting.
+    await row(texter).waitFor();
     expect(await page.locator('table.list tbody tr').count()).toBe(1);
     await row(texter)
       .getByRole('button', { name: `Opt ${texter} back in to ${ALICE_NUMBER}` })
