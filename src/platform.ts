@@ -18,7 +18,8 @@ import { migrate } from './db/migrate.js';
 import { apiKeyRoutes, tenantRoutes } from './accounts/routes.js';
 import { buildApiServer, type ApiRoutes } from './api/server.js';
 import { Capacity } from './delivery/capacity.js';
-import { deliveryTask } from './delivery/deliver.js';
+import { type DeliveryDeps, deliveryTask } from './delivery/deliver.js';
+import { startDeliveryRelay } from './delivery/relay.js';
 import { keyring, newSecretKey } from './delivery/keyring.js';
 import { recoverTask } from './delivery/recover.js';
 import { sealLegacySecrets } from './delivery/seal.js';
@@ -120,6 +121,8 @@ export interface Platform {
   apiUrl: string | null;
   /** The worker role's runners: carrier events and commands, and customer deliveries apart. */
   runners: JobRunner[];
+  /** The worker role's relays: carrier events, and deliveries' first attempts. */
+  relays: Relay[];
   metrics: Metrics;
   /** Graceful: stop taking work, finish in-flight requests and jobs, close the pools. */
   stop(): Promise<void>;
@@ -253,7 +256,9 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       // dials and call commands never wait behind a customer's slow endpoints.
       // Each relay loop holds one of the pool's connections during a batch (its listener has its own).
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS);
-      const deliveryPool = pool('worker', config.deliveryConcurrency * 2 + 2, 'delivery');
+      // The delivery runner's jobs (a connection each and graphile-worker's fetch and completion) and the
+      // delivery relay's attempts (a connection each) and claims; its listener has its own.
+      const deliveryPool = pool('worker', config.deliveryConcurrency * 3 + 3, 'delivery');
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
         pool: workerPool,
@@ -274,6 +279,11 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         allowPrivate: config.allowPrivateWebhookUrls,
         timeoutMs: config.deliveryTimeoutMs,
       };
+      const attempting: DeliveryDeps = {
+        ...delivering,
+        retrySchedule: config.deliveryRetrySchedule,
+        disableAfter: config.endpointDisableAfter,
+      };
       const processing: ProcessDeps = {
         pool: workerPool,
         carriers,
@@ -284,11 +294,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       };
       const all: TaskRegistry = {
         'carrier_event.process': processCarrierEventTask(processing),
-        'delivery.attempt': deliveryTask({
-          ...delivering,
-          retrySchedule: config.deliveryRetrySchedule,
-          disableAfter: config.endpointDisableAfter,
-        }),
+        'delivery.attempt': deliveryTask(attempting),
         'delivery.recover': recoverTask(delivering),
         'message.dispatch': dispatchTask({ pool: workerPool, carriers, log, policy: policies.dispatch }),
         'call.dial': dialTask({ pool: workerPool, carriers, log, policies }),
@@ -337,6 +343,14 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       runners.push(await start('job', workerPool, pick(false), config.workerConcurrency, MAINTENANCE_CRONTAB));
       relays.push(startRelay({ process: processing, log, metrics }));
       runners.push(await start('delivery', deliveryPool, pick(true), config.deliveryConcurrency));
+      relays.push(
+        startDeliveryRelay({
+          deliver: attempting,
+          log,
+          concurrency: config.deliveryConcurrency,
+          leaseMs: config.workerStaleAfterMs,
+        }),
+      );
       await untilAvailable(
         'seal webhook secrets stored in clear',
         () => sealLegacySecrets(workerPool, keys!, log),
@@ -362,7 +376,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       );
     }
 
-    return { ingestUrl, apiUrl, runners, metrics, stop };
+    return { ingestUrl, apiUrl, runners, relays, metrics, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -316,16 +316,17 @@ export const CHECKS: readonly CheckDef[] = [
         LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id`,
   },
   {
-    // A pending delivery moves on only when its job runs; without one it is lost.
-    // Its job is keyed by jobKeys.delivery (emit and retries use the key; a
-    // re-add while the job runs re-keys a fresh job). A job that has used
+    // A pending delivery moves on only when the relay claims it (relay_after set:
+    // its first attempt, delivery/relay.ts) or its job runs; with neither it is
+    // lost. Its job is keyed by jobKeys.delivery (lane moves and retries use the
+    // key; a re-add while the job runs re-keys a fresh job). A job that has used
     // up its attempts and is not running will never run again: that is lost too.
     key: 'deliveries.pending_has_job',
     invariant: 6,
-    name: 'pending delivery has its job',
+    name: 'pending delivery has its job or is the relay’s',
     unit: () => 'pending deliveries',
     subjects: `
-      SELECT d.id, j.id IS NOT NULL AS ok
+      SELECT d.id, d.relay_after IS NOT NULL OR j.id IS NOT NULL AS ok
         FROM webhook_deliveries d
         LEFT JOIN graphile_worker.jobs j
                ON j.key = $2 || d.id

@@ -50,6 +50,28 @@ export class Capacity {
     return null;
   }
 
+  /**
+   * How much new work a claim may take (delivery/relay.ts): the room left to each
+   * endpoint and each account with attempts in flight (any other has its whole share).
+   */
+  room(): { endpoints: string[]; endpointRooms: number[]; accounts: string[]; accountRooms: number[] } {
+    const out = {
+      endpoints: [] as string[],
+      endpointRooms: [] as number[],
+      accounts: [] as string[],
+      accountRooms: [] as number[],
+    };
+    for (const [endpointId, used] of this.byEndpoint) {
+      out.endpoints.push(endpointId);
+      out.endpointRooms.push(Math.max(0, this.endpointShare(endpointId) - used));
+    }
+    for (const [accountId, used] of this.byAccount) {
+      out.accounts.push(accountId);
+      out.accountRooms.push(Math.max(0, this.perAccount - used));
+    }
+    return out;
+  }
+
   /** A slot for one attempt to `endpointId` of `accountId`, or null when either has its share in flight. */
   take(accountId: string, endpointId: string): Release | null {
     if (this.full(accountId, endpointId)) return null;

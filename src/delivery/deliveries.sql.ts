@@ -26,11 +26,14 @@ export interface DeliveryRow {
   status: DeliveryStatus;
   attempts: number;
   next_attempt_at: Date | null;
+  /** When the relay may take its first attempt (its lease's end once claimed); null: a job or nothing moves it on. */
+  relay_after: Date | null;
   created_at: Date;
   updated_at: Date;
 }
 
-const DELIVERY_COLUMNS = 'id, event_id, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at';
+const DELIVERY_COLUMNS =
+  'id, event_id, endpoint_id, status, attempts, next_attempt_at, relay_after, created_at, updated_at';
 
 export interface AttemptRow {
   id: string;
@@ -59,7 +62,12 @@ export interface DeliveryToSchedule {
   endpoint_id: string;
   status: DeliveryStatus;
   endpoint_failing: boolean;
+  /** The relay takes its first attempt (delivery/relay.ts): no job is queued for it. */
+  relayed: boolean;
 }
+
+/** NOTIFYed by a transaction that gave the relay a delivery: its loops wake and claim. */
+export const DELIVERY_CHANNEL = 'handset_deliveries';
 
 /**
  * One delivery of the event per endpoint of its account, not deleted and
@@ -74,19 +82,34 @@ export async function deliveriesFanOut(
   const { rows } = await tx.query<DeliveryToSchedule>({
     name: 'deliveries_fan_out',
     text: `WITH dl AS (
-             INSERT INTO webhook_deliveries (event_id, endpoint_id, status)
-             SELECT $1, e.id, CASE WHEN e.enabled THEN 'pending' ELSE 'skipped' END
+             INSERT INTO webhook_deliveries (event_id, endpoint_id, status, relay_after)
+             SELECT $1, e.id, CASE WHEN e.enabled THEN 'pending' ELSE 'skipped' END,
+                    -- a failing endpoint's deliveries queue in its lane instead (schedule.ts)
+                    CASE WHEN e.enabled AND e.consecutive_failures = 0 AND NOT e.timing_out THEN now() END
                FROM webhook_endpoints e
               WHERE e.account_id = $2 AND e.deleted_at IS NULL
                 AND CASE WHEN $3 = $6 THEN e.id = $4
                          ELSE (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
                               AND NOT ($3 = ANY ($5::text[]) AND e.id = $4) END
-             RETURNING id, endpoint_id, status
+             RETURNING id, endpoint_id, status, relay_after
+           ), woke AS (
+             -- one wake-up per transaction, however many events it emits (PostgreSQL folds repeats)
+             SELECT pg_notify($7, '') FROM dl WHERE dl.relay_after IS NOT NULL LIMIT 1
            )
-           SELECT dl.id, dl.endpoint_id, dl.status, e.consecutive_failures > 0 AS endpoint_failing
+           SELECT dl.id, dl.endpoint_id, dl.status, e.consecutive_failures > 0 AS endpoint_failing,
+                  dl.relay_after IS NOT NULL AS relayed
              FROM dl JOIN webhook_endpoints e ON e.id = dl.endpoint_id
+            WHERE (SELECT count(*) FROM woke) >= 0
             ORDER BY dl.id`,
-    values: [event.id, event.account_id, event.type, event.subject_id, ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE],
+    values: [
+      event.id,
+      event.account_id,
+      event.type,
+      event.subject_id,
+      ABOUT_ENDPOINT_EVENT_TYPES,
+      TEST_EVENT_TYPE,
+      DELIVERY_CHANNEL,
+    ],
   });
   return rows;
 }
@@ -120,6 +143,7 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
     delivery: {
       ...row.d,
       next_attempt_at: date(row.d.next_attempt_at),
+      relay_after: date(row.d.relay_after),
       created_at: date(row.d.created_at)!,
       updated_at: date(row.d.updated_at)!,
     },
@@ -177,7 +201,7 @@ export async function attemptRecord(
 export async function deliveryFinish(tx: Tx, id: string, status: Exclude<DeliveryStatus, 'pending'>): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'delivery_finish',
-    text: `UPDATE webhook_deliveries SET status = $2, next_attempt_at = NULL, updated_at = now()
+    text: `UPDATE webhook_deliveries SET status = $2, next_attempt_at = NULL, relay_after = NULL, updated_at = now()
             WHERE id = $1 AND status = 'pending'`,
     values: [id, status],
   });
@@ -192,7 +216,8 @@ export async function deliveryFinish(tx: Tx, id: string, status: Exclude<Deliver
 export async function deliverySkipForEndpoint(tx: Tx, id: string): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'delivery_skip_for_endpoint',
-    text: `UPDATE webhook_deliveries d SET status = 'skipped', next_attempt_at = NULL, updated_at = now()
+    text: `UPDATE webhook_deliveries d
+              SET status = 'skipped', next_attempt_at = NULL, relay_after = NULL, updated_at = now()
              FROM webhook_endpoints e
             WHERE d.id = $1 AND d.status = 'pending' AND e.id = d.endpoint_id
               AND (NOT e.enabled OR e.deleted_at IS NOT NULL)`,
@@ -201,20 +226,114 @@ export async function deliverySkipForEndpoint(tx: Tx, id: string): Promise<boole
   return rowCount === 1;
 }
 
+/** The retry's time, on the delivery whose retry job is queued in the same transaction (the relay lets go of it). */
 export async function deliveryScheduleRetry(tx: Tx, id: string, at: Date): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'delivery_schedule_retry',
-    text: `UPDATE webhook_deliveries SET next_attempt_at = $2, updated_at = now() WHERE id = $1 AND status = 'pending'`,
+    text: `UPDATE webhook_deliveries SET next_attempt_at = $2, relay_after = NULL, updated_at = now()
+            WHERE id = $1 AND status = 'pending'`,
     values: [id, at],
   });
   return rowCount === 1;
+}
+
+/** What a relay's claim may take: how many rows, and how many of each endpoint and account with attempts in flight. */
+export interface ClaimRoom {
+  limit: number;
+  endpoints: string[];
+  endpointRooms: number[];
+  accounts: string[];
+  accountRooms: number[];
+  /** The room of any other endpoint, and of any other account. */
+  perEndpoint: number;
+  perAccount: number;
+}
+
+/** Due rows a claim looks through per row it may take: enough to pass over a few endpoints' rows beyond their room. */
+const CLAIM_WINDOW_PER_ROW = 4;
+
+/**
+ * Takes the deliveries the relay may attempt now, oldest due first and no more of
+ * an endpoint or an account than its room, and leases each until `leaseUntil`
+ * (past its attempt's deadline): other loops and processes skip the locked rows
+ * and, once this commits, the leased ones.
+ */
+export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: ClaimRoom): Promise<{ id: string }[]> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'delivery_claim',
+    text: `WITH due AS (
+             SELECT d.id, d.endpoint_id, e.account_id, d.relay_after
+               FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+              WHERE d.relay_after <= $1 AND d.status = 'pending'
+                AND NOT (d.endpoint_id = ANY ($4::text[]))
+                AND NOT (e.account_id = ANY ($5::text[]))
+              ORDER BY d.relay_after, d.id
+              LIMIT $10
+           ), ranked AS (
+             SELECT due.id,
+                    row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.relay_after, due.id) AS nth_of_endpoint,
+                    row_number() OVER (PARTITION BY due.account_id ORDER BY due.relay_after, due.id) AS nth_of_account,
+                    coalesce(er.room, $8) AS endpoint_room, coalesce(ar.room, $9) AS account_room
+               FROM due
+               LEFT JOIN unnest($6::text[], $7::int[]) AS er (endpoint_id, room) ON er.endpoint_id = due.endpoint_id
+               LEFT JOIN unnest($11::text[], $12::int[]) AS ar (account_id, room) ON ar.account_id = due.account_id
+           ), take AS (
+             SELECT id FROM webhook_deliveries
+              WHERE relay_after <= $1
+                AND id IN (SELECT id FROM ranked WHERE nth_of_endpoint <= endpoint_room AND nth_of_account <= account_room)
+              ORDER BY relay_after, id
+              LIMIT $3
+                FOR UPDATE SKIP LOCKED
+           )
+           UPDATE webhook_deliveries d SET relay_after = $2 FROM take WHERE d.id = take.id
+           RETURNING d.id`,
+    values: [
+      now,
+      leaseUntil,
+      room.limit,
+      room.endpoints.filter((_, i) => room.endpointRooms[i]! <= 0),
+      room.accounts.filter((_, i) => room.accountRooms[i]! <= 0),
+      room.endpoints,
+      room.endpointRooms,
+      room.perEndpoint,
+      room.perAccount,
+      room.limit * CLAIM_WINDOW_PER_ROW,
+      room.accounts,
+      room.accountRooms,
+    ],
+  });
+  return rows;
+}
+
+/** The relay lets go of a pending delivery whose job (its lane's) is queued in the same transaction. */
+export async function deliveryUnrelay(tx: Tx, id: string): Promise<boolean> {
+  const { rowCount } = await tx.query({
+    name: 'delivery_unrelay',
+    text: `UPDATE webhook_deliveries SET relay_after = NULL WHERE id = $1 AND relay_after IS NOT NULL`,
+    values: [id],
+  });
+  return rowCount === 1;
+}
+
+/**
+ * The relay's claimed deliveries, due again at `at`: handed back (no room for one
+ * after all, or its attempt failed to run) or, for attempts still in flight, their
+ * leases extended. A delivery moved on meanwhile is left alone.
+ */
+export async function deliveryRelayAt(db: Db, ids: string[], at: Date): Promise<number> {
+  const { rowCount } = await db.query({
+    name: 'delivery_relay_at',
+    text: `UPDATE webhook_deliveries SET relay_after = $2 WHERE id = ANY ($1::text[]) AND relay_after IS NOT NULL`,
+    values: [ids, at],
+  });
+  return rowCount ?? 0;
 }
 
 /** A disabled endpoint's pending deliveries stop; they can be redelivered after re-enabling. */
 export async function deliverySkipPending(tx: Tx, endpointId: string): Promise<number> {
   const { rowCount } = await tx.query({
     name: 'delivery_skip_pending',
-    text: `UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, updated_at = now()
+    text: `UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, relay_after = NULL, updated_at = now()
             WHERE endpoint_id = $1 AND status = 'pending'`,
     values: [endpointId],
   });
@@ -229,7 +348,7 @@ export async function deliverySkipPending(tx: Tx, endpointId: string): Promise<n
 export async function deliveriesToRedeliver(db: Db, eventId: string): Promise<DeliveryToSchedule[]> {
   const { rows } = await db.query<DeliveryToSchedule>({
     name: 'deliveries_to_redeliver',
-    text: `SELECT d.id, d.endpoint_id, d.status, e.consecutive_failures > 0 AS endpoint_failing
+    text: `SELECT d.id, d.endpoint_id, d.status, e.consecutive_failures > 0 AS endpoint_failing, false AS relayed
              FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
             WHERE d.event_id = $1 AND e.deleted_at IS NULL AND e.enabled
             ORDER BY d.id`,
@@ -242,7 +361,7 @@ export async function deliveriesToRedeliver(db: Db, eventId: string): Promise<De
 export async function deliveryMarkRedelivered(tx: Tx, id: string): Promise<boolean> {
   const { rowCount } = await tx.query({
     name: 'delivery_mark_redelivered',
-    text: `UPDATE webhook_deliveries SET status = 'succeeded', next_attempt_at = NULL, updated_at = now()
+    text: `UPDATE webhook_deliveries SET status = 'succeeded', next_attempt_at = NULL, relay_after = NULL, updated_at = now()
             WHERE id = $1 AND status <> 'succeeded'`,
     values: [id],
   });

@@ -1,8 +1,9 @@
 // The outbox: emit() writes one customer event in the transaction of the state
 // change that produced it, with one delivery per endpoint subscribed at that
-// moment and a delivery job per pending one — all in that transaction. If the
-// transition did not apply, emit is never called; if the transaction rolls back,
-// the event, its deliveries and their jobs roll back with it. The event id (the
+// moment, each pending one due to the delivery relay (or, for a failing
+// endpoint, with a job in its lane) — all in that transaction. If the transition
+// did not apply, emit is never called; if the transaction rolls back, the event,
+// its deliveries and their jobs roll back with it. The event id (the
 // row id) is the webhook-id on every attempt.
 
 import type { Tx } from '../db/tx.js';

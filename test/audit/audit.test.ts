@@ -523,7 +523,7 @@ const plants: Plant[] = [
     async plant(db) {
       const d = await one<{ id: string }>(
         db,
-        `SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`,
+        `SELECT id FROM webhook_deliveries WHERE status = 'pending' AND relay_after IS NULL ORDER BY id LIMIT 1`,
       );
       await db.query(`SELECT graphile_worker.remove_job('delivery:' || $1)`, [d.id]);
       return [d.id];
@@ -535,7 +535,7 @@ const plants: Plant[] = [
     async plant(db) {
       const d = await one<{ id: string }>(
         db,
-        `SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`,
+        `SELECT id FROM webhook_deliveries WHERE status = 'pending' AND relay_after IS NULL ORDER BY id LIMIT 1`,
       );
       await db.query(`UPDATE graphile_worker._private_jobs SET attempts = max_attempts WHERE key = 'delivery:' || $1`, [
         d.id,

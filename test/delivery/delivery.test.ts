@@ -316,15 +316,20 @@ describe('crash between the receiver answering and the record', () => {
     const { spawnHandset } = await import('../support/process.js');
     const { receiver, endpointId } = await subscribe(['message.canceled']);
     // Stop the in-process worker from taking this delivery: only the child worker may.
-    await Promise.all(platform.runners.map((r) => r.stop()));
+    await Promise.all([...platform.relays, ...platform.runners].map((r) => r.stop()));
     const { eventId } = await withTx(db.pool, (tx) => emit(tx, event({ type: 'message.canceled' })));
-    const { rows } = await db.pool.query('SELECT id FROM webhook_deliveries WHERE event_id = $1', [eventId]);
-    const deliveryId: string = rows[0].id;
+    // The relay's, not a job's: the row is the work.
+    expect(
+      await count(db.pool, `SELECT * FROM webhook_deliveries WHERE event_id = $1 AND relay_after IS NOT NULL`, [
+        eventId,
+      ]),
+    ).toBe(1);
 
-    // Hold the delivery row so the child blocks recording its attempt, after the receiver has answered.
+    // Hold the attempts' table so the child blocks recording its attempt, after the receiver has answered
+    // (the claim of the row, before the attempt, does not touch it).
     const locker = await db.pool.connect();
     await locker.query('BEGIN');
-    await locker.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE', [deliveryId]);
+    await locker.query('LOCK TABLE webhook_attempts IN SHARE MODE');
     const env = {
       DATABASE_URL: db.url,
       HANDSET_WORKER_STALE_AFTER: '2s',

@@ -420,13 +420,15 @@ async function noisyNeighbour(b: Bench, ingest: RoleProcess, worker: RoleProcess
   });
   try {
     // Measured once the noise is steady: its attempts hang, and each of its deliveries
-    // has had its first turn (the fan-out's burst of jobs is behind it).
+    // has had its first turn (the fan-out's burst of jobs and relay claims is behind it).
     const deadline = Date.now() + 30_000;
     const firstTurns = async () =>
       (
         await b.db.pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM graphile_worker.jobs
-            WHERE task_identifier = 'delivery.attempt' AND queue_name IS NULL AND priority = 0`,
+          `SELECT ((SELECT count(*) FROM graphile_worker.jobs
+                     WHERE task_identifier = 'delivery.attempt' AND queue_name IS NULL AND priority = 0)
+                 + (SELECT count(*) FROM webhook_deliveries WHERE relay_after <= now() AND status = 'pending'))::int
+                  AS n`,
         )
       ).rows[0]!.n;
     while ((attempts < 4 || (await firstTurns()) > 0) && Date.now() < deadline) {

@@ -1,0 +1,174 @@
+// The worker's delivery relay: a pending delivery to a healthy endpoint is its
+// own job until its first attempt. The relay claims due rows in batches (oldest
+// first, FOR UPDATE SKIP LOCKED, no more of an endpoint than it has room for)
+// and leases each past its attempt's deadline in the claim's one statement, so
+// no connection is held during the HTTP call and loops and processes take
+// disjoint rows. Each claimed delivery is then attempted and recorded exactly as
+// a job's attempt is (deliver.ts), in its own promise: one slow endpoint never
+// holds up the batch it came in. What moves a delivery on clears its lease in
+// the transaction that does so: its outcome, its retry's job, or its lane's job
+// when its endpoint is failing. The guarantees are the row's:
+//
+// - No queued job, fetch or completion per delivery: the fan-out's one NOTIFY per
+//   transaction wakes the relay, a poll covers a lost notification.
+// - Fair shares hold as for jobs (capacity.ts): the claim leaves alone the
+//   endpoints (and accounts) with their share in flight here, and a claimed row
+//   that finds no room after all is handed back at once, never waited for.
+// - A lease lasts the crash-recovery bound (HANDSET_WORKER_STALE_AFTER) and is
+//   renewed while its attempt runs, so a worker that dies holding leases leaves
+//   those rows to be claimed again within that bound: the receiver may get the
+//   event twice, with the same webhook-id (at-least-once). An attempt that fails to run (the database went
+//   away) hands its row back to be tried again shortly.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Listener } from '../db/listen.js';
+import type { Logger } from '../telemetry/log.js';
+import { DELIVERY_CHANNEL, deliveryClaim, deliveryRelayAt } from './deliveries.sql.js';
+import { type DeliveryDeps, deliver } from './deliver.js';
+
+/** Claimed rows at most per claim. */
+export const DELIVERY_RELAY_BATCH = 50;
+/** The backstop for a lost notification and for leases that ran out; graphile-worker polls as often. */
+const POLL_MS = 1_000;
+/** How soon an attempt that failed to run (not the endpoint: the database) is tried again. */
+const RETRY_MS = 1_000;
+
+export interface DeliveryRelayOptions {
+  deliver: DeliveryDeps;
+  log: Logger;
+  /** Attempts in flight at once in this process, as the delivery job runner's concurrency. */
+  concurrency: number;
+  /**
+   * How long a claim holds a row unless renewed (HANDSET_WORKER_STALE_AFTER): the
+   * relay renews its attempts' leases every third of it, so only a dead worker's run out.
+   */
+  leaseMs: number;
+  batchSize?: number;
+  pollIntervalMs?: number;
+}
+
+export interface DeliveryRelay {
+  /** Stops claiming and waits for the attempts in flight to be recorded. */
+  stop(): Promise<void>;
+}
+
+export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
+  const { log } = opts;
+  const deps = opts.deliver;
+  const { pool, capacity } = deps;
+  const clock = deps.now ?? (() => new Date());
+  const batchSize = opts.batchSize ?? DELIVERY_RELAY_BATCH;
+  const pollMs = opts.pollIntervalMs ?? POLL_MS;
+  const { leaseMs } = opts;
+  let stopped = false;
+  const stopping = new AbortController();
+  /** Set by a notification or a finished attempt, cleared by the claim that follows: no wake-up is lost. */
+  let woken = false;
+  let wake: (() => void) | null = null;
+  const wakeUp = () => {
+    woken = true;
+    wake?.();
+  };
+  /** Attempts in flight: the delivery each holds the lease of → its run. */
+  const running = new Map<string, Promise<void>>();
+
+  // Renew the leases of the attempts in flight; a renewal that fails is tried at the next tick, well within the lease.
+  const renewal = setInterval(() => {
+    if (running.size === 0) return;
+    deliveryRelayAt(pool, [...running.keys()], new Date(clock().getTime() + leaseMs)).catch((err: Error) =>
+      log.warn({ err: err.message }, 'could not renew the delivery relay’s leases'),
+    );
+  }, leaseMs / 3);
+  renewal.unref();
+
+  const listener = new Listener({
+    pool,
+    channel: DELIVERY_CHANNEL,
+    applicationName: 'handset-delivery-relay-listen',
+    onNotification: wakeUp,
+    // What was emitted while nobody listened is found by the claim after this wake-up.
+    onUp: wakeUp,
+    onDown: (why, _wasUp, retryInMs) =>
+      log.debug({ err: why, retryInMs }, 'delivery listener lost: the relay polls until it is back'),
+  });
+  void listener.start();
+
+  /** Resolves on a notification, a finished attempt, the poll, or stop. */
+  function idle(): Promise<void> {
+    if (woken || stopped) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, pollMs);
+      function done() {
+        clearTimeout(timer);
+        wake = null;
+        resolve();
+      }
+      wake = done;
+    });
+  }
+
+  function attempt(id: string) {
+    let handedBack = false;
+    const handBack = async () => {
+      handedBack = true;
+      await deliveryRelayAt(pool, [id], clock());
+    };
+    const run = deliver(deps, { deliveryId: id, trigger: 'scheduled' }, { inSerialQueue: false, whenFull: handBack })
+      .catch(async (err: Error) => {
+        log.warn({ deliveryId: id, err: err.message }, 'delivery attempt failed to run; it is tried again shortly');
+        // If this fails too, the lease running out hands it back.
+        await deliveryRelayAt(pool, [id], new Date(clock().getTime() + RETRY_MS)).catch(() => undefined);
+      })
+      .finally(() => {
+        running.delete(id);
+        if (!handedBack) wakeUp(); // a slot is free (a row handed back freed none: no claim for it)
+      });
+    running.set(id, run);
+  }
+
+  async function loop() {
+    let failures = 0; // claims failed in a row, for the backoff
+    while (!stopped) {
+      woken = false;
+      const limit = Math.min(batchSize, opts.concurrency - running.size);
+      if (limit <= 0) {
+        await idle();
+        continue;
+      }
+      let claimed: { id: string }[];
+      try {
+        const now = clock();
+        claimed = await deliveryClaim(pool, now, new Date(now.getTime() + leaseMs), {
+          limit,
+          ...capacity.room(),
+          perEndpoint: capacity.perEndpoint,
+          perAccount: capacity.perAccount,
+        });
+        failures = 0;
+      } catch (err) {
+        failures++;
+        log.warn({ err: (err as Error).message }, 'delivery claim failed');
+        await sleep(Math.min(100 * 2 ** (failures - 1), 5_000), undefined, { signal: stopping.signal }).catch(
+          () => undefined, // stopped meanwhile
+        );
+        continue;
+      }
+      for (const { id } of claimed) attempt(id);
+      if (claimed.length < limit) await idle();
+    }
+  }
+
+  const looping = loop();
+
+  return {
+    async stop() {
+      stopped = true;
+      stopping.abort();
+      wake?.();
+      await looping;
+      await Promise.allSettled([...running.values()]);
+      clearInterval(renewal);
+      await listener.stop();
+    },
+  };
+}

@@ -1,0 +1,224 @@
+// The delivery relay: a first attempt to a healthy endpoint is the delivery row
+// itself, claimed in batches with a lease instead of a queued job. Relays racing
+// over the same rows attempt each once; a lease is renewed while its attempt
+// hangs, and a dead relay's leases run out into another's hands; the claim takes
+// no more of an endpoint or an account than its room; the fan-out queues a job
+// only for a failing endpoint's delivery and wakes the relay once per transaction.
+
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { withTx } from '../../src/db/tx.js';
+import { Capacity } from '../../src/delivery/capacity.js';
+import { DELIVERY_CHANNEL, deliveryClaim } from '../../src/delivery/deliveries.sql.js';
+import type { DeliveryDeps } from '../../src/delivery/deliver.js';
+import { keyring, newSecretKey } from '../../src/delivery/keyring.js';
+import { type DeliveryRelay, startDeliveryRelay } from '../../src/delivery/relay.js';
+import { emit } from '../../src/outbox/outbox.js';
+import { createLogger } from '../../src/telemetry/log.js';
+import { Metrics } from '../../src/telemetry/metrics.js';
+import { createCustomer, type Customer } from '../../src/tools/bench/pipeline.js';
+import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
+import { startReceiver, type Receiver } from '../support/receiver.js';
+
+let db: TestDatabase;
+const keys = keyring([Buffer.from(newSecretKey(), 'base64')]);
+const relays: DeliveryRelay[] = [];
+const receivers: Receiver[] = [];
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterEach(async () => {
+  await Promise.all(relays.splice(0).map((r) => r.stop()));
+  await db.pool.query(`UPDATE webhook_endpoints SET deleted_at = now(), enabled = false WHERE deleted_at IS NULL`);
+  await db.pool.query(`UPDATE webhook_deliveries SET status = 'skipped', relay_after = NULL WHERE status = 'pending'`);
+});
+afterAll(async () => {
+  for (const r of receivers) await r.close();
+  await db.drop();
+});
+
+/** An account with an endpoint at a fresh receiver. */
+async function customer(): Promise<{ receiver: Receiver; c: Customer }> {
+  const receiver = await startReceiver();
+  receivers.push(receiver);
+  const c = await createCustomer(db.pool, keys, receiver.url);
+  receiver.secrets = [c.secret];
+  return { receiver, c };
+}
+
+/** `n` events of the customer's account, emitted in one transaction. */
+async function emitMany(c: Customer, n: number): Promise<string[]> {
+  return withTx(db.pool, async (tx) => {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const { eventId } = await emit(tx, {
+        accountId: c.accountId,
+        tenantId: null,
+        type: 'message.delivered',
+        subjectId: `msg_${i}`,
+        data: { id: `msg_${i}` },
+        occurredAt: new Date(),
+      });
+      ids.push(eventId);
+    }
+    return ids;
+  });
+}
+
+const deps = (over: Partial<DeliveryDeps> = {}): DeliveryDeps => ({
+  pool: db.pool,
+  log: createLogger('silent'),
+  metrics: new Metrics({ scrapeToken: null }),
+  keys,
+  capacity: new Capacity(10),
+  retrySchedule: [1000],
+  disableAfter: 5,
+  allowPrivate: true,
+  timeoutMs: 5_000,
+  ...over,
+});
+
+const relay = (d: DeliveryDeps, leaseMs = 30_000) => {
+  const r = startDeliveryRelay({ deliver: d, log: d.log, concurrency: 10, leaseMs, pollIntervalMs: 50 });
+  relays.push(r);
+  return r;
+};
+
+const jobsOfDeliveries = () =>
+  count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'delivery.attempt'`);
+const ofEvents = (ids: string[]) =>
+  db.pool
+    .query<{ status: string; attempts: number; relay_after: Date | null }>(
+      'SELECT status, attempts, relay_after FROM webhook_deliveries WHERE event_id = ANY ($1) ORDER BY id',
+      [ids],
+    )
+    .then((r) => r.rows);
+
+describe('the delivery relay', () => {
+  it('three relays racing over the same deliveries attempt each exactly once, with no job queued', async () => {
+    const { receiver, c } = await customer();
+    const ids = await emitMany(c, 150);
+    expect(await jobsOfDeliveries()).toBe(0);
+    expect((await ofEvents(ids)).every((d) => d.relay_after !== null)).toBe(true);
+    for (let i = 0; i < 3; i++) relay(deps());
+    await eventually(async () => (await ofEvents(ids)).every((d) => d.status === 'succeeded'), 30_000);
+    const ids2 = receiver.received.map((r) => r.headers['webhook-id']);
+    expect(ids2.length).toBe(150);
+    expect(new Set(ids2)).toEqual(new Set(ids));
+    expect(receiver.received.every((r) => r.verifiedWith[0])).toBe(true);
+    expect((await ofEvents(ids)).every((d) => d.attempts === 1 && d.relay_after === null)).toBe(true);
+    expect(await jobsOfDeliveries()).toBe(0);
+  });
+
+  it('a lease is renewed while its attempt hangs past it: no other relay sends the event again', async () => {
+    const { receiver, c } = await customer();
+    receiver.answer = async () => {
+      await new Promise((r) => setTimeout(r, 1_500));
+      return { status: 200 };
+    };
+    const [id] = await emitMany(c, 1);
+    relay(deps(), 300);
+    await eventually(async () => receiver.received.length === 1, 10_000);
+    relay(deps(), 300); // a second relay, polling while the first attempt hangs for five leases
+    await eventually(async () => (await ofEvents([id!]))[0]!.status === 'succeeded', 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.received.length).toBe(1);
+  });
+
+  it('a dead relay’s leases run out and another relay sends those deliveries, with the same webhook-id', async () => {
+    const { receiver, c } = await customer();
+    const ids = await emitMany(c, 5);
+    // A relay that claimed them and died before attempting any.
+    const now = new Date();
+    const claimed = await deliveryClaim(db.pool, now, new Date(now.getTime() + 700), {
+      limit: 50,
+      endpoints: [],
+      endpointRooms: [],
+      accounts: [],
+      accountRooms: [],
+      perEndpoint: 10,
+      perAccount: 10,
+    });
+    expect(claimed).toHaveLength(5);
+    const t0 = Date.now();
+    relay(deps());
+    await eventually(async () => (await ofEvents(ids)).every((d) => d.status === 'succeeded'), 10_000);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(500); // not before the leases ran out
+    expect(receiver.received.map((r) => r.headers['webhook-id']).sort()).toEqual([...ids].sort());
+  });
+
+  it('a claim takes no more of an endpoint or an account than the room it is given', async () => {
+    const a = await customer();
+    const b = await customer();
+    await emitMany(a.c, 10);
+    await emitMany(b.c, 10);
+    const now = new Date();
+    const lease = new Date(now.getTime() + 60_000);
+    const claimedOf = async (room: Parameters<typeof deliveryClaim>[3]) => {
+      const rows = await deliveryClaim(db.pool, now, lease, room);
+      const { rows: eps } = await db.pool.query<{ endpoint_id: string; n: number }>(
+        `SELECT endpoint_id, count(*)::int AS n FROM webhook_deliveries WHERE id = ANY ($1) GROUP BY endpoint_id`,
+        [rows.map((r) => r.id)],
+      );
+      await db.pool.query(`UPDATE webhook_deliveries SET relay_after = $2 WHERE id = ANY ($1)`, [
+        rows.map((r) => r.id),
+        now,
+      ]);
+      return Object.fromEntries(eps.map((e) => [e.endpoint_id === a.c.endpointId ? 'a' : 'b', e.n]));
+    };
+    const none = { endpoints: [], endpointRooms: [], accounts: [], accountRooms: [] };
+    expect(await claimedOf({ limit: 50, ...none, perEndpoint: 2, perAccount: 5 })).toEqual({ a: 2, b: 2 });
+    expect(
+      await claimedOf({
+        limit: 50,
+        ...none,
+        endpoints: [a.c.endpointId],
+        endpointRooms: [1],
+        perEndpoint: 3,
+        perAccount: 5,
+      }),
+    ).toEqual({ a: 1, b: 3 });
+    expect(
+      await claimedOf({
+        limit: 50,
+        ...none,
+        endpoints: [a.c.endpointId],
+        endpointRooms: [0],
+        accounts: [b.c.accountId],
+        accountRooms: [2],
+        perEndpoint: 4,
+        perAccount: 5,
+      }),
+    ).toEqual({ b: 2 });
+    expect(await claimedOf({ limit: 3, ...none, perEndpoint: 10, perAccount: 10 })).toEqual({ a: 3 });
+  });
+
+  it('the fan-out queues a job only for a failing endpoint’s delivery, and wakes the relay once per transaction', async () => {
+    const healthy = await customer();
+    const failing = await customer();
+    await db.pool.query('UPDATE webhook_endpoints SET consecutive_failures = 2 WHERE id = $1', [failing.c.endpointId]);
+    const listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.channel));
+    await listener.query(`LISTEN ${DELIVERY_CHANNEL}`);
+    try {
+      const ids = await emitMany(healthy.c, 3);
+      const lane = await emitMany(failing.c, 2);
+      await eventually(async () => heard.length >= 1, 5_000);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(heard).toEqual([DELIVERY_CHANNEL]); // the failing endpoint's transaction gave the relay nothing
+      expect((await ofEvents(ids)).every((d) => d.relay_after !== null)).toBe(true);
+      expect((await ofEvents(lane)).every((d) => d.relay_after === null)).toBe(true);
+      expect(
+        await count(
+          db.pool,
+          `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'delivery.attempt' AND queue_name = $1`,
+          [`endpoint:${failing.c.endpointId}`],
+        ),
+      ).toBe(2);
+    } finally {
+      await listener.end();
+    }
+  });
+});
