@@ -41,6 +41,7 @@ import {
   deliveryUnrelay,
   deliverySkipPending,
   type AttemptTrigger,
+  type DeliveryWork,
 } from './deliveries.sql.js';
 import { disableEndpoint, endpointResource } from './endpoints.js';
 import {
@@ -88,12 +89,14 @@ export async function deliver(
     inSerialQueue: boolean;
     /** The relay's: instead of a move to a lane when the account or endpoint has its share in flight, hand the row back. */
     whenFull?: () => Promise<void>;
+    /** What the attempt needs, when the caller has read it already (the relay's claim). */
+    work?: DeliveryWork;
   },
 ): Promise<void> {
   const clock = deps.now ?? (() => new Date());
   const { deliveryId, trigger } = payload;
   const redelivery = trigger === 'redeliver';
-  const work = await deliveryLoad(deps.pool, deliveryId);
+  const work = job.work ?? (await deliveryLoad(deps.pool, deliveryId));
   if (!work || (!redelivery && work.delivery.status !== 'pending')) return; // finished meanwhile
   const { endpoint, event } = work;
 

@@ -122,21 +122,29 @@ export interface DeliveryWork {
   sealedSecrets: string[];
 }
 
+/** What one attempt needs, as columns of the row `d` of webhook_deliveries (the load's and the claim's). */
+const WORK_COLUMNS = `row_to_json(d.*) AS d, row_to_json(e.*) AS e, row_to_json(ev.*) AS ev,
+                  (SELECT array_agg(s.sealed ORDER BY s.created_at DESC, s.id DESC) FROM webhook_endpoint_secrets s
+                    WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now())) AS secrets`;
+const WORK_JOINS = `JOIN webhook_endpoints e ON e.id = d.endpoint_id
+             JOIN outbound_events ev ON ev.id = d.event_id`;
+type WorkRow = { d: DeliveryRow; e: EndpointRow; ev: OutboundEventRow; secrets: string[] | null };
+
 /** Everything one attempt needs, in one round trip. */
 export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | null> {
-  const { rows } = await db.query<{ d: DeliveryRow; e: EndpointRow; ev: OutboundEventRow; secrets: string[] | null }>({
+  const { rows } = await db.query<WorkRow>({
     name: 'delivery_load',
-    text: `SELECT row_to_json(d.*) AS d, row_to_json(e.*) AS e, row_to_json(ev.*) AS ev,
-                  (SELECT array_agg(s.sealed ORDER BY s.created_at DESC, s.id DESC) FROM webhook_endpoint_secrets s
-                    WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now())) AS secrets
+    text: `SELECT ${WORK_COLUMNS}
              FROM webhook_deliveries d
-             JOIN webhook_endpoints e ON e.id = d.endpoint_id
-             JOIN outbound_events ev ON ev.id = d.event_id
+             ${WORK_JOINS}
             WHERE d.id = $1`,
     values: [id],
   });
   const row = rows[0];
-  if (!row) return null;
+  return row ? workOf(row) : null;
+}
+
+function workOf(row: WorkRow): DeliveryWork {
   // row_to_json leaves timestamps as strings
   const date = (v: unknown) => (v === null ? null : new Date(v as string));
   return {
@@ -255,11 +263,12 @@ const CLAIM_WINDOW_PER_ROW = 4;
 /**
  * Takes the deliveries the relay may attempt now, oldest due first and no more of
  * an endpoint or an account than its room, and leases each until `leaseUntil`
- * (past its attempt's deadline): other loops and processes skip the locked rows
- * and, once this commits, the leased ones.
+ * (the crash-recovery bound, renewed while the attempt runs): other loops and
+ * processes skip the locked rows and, once this commits, the leased ones. Each
+ * comes with what its attempt needs, read in the claim's statement.
  */
-export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: ClaimRoom): Promise<{ id: string }[]> {
-  const { rows } = await db.query<{ id: string }>({
+export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: ClaimRoom): Promise<DeliveryWork[]> {
+  const { rows } = await db.query<WorkRow>({
     name: 'delivery_claim',
     text: `WITH due AS (
              SELECT d.id, d.endpoint_id, e.account_id, d.relay_after
@@ -284,9 +293,14 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
               ORDER BY relay_after, id
               LIMIT $3
                 FOR UPDATE SKIP LOCKED
+           ), claimed AS (
+             UPDATE webhook_deliveries d SET relay_after = $2 FROM take WHERE d.id = take.id RETURNING d.*
            )
-           UPDATE webhook_deliveries d SET relay_after = $2 FROM take WHERE d.id = take.id
-           RETURNING d.id`,
+           -- each with what its attempt needs: no load per delivery
+           SELECT ${WORK_COLUMNS}
+             FROM claimed d
+             ${WORK_JOINS}
+            ORDER BY d.id`,
     values: [
       now,
       leaseUntil,
@@ -302,7 +316,7 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
       room.accountRooms,
     ],
   });
-  return rows;
+  return rows.map(workOf);
 }
 
 /** The relay lets go of a pending delivery whose job (its lane's) is queued in the same transaction. */

@@ -23,7 +23,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Listener } from '../db/listen.js';
 import type { Logger } from '../telemetry/log.js';
-import { DELIVERY_CHANNEL, deliveryClaim, deliveryRelayAt } from './deliveries.sql.js';
+import { DELIVERY_CHANNEL, type DeliveryWork, deliveryClaim, deliveryRelayAt } from './deliveries.sql.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
 /** Claimed rows at most per claim. */
@@ -107,13 +107,22 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     });
   }
 
-  function attempt(id: string) {
+  function attempt(work: DeliveryWork) {
+    const id = work.delivery.id;
     let handedBack = false;
     const handBack = async () => {
       handedBack = true;
       await deliveryRelayAt(pool, [id], clock());
     };
-    const run = deliver(deps, { deliveryId: id, trigger: 'scheduled' }, { inSerialQueue: false, whenFull: handBack })
+    const run = deliver(
+      deps,
+      { deliveryId: id, trigger: 'scheduled' },
+      {
+        inSerialQueue: false,
+        whenFull: handBack,
+        work,
+      },
+    )
       .catch(async (err: Error) => {
         log.warn({ deliveryId: id, err: err.message }, 'delivery attempt failed to run; it is tried again shortly');
         // If this fails too, the lease running out hands it back.
@@ -135,7 +144,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
         await idle();
         continue;
       }
-      let claimed: { id: string }[];
+      let claimed: DeliveryWork[];
       try {
         const now = clock();
         claimed = await deliveryClaim(pool, now, new Date(now.getTime() + leaseMs), {
@@ -153,7 +162,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
         );
         continue;
       }
-      for (const { id } of claimed) attempt(id);
+      for (const work of claimed) attempt(work);
       if (claimed.length < limit) await idle();
     }
   }

@@ -155,16 +155,19 @@ describe('the delivery relay', () => {
     const now = new Date();
     const lease = new Date(now.getTime() + 60_000);
     const claimedOf = async (room: Parameters<typeof deliveryClaim>[3]) => {
-      const rows = await deliveryClaim(db.pool, now, lease, room);
-      const { rows: eps } = await db.pool.query<{ endpoint_id: string; n: number }>(
-        `SELECT endpoint_id, count(*)::int AS n FROM webhook_deliveries WHERE id = ANY ($1) GROUP BY endpoint_id`,
-        [rows.map((r) => r.id)],
-      );
+      const claimed = await deliveryClaim(db.pool, now, lease, room);
+      const eps = new Map<string, number>();
+      for (const w of claimed) {
+        expect(w.endpoint.id).toBe(w.delivery.endpoint_id); // each comes with what its attempt needs
+        expect(w.event.id).toBe(w.delivery.event_id);
+        expect(w.sealedSecrets).toHaveLength(1);
+        eps.set(w.endpoint.id, (eps.get(w.endpoint.id) ?? 0) + 1);
+      }
       await db.pool.query(`UPDATE webhook_deliveries SET relay_after = $2 WHERE id = ANY ($1)`, [
-        rows.map((r) => r.id),
+        claimed.map((w) => w.delivery.id),
         now,
       ]);
-      return Object.fromEntries(eps.map((e) => [e.endpoint_id === a.c.endpointId ? 'a' : 'b', e.n]));
+      return Object.fromEntries([...eps].map(([id, n]) => [id === a.c.endpointId ? 'a' : 'b', n]));
     };
     const none = { endpoints: [], endpointRooms: [], accounts: [], accountRooms: [] };
     expect(await claimedOf({ limit: 50, ...none, perEndpoint: 2, perAccount: 5 })).toEqual({ a: 2, b: 2 });
