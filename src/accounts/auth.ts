@@ -5,7 +5,8 @@
 // costs no database round trip. What makes remembering safe is LISTEN: every change
 // that ends a key or moves its end NOTIFYs API_KEY_CHANNEL in the transaction that
 // made it (accounts.sql.ts), and each process forgets that key when the change
-// commits. The cache is trusted only while the listening connection is known to be
+// commits; the process that made the change forgets it before it answers (changed()),
+// since its own notice may arrive after its next request. The cache is trusted only while the listening connection is known to be
 // up:
 //
 //   down ──connect + LISTEN ok──▶ listening (cache empty, then filled by lookups)

@@ -271,21 +271,22 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
   const { rows } = await db.query<WorkRow>({
     name: 'delivery_claim',
     text: `WITH due AS (
-             SELECT d.id, d.endpoint_id, e.account_id, d.relay_after
-               FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+             -- rows of an endpoint or an account with no room left are passed over before the window
+             SELECT d.id, d.endpoint_id, e.account_id, d.relay_after,
+                    coalesce(er.room, $6) AS endpoint_room, coalesce(ar.room, $7) AS account_room
+               FROM webhook_deliveries d
+               JOIN webhook_endpoints e ON e.id = d.endpoint_id
+               LEFT JOIN unnest($4::text[], $5::int[]) AS er (endpoint_id, room) ON er.endpoint_id = d.endpoint_id
+               LEFT JOIN unnest($8::text[], $9::int[]) AS ar (account_id, room) ON ar.account_id = e.account_id
               WHERE d.relay_after <= $1 AND d.status = 'pending'
-                AND NOT (d.endpoint_id = ANY ($4::text[]))
-                AND NOT (e.account_id = ANY ($5::text[]))
+                AND coalesce(er.room, $6) > 0 AND coalesce(ar.room, $7) > 0
               ORDER BY d.relay_after, d.id
               LIMIT $10
            ), ranked AS (
-             SELECT due.id,
-                    row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.relay_after, due.id) AS nth_of_endpoint,
-                    row_number() OVER (PARTITION BY due.account_id ORDER BY due.relay_after, due.id) AS nth_of_account,
-                    coalesce(er.room, $8) AS endpoint_room, coalesce(ar.room, $9) AS account_room
+             SELECT id, endpoint_room, account_room,
+                    row_number() OVER (PARTITION BY endpoint_id ORDER BY relay_after, id) AS nth_of_endpoint,
+                    row_number() OVER (PARTITION BY account_id ORDER BY relay_after, id) AS nth_of_account
                FROM due
-               LEFT JOIN unnest($6::text[], $7::int[]) AS er (endpoint_id, room) ON er.endpoint_id = due.endpoint_id
-               LEFT JOIN unnest($11::text[], $12::int[]) AS ar (account_id, room) ON ar.account_id = due.account_id
            ), take AS (
              SELECT id FROM webhook_deliveries
               WHERE relay_after <= $1
@@ -305,15 +306,13 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
       now,
       leaseUntil,
       room.limit,
-      room.endpoints.filter((_, i) => room.endpointRooms[i]! <= 0),
-      room.accounts.filter((_, i) => room.accountRooms[i]! <= 0),
       room.endpoints,
       room.endpointRooms,
       room.perEndpoint,
       room.perAccount,
-      room.limit * CLAIM_WINDOW_PER_ROW,
       room.accounts,
       room.accountRooms,
+      room.limit * CLAIM_WINDOW_PER_ROW,
     ],
   });
   return rows.map(workOf);
