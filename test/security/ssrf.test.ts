@@ -94,6 +94,24 @@ describe('at connect time', () => {
     expect(receiver.received).toHaveLength(0);
   });
 
+  it('a host name that resolves to a blocked address is refused on the address dialed, over a kept-alive pool too', async () => {
+    const { port } = new URL(receiver.url);
+    // The same origin is first dialed with private addresses allowed (its pooled
+    // connection is kept alive): the guarded path must not reuse it.
+    expect(
+      (await sendWebhook(`http://localhost:${port}/hooks`, {}, '{}', { timeoutMs: 2000, allowPrivate: true })).status,
+    ).toBe(200);
+    const before = receiver.received.length;
+    for (const scheme of ['http', 'https']) {
+      const r = await sendWebhook(`${scheme}://localhost:${port}/hooks`, {}, '{}', {
+        timeoutMs: 2000,
+        allowPrivate: false,
+      });
+      expect([scheme, r.status, r.error]).toEqual([scheme, null, 'blocked address']);
+    }
+    expect(receiver.received).toHaveLength(before);
+  });
+
   it('port 0 is never dialed, whether or not private addresses are allowed; the same URL on its real port is', async () => {
     for (const allowPrivate of [false, true]) {
       const r = await sendWebhook('http://127.0.0.1:0/hooks', {}, '{}', { timeoutMs: 2000, allowPrivate });
