@@ -1,10 +1,16 @@
 // One HTTP attempt of a customer webhook: POST, no redirects followed (3xx is a
 // failure), a hard deadline for the whole exchange, the connect-time address
 // guard, and at most a short excerpt of the response kept for the delivery log.
+//
+// Connections are undici's: one keep-alive pool per endpoint origin, so a busy
+// endpoint's attempts reuse their sockets and one origin's connections never
+// wait behind another's. How many attempts an endpoint has in flight is the
+// delivery capacity's to decide (capacity.ts), not the pool's. The guarded pools
+// resolve names through the address guard on every new connection, and a pool
+// kept alive for a dev (allow-private) dial is never one a guarded attempt uses.
 
-import http from 'node:http';
-import https from 'node:https';
 import { isIP } from 'node:net';
+import { Agent, type Dispatcher, request } from 'undici';
 import { guardedLookup, isBlockedAddress, isBlockedPort } from './ssrf.js';
 
 export interface AttemptResult {
@@ -20,91 +26,87 @@ export interface AttemptResult {
 const EXCERPT_BYTES = 1024;
 const MAX_DRAIN_BYTES = 64 * 1024;
 
-const agents = {
-  guarded: {
-    'http:': new http.Agent({ keepAlive: true, lookup: guardedLookup }),
-    'https:': new https.Agent({ keepAlive: true, lookup: guardedLookup }),
-  },
-  open: {
-    'http:': new http.Agent({ keepAlive: true }),
-    'https:': new https.Agent({ keepAlive: true }),
-  },
+const dispatchers: Record<'guarded' | 'open', Dispatcher> = {
+  guarded: new Agent({ connect: { lookup: guardedLookup } }),
+  open: new Agent(),
 };
 
-export function sendWebhook(
+export async function sendWebhook(
   target: string,
   headers: Record<string, string>,
   body: string,
   opts: { timeoutMs: number; allowPrivate: boolean },
 ): Promise<AttemptResult> {
   const started = performance.now();
-  const elapsed = () => Math.round(performance.now() - started);
-  return new Promise((resolve) => {
-    let settled = false;
-    let deadline: NodeJS.Timeout | undefined;
-    let timedOut = false;
-    const done = (r: Omit<AttemptResult, 'durationMs' | 'timedOut'>) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(deadline);
-      resolve({ ...r, timedOut: timedOut && r.status === null, durationMs: elapsed() });
-    };
-    let url: URL;
-    try {
-      url = new URL(target);
-    } catch {
-      return done({ status: null, retryAfter: null, excerpt: null, error: 'invalid url' });
-    }
-    const host = url.hostname.replace(/^\[|\]$/g, '');
-    if (isBlockedPort(url)) return done({ status: null, retryAfter: null, excerpt: null, error: 'blocked port' });
-    if (!opts.allowPrivate && isIP(host) && isBlockedAddress(host)) {
-      return done({ status: null, retryAfter: null, excerpt: null, error: 'blocked address' });
-    }
-    const protocol = url.protocol === 'https:' ? 'https:' : 'http:';
-    const transport = protocol === 'https:' ? https : http;
+  const failed = (error: string, timedOut = false): AttemptResult => ({
+    status: null,
+    retryAfter: null,
+    excerpt: null,
+    error,
+    timedOut,
+    durationMs: Math.round(performance.now() - started),
+  });
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    return failed('invalid url');
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (isBlockedPort(url)) return failed('blocked port');
+  if (!opts.allowPrivate && isIP(host) && isBlockedAddress(host)) return failed('blocked address');
+
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), opts.timeoutMs);
+  try {
     const payload = Buffer.from(body, 'utf8');
-    const req = transport.request(url, {
+    const res = await request(url, {
       method: 'POST',
-      agent: (opts.allowPrivate ? agents.open : agents.guarded)[protocol],
+      dispatcher: dispatchers[opts.allowPrivate ? 'open' : 'guarded'],
+      signal: deadline.signal,
       headers: {
         ...headers,
         'content-type': 'application/json',
         'content-length': String(payload.length),
         'user-agent': 'Handset-Webhooks/1.0',
       },
+      body: payload,
     });
-    deadline = setTimeout(() => {
-      timedOut = true;
-      req.destroy(new Error(`timed out after ${opts.timeoutMs} ms`));
-    }, opts.timeoutMs);
-    req.on('error', (err: Error & { code?: string }) => {
-      const error = err.code === 'EBLOCKEDADDRESS' ? 'blocked address' : err.message || err.code || 'request failed';
-      done({ status: null, retryAfter: null, excerpt: null, error });
-    });
-    req.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      let kept = 0;
-      let seen = 0;
-      res.on('data', (chunk: Buffer) => {
-        seen += chunk.length;
-        if (kept < EXCERPT_BYTES) {
-          chunks.push(chunk.subarray(0, EXCERPT_BYTES - kept));
-          kept += Math.min(chunk.length, EXCERPT_BYTES - kept);
-        }
-        if (seen > MAX_DRAIN_BYTES) res.destroy(); // not worth keeping the connection for
-      });
-      const finish = () =>
-        done({
-          status: res.statusCode ?? null,
-          retryAfter: typeof res.headers['retry-after'] === 'string' ? res.headers['retry-after'] : null,
-          // Whatever bytes the receiver sent: text columns cannot hold NUL (gzip, UTF-16, binary bodies have it).
-          excerpt: Buffer.concat(chunks).toString('utf8').replaceAll('\u0000', '\ufffd') || null,
-          error: null,
-        });
-      res.on('end', finish);
-      res.on('close', finish);
-      res.on('error', finish);
-    });
-    req.end(payload);
-  });
+    const chunks: Buffer[] = [];
+    let kept = 0;
+    let seen = 0;
+    for await (const chunk of res.body as AsyncIterable<Buffer>) {
+      seen += chunk.length;
+      if (kept < EXCERPT_BYTES) {
+        chunks.push(chunk.subarray(0, EXCERPT_BYTES - kept));
+        kept += Math.min(chunk.length, EXCERPT_BYTES - kept);
+      }
+      if (seen > MAX_DRAIN_BYTES) {
+        res.body.destroy(); // not worth keeping the connection for
+        break;
+      }
+    }
+    const retryAfter = res.headers['retry-after'];
+    return {
+      status: res.statusCode,
+      retryAfter: typeof retryAfter === 'string' ? retryAfter : null,
+      // Whatever bytes the receiver sent: text columns cannot hold NUL (gzip, UTF-16, binary bodies have it).
+      excerpt: Buffer.concat(chunks).toString('utf8').replaceAll('\u0000', '\ufffd') || null,
+      error: null,
+      timedOut: false,
+      durationMs: Math.round(performance.now() - started),
+    };
+  } catch (err) {
+    if (deadline.signal.aborted) return failed(`timed out after ${opts.timeoutMs} ms`, true);
+    return failed(describe(err as Error & { code?: string; cause?: unknown }));
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** What the delivery log says of a request that got no answer. */
+function describe(err: Error & { code?: string; cause?: unknown }): string {
+  const cause = err.cause as (Error & { code?: string }) | undefined;
+  if (err.code === 'EBLOCKEDADDRESS' || cause?.code === 'EBLOCKEDADDRESS') return 'blocked address';
+  return err.message || err.code || 'request failed';
 }
