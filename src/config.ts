@@ -55,7 +55,8 @@ export interface Config {
   workerConcurrency: number;
   /**
    * Customer webhook attempts run at once per worker process, in capacity of their
-   * own, so a customer's slow endpoints never delay carrier events. Defaults to 10.
+   * own, so a customer's slow endpoints never delay carrier events. An attempt in
+   * flight holds a socket, not a database connection. Defaults to DEFAULT_DELIVERY_CONCURRENCY.
    */
   deliveryConcurrency: number;
   /** Of those, at most this many for one account at a time (and half as many for one endpoint). Defaults to half. */
@@ -135,6 +136,8 @@ export class ConfigError extends Error {
 }
 
 const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,14h,20h';
+/** Customer webhook attempts in flight per worker process unless HANDSET_DELIVERY_CONCURRENCY says otherwise. */
+export const DEFAULT_DELIVERY_CONCURRENCY = 32;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Parses "262144", "256KiB", "1MiB" into bytes. */
@@ -229,7 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
   const deliveryRetrySchedule = schedule('HANDSET_DELIVERY_RETRY_SCHEDULE', DEFAULT_RETRY_SCHEDULE, 8);
   const transcriptionRetrySchedule = schedule('HANDSET_TRANSCRIPTION_RETRY_SCHEDULE', '5s,30s,2m,10m,30m', 20);
 
-  const deliveryConcurrency = int('HANDSET_DELIVERY_CONCURRENCY', 10, 1, 1000);
+  const deliveryConcurrency = int('HANDSET_DELIVERY_CONCURRENCY', DEFAULT_DELIVERY_CONCURRENCY, 1, 1000);
 
   const size = (name: string, fallback: string, min: number, max: number): number => {
     const v = str(name) ?? fallback;

@@ -20,6 +20,7 @@ import { buildApiServer, type ApiRoutes } from './api/server.js';
 import { Capacity } from './delivery/capacity.js';
 import { type DeliveryDeps, deliveryTask } from './delivery/deliver.js';
 import { startDeliveryRelay } from './delivery/relay.js';
+import { SuccessLog } from './delivery/successes.js';
 import { keyring, newSecretKey } from './delivery/keyring.js';
 import { recoverTask } from './delivery/recover.js';
 import { sealLegacySecrets } from './delivery/seal.js';
@@ -97,6 +98,9 @@ export async function openApiDocument(): Promise<Record<string, unknown>> {
     await app.close();
   }
 }
+
+/** Delivery attempts the worker's delivery pool is sized for (three connections each, three more). */
+const DELIVERY_POOL_ATTEMPTS = 10;
 
 export const ROLES = ['ingest', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
@@ -256,9 +260,17 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       // dials and call commands never wait behind a customer's slow endpoints.
       // Each relay loop holds one of the pool's connections during a batch (its listener has its own).
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS);
-      // The delivery runner's jobs (a connection each and graphile-worker's fetch and completion) and the
-      // delivery relay's attempts (a connection each) and claims; its listener has its own.
-      const deliveryPool = pool('worker', config.deliveryConcurrency * 3 + 3, 'delivery');
+      // The delivery runner's jobs (a connection each and graphile-worker's fetch and completion), the
+      // delivery relay's claims and lease renewals, and the attempts' records (successes batched, one
+      // write at a time; a failure's transaction one each); its listener has its own. No connection is
+      // held during an attempt's HTTP exchange, and each record is a short transaction, so the pool
+      // does not grow with the concurrency past DELIVERY_POOL_ATTEMPTS: beyond that, a record waits
+      // a moment for a connection instead of the database holding one for each attempt in flight.
+      const deliveryPool = pool(
+        'worker',
+        Math.min(config.deliveryConcurrency, DELIVERY_POOL_ATTEMPTS) * 3 + 3,
+        'delivery',
+      );
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
         pool: workerPool,
@@ -281,6 +293,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       };
       const attempting: DeliveryDeps = {
         ...delivering,
+        successes: new SuccessLog(deliveryPool),
         retrySchedule: config.deliveryRetrySchedule,
         disableAfter: config.endpointDisableAfter,
       };

@@ -335,6 +335,18 @@ export const CHECKS: readonly CheckDef[] = [
     values: () => [DELIVERY_KEY_PREFIX],
   },
   {
+    // Every move off pending clears relay_after in the same statement, and the
+    // relay's claim relies on it: it takes due rows by relay_after alone (its
+    // index), so a finished delivery still marked would be attempted again.
+    key: 'deliveries.relayed_pending',
+    invariant: 6,
+    name: 'only a pending delivery is the relay’s',
+    unit: () => 'deliveries',
+    subjects: `
+      SELECT id, relay_after IS NULL OR status = 'pending' AS ok
+        FROM webhook_deliveries`,
+  },
+  {
     // emit() gives an event one delivery per endpoint of its account that is not
     // deleted and is subscribed to its type (a disabled one gets a `skipped`
     // delivery), all in the event's transaction; an operational event about an

@@ -53,6 +53,7 @@ import {
 } from './endpoints.sql.js';
 import type { AttemptResult } from './http.js';
 import type { Keyring } from './keyring.js';
+import type { SuccessLog } from './successes.js';
 
 export interface DeliveryDeps {
   pool: pg.Pool;
@@ -60,6 +61,8 @@ export interface DeliveryDeps {
   metrics: Metrics;
   keys: Keyring;
   capacity: Capacity;
+  /** Where a success at an endpoint read healthy is recorded, batched with others (successes.ts). */
+  successes: SuccessLog;
   /** Delays before each retry, in ms; its length is the number of retries. */
   retrySchedule: number[];
   disableAfter: number;
@@ -168,12 +171,26 @@ export async function deliver(
 
   const succeeded = result.status !== null && result.status >= 200 && result.status < 300;
   deps.capacity.note(endpoint.id, result.durationMs, succeeded);
-  // A success at an endpoint read healthy has no health to reset: its transaction
-  // touches the delivery row alone, so attempts to a busy endpoint do not queue
-  // on the endpoint's row. (A failure counted meanwhile stays until a success in
-  // the endpoint's lane, which reads it unhealthy, resets it.)
+  // A success at an endpoint read healthy has no health to reset: it touches the
+  // delivery row alone, so attempts to a busy endpoint do not queue on the
+  // endpoint's row, and it is recorded together with the others finishing now.
+  // (A failure counted meanwhile stays until a success in the endpoint's lane,
+  // which reads it unhealthy, resets it.)
   const healthy = endpoint.consecutive_failures === 0 && !endpoint.timing_out;
-  const lockFree = succeeded && healthy && !redelivery;
+  if (succeeded && healthy && !redelivery) {
+    const finished = await deps.successes.record({
+      delivery_id: deliveryId,
+      trigger,
+      url: endpoint.url,
+      started_at: startedAt,
+      duration_ms: result.durationMs,
+      response_status: result.status,
+      response_excerpt: result.excerpt,
+    });
+    // Not finished: skipped meanwhile (its endpoint disabled); the success is logged, not un-skipped.
+    deps.metrics.deliveries.inc({ outcome: finished ? 'succeeded' : 'skipped' });
+    return;
+  }
   const outcome = await withTx(deps.pool, async (tx) => {
     // Lock order: the endpoint row first, then delivery rows. Two attempts to one
     // endpoint finishing together must not take them in opposite orders.
@@ -186,7 +203,7 @@ export async function deliver(
         error: result.error ?? `HTTP ${result.status}`,
         timedOut: result.timedOut,
       });
-    } else if (!lockFree) {
+    } else {
       await endpointLock(tx, endpoint.id);
     }
     const attempt = await attemptRecord(tx, {
@@ -216,7 +233,7 @@ export async function deliver(
       // A success after another attempt disabled the endpoint is logged, but it
       // neither re-arms the endpoint nor un-skips the delivery.
       if (!(await deliveryFinish(tx, deliveryId, 'succeeded'))) return 'skipped' as const;
-      if (!lockFree) await endpointRecordSuccess(tx, endpoint.id);
+      await endpointRecordSuccess(tx, endpoint.id);
       return 'succeeded' as const;
     }
 

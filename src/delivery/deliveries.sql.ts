@@ -205,6 +205,65 @@ export async function attemptRecord(
   return rows[0]!;
 }
 
+/** A 2xx to record (deliverySucceedMany): the attempt as it will be logged. */
+export type SucceededAttempt = Pick<
+  AttemptRow,
+  'delivery_id' | 'trigger' | 'url' | 'started_at' | 'duration_ms' | 'response_status' | 'response_excerpt'
+>;
+
+/**
+ * Records successful attempts as ONE statement, so a batch of them is one
+ * transaction and one commit: each is counted on its delivery and logged, and
+ * each delivery still pending moves to succeeded in the same row update (a
+ * delivery that left pending meanwhile, skipped by its endpoint's disabling,
+ * keeps its status and only gains the logged attempt, as attemptRecord +
+ * deliveryFinish would do). Each delivery's row is locked first, in id order, so
+ * the status the update judges by is the one it overwrites. Answers, in input
+ * order, whether each delivery was finished by it.
+ */
+export async function deliverySucceedMany(db: Db, attempts: readonly SucceededAttempt[]): Promise<boolean[]> {
+  const { rows } = await db.query<{ id: string; finished: boolean }>({
+    name: 'delivery_succeed_many',
+    text: `WITH input AS (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::int[], $7::text[])
+                      AS i (delivery_id, trigger, url, started_at, duration_ms, response_status, response_excerpt)
+           ), locked AS (
+             SELECT d.id, d.status FROM webhook_deliveries d
+              WHERE d.id = ANY ($1::text[])
+              ORDER BY d.id
+                FOR UPDATE
+           ), counted AS (
+             UPDATE webhook_deliveries d
+                SET attempts = d.attempts + 1,
+                    status = CASE WHEN l.status = 'pending' THEN 'succeeded' ELSE d.status END,
+                    -- a delivery off pending has neither already
+                    next_attempt_at = NULL, relay_after = NULL,
+                    updated_at = now()
+               FROM locked l
+              WHERE d.id = ANY ($1::text[]) AND d.id = l.id
+             RETURNING d.id, d.attempts, l.status = 'pending' AS finished
+           ), logged AS (
+             INSERT INTO webhook_attempts (delivery_id, attempt, trigger, url, started_at, duration_ms,
+                                           response_status, response_excerpt, error)
+             SELECT i.delivery_id, c.attempts, i.trigger, i.url, i.started_at, i.duration_ms,
+                    i.response_status, i.response_excerpt, NULL
+               FROM input i JOIN counted c ON c.id = i.delivery_id
+           )
+           SELECT id, finished FROM counted`,
+    values: [
+      attempts.map((a) => a.delivery_id),
+      attempts.map((a) => a.trigger),
+      attempts.map((a) => a.url),
+      attempts.map((a) => a.started_at),
+      attempts.map((a) => a.duration_ms),
+      attempts.map((a) => a.response_status),
+      attempts.map((a) => a.response_excerpt),
+    ],
+  });
+  const finished = new Map(rows.map((r) => [r.id, r.finished]));
+  return attempts.map((a) => finished.get(a.delivery_id) ?? false);
+}
+
 /** pending → succeeded | failed | skipped; false when it had already left pending. */
 export async function deliveryFinish(tx: Tx, id: string, status: Exclude<DeliveryStatus, 'pending'>): Promise<boolean> {
   const { rowCount } = await tx.query({
@@ -278,7 +337,7 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
                JOIN webhook_endpoints e ON e.id = d.endpoint_id
                LEFT JOIN unnest($4::text[], $5::int[]) AS er (endpoint_id, room) ON er.endpoint_id = d.endpoint_id
                LEFT JOIN unnest($8::text[], $9::int[]) AS ar (account_id, room) ON ar.account_id = e.account_id
-              WHERE d.relay_after <= $1 AND d.status = 'pending'
+              WHERE d.relay_after <= $1 -- only a pending delivery has one (the audit holds this)
                 AND coalesce(er.room, $6) > 0 AND coalesce(ar.room, $7) > 0
               ORDER BY d.relay_after, d.id
               LIMIT $10
@@ -288,12 +347,13 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
                     row_number() OVER (PARTITION BY account_id ORDER BY relay_after, id) AS nth_of_account
                FROM due
            ), take AS (
-             SELECT id FROM webhook_deliveries
-              WHERE relay_after <= $1
-                AND id IN (SELECT id FROM ranked WHERE nth_of_endpoint <= endpoint_room AND nth_of_account <= account_room)
-              ORDER BY relay_after, id
+             -- driven from the window, by primary key: never a scan of the whole backlog
+             SELECT d.id FROM ranked r JOIN webhook_deliveries d ON d.id = r.id
+              WHERE r.nth_of_endpoint <= r.endpoint_room AND r.nth_of_account <= r.account_room
+                AND d.relay_after <= $1
+              ORDER BY d.relay_after, d.id
               LIMIT $3
-                FOR UPDATE SKIP LOCKED
+                FOR UPDATE OF d SKIP LOCKED
            ), claimed AS (
              UPDATE webhook_deliveries d SET relay_after = $2 FROM take WHERE d.id = take.id RETURNING d.*
            )

@@ -25,6 +25,8 @@ beforeAll(async () => {
       HANDSET_ENDPOINT_DISABLE_AFTER: '5',
       HANDSET_DELIVERY_TIMEOUT: '3s',
       HANDSET_WORKER_CONCURRENCY: '4',
+      // Shares of 5 per account and 2 per endpoint (the hanging-endpoint test counts on them).
+      HANDSET_DELIVERY_CONCURRENCY: '10',
     },
   });
   acme = await createAccount(db.pool, platform.apiUrl!, 'Acme');
@@ -306,7 +308,7 @@ describe('delivery', () => {
         [hanging.endpointId],
       ),
     ).toBe(0);
-    // and the hanging endpoint never held more than (concurrency / 2) + its serial lane at once
+    // and the hanging endpoint never held more than its share (2 of its account's 5) + its serial lane at once
     expect(hanging.receiver.received.length).toBeLessThanOrEqual(3);
   });
 });
@@ -341,9 +343,14 @@ describe('crash between the receiver answering and the record', () => {
       await eventually(async () => receiver.received.length === 1, 20_000).catch((e) => {
         throw new Error(String(e) + child.output());
       });
-      await new Promise((r) => setTimeout(r, 200)); // the child is now waiting on the row lock
+      // The child's record now waits on the table lock. It is one statement, which
+      // would commit on its own once the lock goes, dead client or not; a crash
+      // that loses the record is one whose connection dies with it.
+      const waiting = `SELECT pid FROM pg_stat_activity WHERE application_name = 'handset-delivery' AND wait_event_type = 'Lock'`;
+      await eventually(async () => (await count(db.pool, waiting)) === 1);
       child.child.kill('SIGKILL');
       await child.exited;
+      await db.pool.query(`SELECT pg_terminate_backend(pid) FROM (${waiting}) AS w`);
       await locker.query('COMMIT');
       locker.release();
       expect((await deliveryOf(eventId, endpointId)).attempts).toBe(0); // the answered attempt was never recorded

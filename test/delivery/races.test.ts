@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTx } from '../../src/db/tx.js';
 import { Capacity } from '../../src/delivery/capacity.js';
+import { SuccessLog } from '../../src/delivery/successes.js';
 import { deliveryTask } from '../../src/delivery/deliver.js';
 import { emit } from '../../src/outbox/outbox.js';
 import { createLogger } from '../../src/telemetry/log.js';
@@ -38,6 +39,7 @@ const task = (disableAfter: number) =>
     timeoutMs: 5000,
     keys: testKeys,
     capacity: new Capacity(10),
+    successes: new SuccessLog(db.pool),
   });
 const job = { jobId: '1', attempts: 1, maxAttempts: 25, inSerialQueue: true, abortSignal: undefined };
 

@@ -11,6 +11,7 @@ import { withTx } from '../../src/db/tx.js';
 import { Capacity } from '../../src/delivery/capacity.js';
 import { DELIVERY_CHANNEL, deliveryClaim } from '../../src/delivery/deliveries.sql.js';
 import type { DeliveryDeps } from '../../src/delivery/deliver.js';
+import { SuccessLog } from '../../src/delivery/successes.js';
 import { keyring, newSecretKey } from '../../src/delivery/keyring.js';
 import { type DeliveryRelay, startDeliveryRelay } from '../../src/delivery/relay.js';
 import { emit } from '../../src/outbox/outbox.js';
@@ -71,6 +72,7 @@ const deps = (over: Partial<DeliveryDeps> = {}): DeliveryDeps => ({
   metrics: new Metrics({ scrapeToken: null }),
   keys,
   capacity: new Capacity(10),
+  successes: new SuccessLog(db.pool),
   retrySchedule: [1000],
   disableAfter: 5,
   allowPrivate: true,

@@ -3,6 +3,7 @@
 // against, measured in the same run, and the table ends with the issue's
 // targets, met or not.
 
+import { DEFAULT_DELIVERY_CONCURRENCY } from '../../config.js';
 import type { LoadResult } from './http-load.js';
 import type { CpuSplit, MachineInfo } from './machine.js';
 import type { BenchOptions } from './options.js';
@@ -294,7 +295,7 @@ export function renderTable(r: BenchReport): string {
     for (const d of r.delivery) {
       add(
         `${d.events} events, ${d.endpoints} endpoint${d.endpoints > 1 ? 's' : ''}`,
-        10,
+        DEFAULT_DELIVERY_CONCURRENCY,
         `${rate(d.rate)} evt`,
         ...latencyCells(d.latency),
         r.queue ? `floor ${ratio(d.rate, r.queue.burnDown)}` : '',
