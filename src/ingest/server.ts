@@ -59,8 +59,9 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
 
   // The body is opaque bytes until its signature checks out: a missing or
   // malformed content-type must not turn a webhook into a 415 before verification.
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', (req, _reply, done) => {
     req.headers['content-type'] = 'application/octet-stream';
+    done();
   });
 
   app.removeAllContentTypeParsers();
