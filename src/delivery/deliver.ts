@@ -40,6 +40,7 @@ import {
   deliverySkipForEndpoint,
   deliveryUnrelay,
   deliverySkipPending,
+  deliveriesUnrelayForEndpoint,
   type AttemptTrigger,
   type DeliveryWork,
 } from './deliveries.sql.js';
@@ -53,6 +54,7 @@ import {
 } from './endpoints.sql.js';
 import type { AttemptResult } from './http.js';
 import type { Keyring } from './keyring.js';
+import { scheduleDeliveries } from './schedule.js';
 import type { SuccessLog } from './successes.js';
 
 export interface DeliveryDeps {
@@ -203,6 +205,12 @@ export async function deliver(
         error: result.error ?? `HTTP ${result.status}`,
         timedOut: result.timedOut,
       });
+      // Its first failure: the deliveries waiting for the relay go to the endpoint's lane now,
+      // together, instead of each being claimed and moved in a transaction of its own (a burst
+      // of commits that would hold up every other account's).
+      if (failures === 1) {
+        await scheduleDeliveries(tx, await deliveriesUnrelayForEndpoint(tx, endpoint.id, clock()), 'scheduled');
+      }
     } else {
       await endpointLock(tx, endpoint.id);
     }

@@ -389,6 +389,28 @@ export async function deliveryUnrelay(tx: Tx, id: string): Promise<boolean> {
 }
 
 /**
+ * The relay lets go of an endpoint's waiting deliveries (due, not leased to an
+ * attempt in flight) because the endpoint has just started failing: its lane
+ * takes them over as the fan-out would have given them to it (schedule.ts), in
+ * the caller's transaction, which holds the endpoint's row. One statement, so
+ * however many wait, the hand-over is one commit.
+ */
+export async function deliveriesUnrelayForEndpoint(
+  tx: Tx,
+  endpointId: string,
+  now: Date,
+): Promise<DeliveryToSchedule[]> {
+  const { rows } = await tx.query<DeliveryToSchedule>({
+    name: 'deliveries_unrelay_for_endpoint',
+    text: `UPDATE webhook_deliveries SET relay_after = NULL
+            WHERE endpoint_id = $1 AND status = 'pending' AND relay_after <= $2
+           RETURNING id, endpoint_id, status, true AS endpoint_failing, false AS relayed`,
+    values: [endpointId, now],
+  });
+  return rows;
+}
+
+/**
  * The relay's claimed deliveries, due again at `at`: handed back (no room for one
  * after all, or its attempt failed to run) or, for attempts still in flight, their
  * leases extended. A delivery moved on meanwhile is left alone.

@@ -198,6 +198,31 @@ describe('the delivery relay', () => {
     expect(await claimedOf({ limit: 3, ...none, perEndpoint: 10, perAccount: 10 })).toEqual({ a: 3 });
   });
 
+  it('an endpoint’s first failure hands its waiting deliveries to its lane in that transaction, not one transaction each', async () => {
+    const { receiver, c } = await customer();
+    let answered = 0;
+    receiver.answer = async () => {
+      answered++;
+      await new Promise((r) => setTimeout(r, 300)); // the claims behind the first attempts see a healthy endpoint
+      return { status: 500 };
+    };
+    const ids = await emitMany(c, 40);
+    // Room for 2 attempts of the endpoint at a time: 38 wait as relay rows when the first two fail.
+    relay(deps({ capacity: new Capacity(4) }));
+    await eventually(async () => (await ofEvents(ids)).every((d) => d.relay_after === null), 10_000);
+    const jobs = await db.pool.query<{ created_at: Date; n: number }>(
+      `SELECT created_at, count(*)::int AS n FROM graphile_worker.jobs
+        WHERE task_identifier = 'delivery.attempt' AND queue_name = $1 GROUP BY created_at ORDER BY n DESC`,
+      [`endpoint:${c.endpointId}`],
+    );
+    // Every delivery is now its lane's: the two that failed got their retries, the rest were handed over.
+    expect(jobs.rows.reduce((sum, r) => sum + r.n, 0)).toBe(40);
+    // Each transaction stamps its jobs with its own start: the waiting ones went over together.
+    expect(jobs.rows[0]!.n).toBeGreaterThanOrEqual(36);
+    expect(jobs.rows.length).toBeLessThanOrEqual(4);
+    expect(answered).toBeLessThanOrEqual(4);
+  });
+
   it('the fan-out queues a job only for a failing endpoint’s delivery, and wakes the relay once per transaction', async () => {
     const healthy = await customer();
     const failing = await customer();
