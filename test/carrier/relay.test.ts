@@ -153,6 +153,10 @@ describe('the carrier-event relay', () => {
 
   it('three relays of two loops racing over the same stored events apply each exactly once', async () => {
     const ids = Array.from({ length: 150 }, (_, i) => `race-${i}-${Date.now()}`);
+    // Earlier tests' postponed events fall due while this one runs and would be counted
+    // as applied with these: they are not this test's.
+    // (Found here: t-boom and p-poison of the tests above, applied by these relays and counted.)
+    await db.pool.query(`UPDATE carrier_events SET processed_at = now() WHERE processed_at IS NULL`);
     // Stored before any relay starts, so every loop's first claim sees all of them.
     await insert(ids);
     const metrics = [1, 2, 3].map(() => start({ 'message.receipt': recording() }, { loops: 2, batchSize: 5 }));
