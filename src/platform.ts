@@ -99,8 +99,14 @@ export async function openApiDocument(): Promise<Record<string, unknown>> {
   }
 }
 
-/** Delivery attempts the worker's delivery pool is sized for (three connections each, three more). */
-const DELIVERY_POOL_ATTEMPTS = 10;
+/**
+ * Delivery jobs (retries, lanes, redeliveries) that run at once in a worker process,
+ * and what its delivery pool is sized for: three connections each (the job's
+ * transaction, graphile-worker's fetch and completion) and three more. First
+ * attempts are the relay's, up to HANDSET_DELIVERY_CONCURRENCY of them, and hold no
+ * connection while in flight, so neither grows with that setting past this.
+ */
+const DELIVERY_JOBS = 10;
 
 export const ROLES = ['ingest', 'api', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
@@ -260,17 +266,11 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       // dials and call commands never wait behind a customer's slow endpoints.
       // Each relay loop holds one of the pool's connections during a batch (its listener has its own).
       const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS);
-      // The delivery runner's jobs (a connection each and graphile-worker's fetch and completion), the
-      // delivery relay's claims and lease renewals, and the attempts' records (successes batched, one
-      // write at a time; a failure's transaction one each); its listener has its own. No connection is
-      // held during an attempt's HTTP exchange, and each record is a short transaction, so the pool
-      // does not grow with the concurrency past DELIVERY_POOL_ATTEMPTS: beyond that, a record waits
-      // a moment for a connection instead of the database holding one for each attempt in flight.
-      const deliveryPool = pool(
-        'worker',
-        Math.min(config.deliveryConcurrency, DELIVERY_POOL_ATTEMPTS) * 3 + 3,
-        'delivery',
-      );
+      // The delivery runner's jobs, the delivery relay's claims and lease renewals, and the attempts'
+      // records (successes batched, one write at a time; a failure's transaction one each); the relay's
+      // listener has its own. No connection is held during an attempt's HTTP exchange.
+      const deliveryJobs = Math.min(config.deliveryConcurrency, DELIVERY_JOBS);
+      const deliveryPool = pool('worker', deliveryJobs * 3 + 3, 'delivery');
       const policies = retryPolicies(config.workerStaleAfterMs);
       const reconcile: ReconcileDeps = {
         pool: workerPool,
@@ -355,7 +355,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         );
       runners.push(await start('job', workerPool, pick(false), config.workerConcurrency, MAINTENANCE_CRONTAB));
       relays.push(startRelay({ process: processing, log, metrics }));
-      runners.push(await start('delivery', deliveryPool, pick(true), config.deliveryConcurrency));
+      runners.push(await start('delivery', deliveryPool, pick(true), deliveryJobs));
       relays.push(
         startDeliveryRelay({
           deliver: attempting,
