@@ -221,7 +221,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
     let ingestUrl: string | null = null;
     if (roles.includes('ingest')) {
-      // Group commit keeps at most two writes in flight; one more connection for /readyz.
+      // Group commit keeps one write in flight and /readyz takes one more; the rest is room to spare.
       const app = buildIngestServer({
         pool: pool('ingest', 4),
         carriers,
