@@ -617,16 +617,21 @@ async function compare(
 
 /** What happened to a call, for a difference to be understood: its legs and the carrier events about them. */
 async function callStory(pool: pg.Pool, callId: string): Promise<string[]> {
+  const t = (d: Date | null) => d?.toISOString().slice(11, 23) ?? '-';
+  const { rows: calls } = await pool.query(`SELECT status, ring_plan, created_at, ended_at FROM calls WHERE id = $1`, [
+    callId,
+  ]);
+  const lines: string[] = calls.map(
+    (c) => `call ${c.status}, plan ${JSON.stringify(c.ring_plan)}, created ${t(c.created_at)} ended ${t(c.ended_at)}`,
+  );
   const { rows: legs } = await pool.query(
-    `SELECT position, status, hangup_cause, carrier_ref, reconciled, dialed_at, answered_at, ended_at
+    `SELECT position, to_number, status, hangup_cause, carrier_ref, reconciled, dialed_at, answered_at, ended_at
        FROM call_legs WHERE call_id = $1 ORDER BY position`,
     [callId],
   );
-  const lines: string[] = [];
   for (const l of legs) {
-    const t = (d: Date | null) => d?.toISOString().slice(11, 23) ?? '-';
     lines.push(
-      `leg ${l.position} ${l.status} (${l.hangup_cause ?? '-'}) dialed ${t(l.dialed_at)} answered ${t(l.answered_at)} ended ${t(l.ended_at)} reconciled [${l.reconciled}]`,
+      `leg ${l.position} to ${l.to_number} ${l.status} (${l.hangup_cause ?? '-'}) dialed ${t(l.dialed_at)} answered ${t(l.answered_at)} ended ${t(l.ended_at)} reconciled [${l.reconciled}]`,
     );
     if (!l.carrier_ref) continue;
     const { rows: events } = await pool.query(
