@@ -1,8 +1,7 @@
 // The successes of delivery attempts, recorded together: attempts that got their
 // 2xx while a record is being written go into the next one, as one statement
 // (deliverySucceedMany) and one commit, instead of a transaction of four round
-// trips each. This is the common outcome by far, and at a busy endpoint it was
-// what each delivery cost PostgreSQL most. Only a success at an endpoint read
+// trips each. This is the common outcome by far. Only a success at an endpoint read
 // healthy comes here: it touches its delivery's row alone (no endpoint health to
 // reset), so batching it holds no lock another attempt waits for. Each caller is
 // answered once its batch committed; until then its relay lease (or its job)
