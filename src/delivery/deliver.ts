@@ -179,16 +179,17 @@ export async function deliver(
   // (A failure counted meanwhile stays until a success in the endpoint's lane,
   // which reads it unhealthy, resets it.)
   const healthy = endpoint.consecutive_failures === 0 && !endpoint.timing_out;
+  const logged = {
+    delivery_id: deliveryId,
+    trigger,
+    url: endpoint.url,
+    started_at: startedAt,
+    duration_ms: result.durationMs,
+    response_status: result.status,
+    response_excerpt: result.excerpt,
+  };
   if (succeeded && healthy && !redelivery) {
-    const finished = await deps.successes.record({
-      delivery_id: deliveryId,
-      trigger,
-      url: endpoint.url,
-      started_at: startedAt,
-      duration_ms: result.durationMs,
-      response_status: result.status,
-      response_excerpt: result.excerpt,
-    });
+    const finished = await deps.successes.record(logged);
     // Not finished: skipped meanwhile (its endpoint disabled); the success is logged, not un-skipped.
     deps.metrics.deliveries.inc({ outcome: finished ? 'succeeded' : 'skipped' });
     return;
@@ -215,13 +216,7 @@ export async function deliver(
       await endpointLock(tx, endpoint.id);
     }
     const attempt = await attemptRecord(tx, {
-      delivery_id: deliveryId,
-      trigger,
-      url: endpoint.url,
-      started_at: startedAt,
-      duration_ms: result.durationMs,
-      response_status: result.status,
-      response_excerpt: result.excerpt,
+      ...logged,
       error: result.error ?? (succeeded ? null : `HTTP ${result.status}`),
     });
     if (redelivery) {
