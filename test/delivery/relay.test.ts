@@ -223,6 +223,44 @@ describe('the delivery relay', () => {
     expect(answered).toBeLessThanOrEqual(4);
   });
 
+  it('a claim reads its window, not the backlog: 2,000 due deliveries on a table last analyzed empty', async () => {
+    const { c } = await customer();
+    // Statistics taken while the table held next to nothing, as on a young table a burst just filled.
+    await db.pool.query(`DELETE FROM webhook_attempts`);
+    await db.pool.query(`DELETE FROM webhook_deliveries`);
+    await db.pool.query(`ANALYZE webhook_deliveries`);
+    await emitMany(c, 2_000);
+    // The claim's own statement, under EXPLAIN ANALYZE: the rows each node read from webhook_deliveries.
+    let plan: unknown;
+    const explaining = {
+      query: async (q: { text: string; values: unknown[] }) => {
+        const r = await db.pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${q.text}`, q.values);
+        plan = r.rows[0]['QUERY PLAN'];
+        return { rows: [] };
+      },
+    } as unknown as pg.Pool;
+    const now = new Date();
+    await deliveryClaim(explaining, now, new Date(now.getTime() + 60_000), {
+      limit: 1,
+      endpoints: [],
+      endpointRooms: [],
+      accounts: [],
+      accountRooms: [],
+      perEndpoint: 10,
+      perAccount: 10,
+    });
+    let read = 0;
+    const walk = (node: Record<string, unknown>) => {
+      if (node['Relation Name'] === 'webhook_deliveries')
+        read += (node['Actual Rows'] as number) * (node['Actual Loops'] as number);
+      for (const child of (node['Plans'] as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk((plan as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    // One row claimed from a window of four: a handful of rows read, not the 2,000 waiting.
+    expect(read).toBeGreaterThan(0);
+    expect(read).toBeLessThan(50);
+  });
+
   it('the fan-out queues a job only for a failing endpoint’s delivery, and wakes the relay once per transaction', async () => {
     const healthy = await customer();
     const failing = await customer();
