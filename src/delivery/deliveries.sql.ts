@@ -355,7 +355,8 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
               LIMIT $3
                 FOR UPDATE OF d SKIP LOCKED
            ), claimed AS (
-             UPDATE webhook_deliveries d SET relay_after = $2 FROM take WHERE d.id = take.id RETURNING d.*
+             -- by the taken ids as an array, so it is an index lookup whatever the statistics say
+             UPDATE webhook_deliveries d SET relay_after = $2 WHERE d.id = ANY (ARRAY(SELECT id FROM take)) RETURNING d.*
            )
            -- each with what its attempt needs: no load per delivery
            SELECT ${WORK_COLUMNS}
