@@ -169,13 +169,14 @@ function workOf(row: WorkRow): DeliveryWork {
 
 /**
  * Counts the attempt on its delivery and logs it; returns its number among all
- * attempts and among the scheduled ones (what the retry schedule counts).
+ * attempts and among the scheduled ones (what the retry schedule counts). One
+ * statement: in the outcome's transaction, or on its own.
  */
 export async function attemptRecord(
-  tx: Tx,
+  db: Db,
   a: Omit<AttemptRow, 'id' | 'attempt'>,
 ): Promise<{ attempt: number; scheduled: number }> {
-  const { rows } = await tx.query<{ attempt: number; scheduled: number }>({
+  const { rows } = await db.query<{ attempt: number; scheduled: number }>({
     name: 'attempt_record',
     text: `WITH d AS (
              UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
@@ -213,43 +214,32 @@ export type SucceededAttempt = Pick<
 
 /**
  * Records successful attempts as ONE statement, so a batch of them is one
- * transaction and one commit: each is counted on its delivery and logged, and
- * each delivery still pending moves to succeeded in the same row update (a
- * delivery that left pending meanwhile, skipped by its endpoint's disabling,
- * keeps its status and only gains the logged attempt, as attemptRecord +
- * deliveryFinish would do). Each delivery's row is locked first, in id order, so
- * the status the update judges by is the one it overwrites. Answers, in input
+ * transaction and one commit: each delivery still pending moves to succeeded,
+ * its attempt counted and logged in the same statement. A delivery that left
+ * pending meanwhile (skipped by its endpoint's disabling) is not moved; its
+ * attempt is counted and logged on its own, as any attempt is. Answers, in input
  * order, whether each delivery was finished by it.
  */
 export async function deliverySucceedMany(db: Db, attempts: readonly SucceededAttempt[]): Promise<boolean[]> {
-  const { rows } = await db.query<{ id: string; finished: boolean }>({
+  const { rows } = await db.query<{ id: string }>({
     name: 'delivery_succeed_many',
     text: `WITH input AS (
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::int[], $7::text[])
                       AS i (delivery_id, trigger, url, started_at, duration_ms, response_status, response_excerpt)
-           ), locked AS (
-             SELECT d.id, d.status FROM webhook_deliveries d
-              WHERE d.id = ANY ($1::text[])
-              ORDER BY d.id
-                FOR UPDATE
-           ), counted AS (
+           ), finished AS (
              UPDATE webhook_deliveries d
-                SET attempts = d.attempts + 1,
-                    status = CASE WHEN l.status = 'pending' THEN 'succeeded' ELSE d.status END,
-                    -- a delivery off pending has neither already
-                    next_attempt_at = NULL, relay_after = NULL,
+                SET status = 'succeeded', attempts = d.attempts + 1, next_attempt_at = NULL, relay_after = NULL,
                     updated_at = now()
-               FROM locked l
-              WHERE d.id = ANY ($1::text[]) AND d.id = l.id
-             RETURNING d.id, d.attempts, l.status = 'pending' AS finished
+              WHERE d.id = ANY ($1::text[]) AND d.status = 'pending'
+             RETURNING d.id, d.attempts
            ), logged AS (
              INSERT INTO webhook_attempts (delivery_id, attempt, trigger, url, started_at, duration_ms,
                                            response_status, response_excerpt, error)
-             SELECT i.delivery_id, c.attempts, i.trigger, i.url, i.started_at, i.duration_ms,
+             SELECT i.delivery_id, f.attempts, i.trigger, i.url, i.started_at, i.duration_ms,
                     i.response_status, i.response_excerpt, NULL
-               FROM input i JOIN counted c ON c.id = i.delivery_id
+               FROM input i JOIN finished f ON f.id = i.delivery_id
            )
-           SELECT id, finished FROM counted`,
+           SELECT id FROM finished`,
     values: [
       attempts.map((a) => a.delivery_id),
       attempts.map((a) => a.trigger),
@@ -260,8 +250,9 @@ export async function deliverySucceedMany(db: Db, attempts: readonly SucceededAt
       attempts.map((a) => a.response_excerpt),
     ],
   });
-  const finished = new Map(rows.map((r) => [r.id, r.finished]));
-  return attempts.map((a) => finished.get(a.delivery_id) ?? false);
+  const finished = new Set(rows.map((r) => r.id));
+  for (const a of attempts) if (!finished.has(a.delivery_id)) await attemptRecord(db, { ...a, error: null });
+  return attempts.map((a) => finished.has(a.delivery_id));
 }
 
 /** pending → succeeded | failed | skipped; false when it had already left pending. */
