@@ -45,7 +45,6 @@ export class GroupCommit<In, Out> {
   private readonly maxBatchWeight: number;
   private readonly maxQueue: number;
   private readonly weight: (item: In) => number;
-  private readonly full: (waiting: number) => Error;
 
   /**
    * `write` stores a batch as one statement and answers each item, in order.
@@ -53,14 +52,13 @@ export class GroupCommit<In, Out> {
    */
   constructor(
     private readonly write: (items: In[]) => Promise<Out[]>,
-    opts: GroupCommitOptions & { weight?: (item: In) => number; full?: (waiting: number) => Error } = {},
+    opts: GroupCommitOptions & { weight?: (item: In) => number } = {},
   ) {
     this.maxInFlight = opts.maxInFlight ?? 1;
     this.maxBatch = opts.maxBatch ?? 200;
     this.maxBatchWeight = opts.maxBatchWeight ?? Number.POSITIVE_INFINITY;
     this.maxQueue = opts.maxQueue ?? Number.POSITIVE_INFINITY;
     this.weight = opts.weight ?? (() => 0);
-    this.full = opts.full ?? ((n) => new QueueFullError(`${n} items already wait for a write`));
   }
 
   /** Items waiting for a write, beyond the ones in flight. */
@@ -70,7 +68,9 @@ export class GroupCommit<In, Out> {
 
   /** Resolves once the item's batch committed; rejects at once when the queue is full. */
   submit(item: In): Promise<Out> {
-    if (this.queue.length >= this.maxQueue) return Promise.reject(this.full(this.queue.length));
+    if (this.queue.length >= this.maxQueue) {
+      return Promise.reject(new QueueFullError(`${this.queue.length} already wait for a write`));
+    }
     return new Promise((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
       this.flush();

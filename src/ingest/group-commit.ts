@@ -19,7 +19,7 @@
 
 import type pg from 'pg';
 import { carrierEventStoreMany, type NewCarrierEvent, type StoreResult } from '../carrier/events.sql.js';
-import { GroupCommit, QueueFullError } from '../db/group-commit.js';
+import { GroupCommit } from '../db/group-commit.js';
 
 export interface GroupCommitOptions {
   /**
@@ -40,11 +40,6 @@ export interface GroupCommitOptions {
   maxQueue?: number;
 }
 
-/** The queue was full: nothing was written, try again later. */
-export class IngestQueueFullError extends QueueFullError {
-  override name = 'IngestQueueFullError';
-}
-
 export class CarrierEventWriter {
   private readonly commits: GroupCommit<NewCarrierEvent, StoreResult>;
 
@@ -55,7 +50,6 @@ export class CarrierEventWriter {
       maxBatchWeight: opts.maxBatchBytes ?? 8 * 1024 * 1024,
       weight: (event) => event.rawJson.length,
       maxQueue: opts.maxQueue ?? 400,
-      full: (n) => new IngestQueueFullError(`${n} webhooks already wait for a write`),
     });
   }
 
@@ -66,7 +60,7 @@ export class CarrierEventWriter {
 
   /**
    * Resolves once the event (or the fact that it was already stored) is committed;
-   * rejects at once with IngestQueueFullError when the queue is full.
+   * rejects at once with QueueFullError (db/group-commit.ts) when the queue is full.
    */
   store(event: NewCarrierEvent): Promise<StoreResult> {
     return this.commits.submit(event);

@@ -17,7 +17,8 @@ import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { IngestOutcome, Metrics } from '../telemetry/metrics.js';
 import { readBody } from './body.js';
-import { CarrierEventWriter, IngestQueueFullError, type GroupCommitOptions } from './group-commit.js';
+import { QueueFullError } from '../db/group-commit.js';
+import { CarrierEventWriter, type GroupCommitOptions } from './group-commit.js';
 
 /** Telnyx bodies are a few kilobytes; an MMS with many media URLs stays far below this. */
 export const DEFAULT_BODY_LIMIT = 256 * 1024;
@@ -115,7 +116,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
           ? answer(reply, started, 'stored', 200, { status: 'stored' })
           : answer(reply, started, 'duplicate', 200, { status: 'duplicate' });
       } catch (err) {
-        if (err instanceof IngestQueueFullError) {
+        if (err instanceof QueueFullError) {
           return answer(reply, started, 'queue_full', 503, { error: 'unavailable', detail: 'try again' });
         }
         if (isBadInput(err)) {

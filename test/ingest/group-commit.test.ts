@@ -12,7 +12,8 @@ import { CARRIER_EVENT_CHANNEL, carrierEventStoreMany, type NewCarrierEvent } fr
 import { isBadInput } from '../../src/db/errors.js';
 import type { AddressInfo } from 'node:net';
 import { telnyxAdapter } from '../../src/carrier/telnyx/adapter.js';
-import { CarrierEventWriter, IngestQueueFullError } from '../../src/ingest/group-commit.js';
+import { QueueFullError } from '../../src/db/group-commit.js';
+import { CarrierEventWriter } from '../../src/ingest/group-commit.js';
 import { buildIngestServer } from '../../src/ingest/server.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
@@ -192,7 +193,7 @@ describe('a bounded queue', () => {
       await Promise.allSettled(refused.map((w) => w.promise));
       // refused while the write in flight still waits for the lock
       expect(refused.map((w) => w.settled)).toEqual(['rejected', 'rejected']);
-      expect(refused.every((w) => w.reason instanceof IngestQueueFullError)).toBe(true);
+      expect(refused.every((w) => w.reason instanceof QueueFullError)).toBe(true);
       expect([inFlight, ...queued].map((w) => w.settled)).toEqual([null, null, null, null]);
       stored = Promise.all([inFlight, ...queued].map((w) => w.promise));
     } finally {
