@@ -19,6 +19,7 @@ import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { createCustomer, type Customer } from '../../src/tools/bench/pipeline.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
+import { rowsRead } from '../support/plan.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 
 let db: TestDatabase;
@@ -230,32 +231,18 @@ describe('the delivery relay', () => {
     await db.pool.query(`DELETE FROM webhook_deliveries`);
     await db.pool.query(`ANALYZE webhook_deliveries`);
     await emitMany(c, 2_000);
-    // The claim's own statement, under EXPLAIN ANALYZE: the rows each node read from webhook_deliveries.
-    let plan: unknown;
-    const explaining = {
-      query: async (q: { text: string; values: unknown[] }) => {
-        const r = await db.pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${q.text}`, q.values);
-        plan = r.rows[0]['QUERY PLAN'];
-        return { rows: [] };
-      },
-    } as unknown as pg.Pool;
     const now = new Date();
-    await deliveryClaim(explaining, now, new Date(now.getTime() + 60_000), {
-      limit: 1,
-      endpoints: [],
-      endpointRooms: [],
-      accounts: [],
-      accountRooms: [],
-      perEndpoint: 10,
-      perAccount: 10,
-    });
-    let read = 0;
-    const walk = (node: Record<string, unknown>) => {
-      if (node['Relation Name'] === 'webhook_deliveries')
-        read += (node['Actual Rows'] as number) * (node['Actual Loops'] as number);
-      for (const child of (node['Plans'] as Record<string, unknown>[] | undefined) ?? []) walk(child);
-    };
-    walk((plan as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    const read = await rowsRead(db.pool, 'webhook_deliveries', (pool) =>
+      deliveryClaim(pool, now, new Date(now.getTime() + 60_000), {
+        limit: 1,
+        endpoints: [],
+        endpointRooms: [],
+        accounts: [],
+        accountRooms: [],
+        perEndpoint: 10,
+        perAccount: 10,
+      }),
+    );
     // One row claimed from a window of four: a handful of rows read, not the 2,000 waiting.
     expect(read).toBeGreaterThan(0);
     expect(read).toBeLessThan(50);
