@@ -89,6 +89,17 @@ const relay = (d: DeliveryDeps, leaseMs = 30_000) => {
 
 const jobsOfDeliveries = () =>
   count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'delivery.attempt'`);
+/** A claim's room with no endpoint or account busy: `limit` rows, up to 10 of any one. */
+const anyRoom = (limit: number) => ({
+  limit,
+  endpoints: [],
+  endpointRooms: [],
+  accounts: [],
+  accountRooms: [],
+  perEndpoint: 10,
+  perAccount: 10,
+});
+
 const ofEvents = (ids: string[]) =>
   db.pool
     .query<{ status: string; attempts: number; relay_after: Date | null }>(
@@ -133,15 +144,7 @@ describe('the delivery relay', () => {
     const ids = await emitMany(c, 5);
     // A relay that claimed them and died before attempting any.
     const now = new Date();
-    const claimed = await deliveryClaim(db.pool, now, new Date(now.getTime() + 700), {
-      limit: 50,
-      endpoints: [],
-      endpointRooms: [],
-      accounts: [],
-      accountRooms: [],
-      perEndpoint: 10,
-      perAccount: 10,
-    });
+    const claimed = await deliveryClaim(db.pool, now, new Date(now.getTime() + 700), anyRoom(50));
     expect(claimed).toHaveLength(5);
     const t0 = Date.now();
     relay(deps());
@@ -233,15 +236,7 @@ describe('the delivery relay', () => {
     await emitMany(c, 2_000);
     const now = new Date();
     const read = await rowsRead(db.pool, 'webhook_deliveries', (pool) =>
-      deliveryClaim(pool, now, new Date(now.getTime() + 60_000), {
-        limit: 1,
-        endpoints: [],
-        endpointRooms: [],
-        accounts: [],
-        accountRooms: [],
-        perEndpoint: 10,
-        perAccount: 10,
-      }),
+      deliveryClaim(pool, now, new Date(now.getTime() + 60_000), anyRoom(1)),
     );
     // One row claimed from a window of four: a handful of rows read, not the 2,000 waiting.
     expect(read).toBeGreaterThan(0);
