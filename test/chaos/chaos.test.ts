@@ -50,4 +50,41 @@ describe('chaos', () => {
       transcripts: result.recordings.calls,
     });
   }, 240_000);
+
+  it('a message whose every receipt the carrier loses is compared only after the carrier was asked about it', async () => {
+    // No storm: six messages, one per persona, every message.finalized lost for
+    // good, so each terminal status can only come from asking the carrier, which
+    // happens once HANDSET_RECONCILE_MESSAGE_AFTER has passed since the send. The
+    // run ends within that bound of the last send unless settling waits for it.
+    const lines: string[] = [];
+    const result = await runChaos({
+      ...CHAOS_DEFAULTS,
+      outboundMessages: 6,
+      inboundMessages: 0,
+      outboundCalls: 0,
+      inboundCalls: 0,
+      workers: 1,
+      ingestProcesses: 0,
+      killEveryMs: [0, 0],
+      dbCutEveryMs: [0, 0],
+      behaviour: {
+        ...CHAOS_DEFAULTS.behaviour,
+        duplicateRate: 0,
+        resendNewIdRate: 0,
+        contradictionRate: 0,
+        earlyReceiptRate: 0,
+        holdRate: 0,
+        dropRates: { 'message.finalized': 1 },
+      },
+      loadMs: 500,
+      seed: `test-lost-${Date.now()}`,
+      databaseUrl: inject('adminUrl'),
+      log: createLogger('silent'),
+      out: (l) => lines.push(l),
+    });
+    const report = `${chaosTable(result)}\n${lines.join('\n')}\n${result.mismatches.join('\n')}`;
+    expect(result.carrier.dropped, report).toBeGreaterThan(0);
+    expect(result.mismatches, report).toEqual([]);
+    expect(result.audit.ok, report).toBe(true);
+  }, 120_000);
 });

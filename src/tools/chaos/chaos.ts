@@ -505,7 +505,15 @@ const between = ([min, max]: [number, number]) => min + Math.random() * (max - m
  * terminal, every carrier event is processed except receipts for a carrier id
  * that matches no message (the second send of a message whose worker was killed
  * inside the send window; they are retried for a while and then recorded as
- * errors), and all of that holds twice in a row.
+ * errors), every sent message has been asked about at least once, and all of
+ * that holds twice in a row.
+ *
+ * Why the last: a sent message whose receipt the carrier dropped for good is
+ * settled by asking the carrier once its bound (HANDSET_RECONCILE_MESSAGE_AFTER)
+ * has passed. A message dispatched in the last seconds of the storm is still
+ * inside that bound when everything else is calm; comparing it then would count
+ * a wait the product is allowed as a difference. The simulator finalizes a
+ * message long before the first ask, so one ask is all a message needs.
  */
 async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l: string) => void): Promise<void> {
   let calm = 0;
@@ -520,6 +528,7 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
       events: number;
       calls: number;
       messages: number;
+      'sent, not asked yet': number;
       'recording not saved': number;
       'audio not fetched': number;
       'not transcribed': number;
@@ -531,6 +540,7 @@ async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l
                         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.carrier_message_id = ce.payload->'data'->'payload'->>'id'))) AS events,
              (SELECT count(*) FROM calls WHERE status IN ('ringing', 'in_progress')) AS calls,
              (SELECT count(*) FROM messages WHERE status IN ('queued', 'scheduled')) AS messages,
+             (SELECT count(*) FROM messages WHERE status = 'sent' AND checked_at IS NULL) AS "sent, not asked yet",
              (SELECT count(*) FROM calls c WHERE c.record AND c.status = 'completed' AND c.recording_error IS NULL
                  AND NOT EXISTS (SELECT 1 FROM recordings r WHERE r.call_id = c.id)) AS "recording not saved",
              (SELECT count(*) FROM recordings WHERE audio_status = 'pending') AS "audio not fetched",
