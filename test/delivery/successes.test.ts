@@ -8,7 +8,7 @@ import { deliverySucceedMany, type SucceededAttempt } from '../../src/delivery/d
 import { SuccessLog } from '../../src/delivery/successes.js';
 import { emit } from '../../src/outbox/outbox.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
-import { rowsRead } from '../support/plan.js';
+import { onOneConnection, rowsRead } from '../support/plan.js';
 
 let db: TestDatabase;
 let accountId: string;
@@ -121,6 +121,22 @@ describe('recording successes in batches', () => {
       deliverySucceedMany(pool, ids.slice(0, 10).map(success)),
     );
     expect(read).toBeGreaterThanOrEqual(10);
+    expect(read).toBeLessThan(50);
+  });
+
+  it('a batch on a connection that recorded successes while the table was small reads its own deliveries, not the 3,000 added since', async () => {
+    // As in a busy worker: its connection recorded successes from its first
+    // moments, on a young table, which then filled with more deliveries.
+    await db.pool.query(`DELETE FROM webhook_attempts`);
+    await db.pool.query(`DELETE FROM webhook_deliveries`);
+    const early = await pending(20);
+    await db.pool.query(`ANALYZE webhook_deliveries`);
+    const read = await onOneConnection(db.pool, async (client, watch) => {
+      for (const id of early) await deliverySucceedMany(client, [success(id)]);
+      const ids = await pending(3_000);
+      return watch('webhook_deliveries', () => deliverySucceedMany(client, ids.slice(0, 2).map(success)));
+    });
+    expect(read).toBeGreaterThanOrEqual(2);
     expect(read).toBeLessThan(50);
   });
 

@@ -22,6 +22,12 @@ export async function rowsRead(pool: pg.Pool, table: string, call: (db: pg.Pool)
     },
   } as unknown as pg.Pool;
   await call(explaining);
+  if (!plan) throw new Error('the call ran no statement');
+  return rowsOf(plan, table);
+}
+
+/** The rows of `table` a plan's scans produced or filtered out, through any index. */
+function rowsOf(plan: PlanNode, table: string): number {
   let read = 0;
   const walk = (node: PlanNode) => {
     const ofTable = node['Relation Name'] === table || String(node['Index Name'] ?? '').startsWith(`${table}_`);
@@ -31,7 +37,47 @@ export async function rowsRead(pool: pg.Pool, table: string, call: (db: pg.Pool)
     }
     for (const child of node.Plans ?? []) walk(child);
   };
-  if (!plan) throw new Error('the call ran no statement');
   walk(plan);
   return read;
+}
+
+/**
+ * Runs `use` on one connection of `pool`; its `watch(table, call)` counts the
+ * rows of `table` read by every statement `call` runs on that connection, by
+ * the plans they actually ran with (auto_explain, sent back as notices). So a
+ * plan the connection kept from earlier runs of a prepared statement is the one
+ * measured: for the rule "a plan made on a small table still reads its own rows
+ * once the table grew".
+ */
+export async function onOneConnection<T>(
+  pool: pg.Pool,
+  use: (client: pg.PoolClient, watch: (table: string, call: () => Promise<unknown>) => Promise<number>) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  const plans: PlanNode[] = [];
+  const onNotice = (n: { message?: string }) => {
+    const text = n.message ?? '';
+    const at = text.indexOf('{');
+    if (text.startsWith('duration:') && at >= 0) plans.push((JSON.parse(text.slice(at)) as { Plan: PlanNode }).Plan);
+  };
+  client.on('notice', onNotice);
+  const watch = async (table: string, call: () => Promise<unknown>) => {
+    await client.query(`LOAD 'auto_explain'`);
+    await client.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on;
+                        SET auto_explain.log_format = json; SET auto_explain.log_level = notice`);
+    plans.length = 0;
+    try {
+      await call();
+    } finally {
+      await client.query(`SET auto_explain.log_min_duration = -1`);
+    }
+    // Notices arrive before their statement's answer; the SET's own plan is not logged.
+    return plans.reduce((sum, plan) => sum + rowsOf(plan, table), 0);
+  };
+  try {
+    return await use(client, watch);
+  } finally {
+    client.off('notice', onNotice);
+    client.release(true); // its settings and kept plans go with it
+  }
 }
