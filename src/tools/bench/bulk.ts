@@ -58,7 +58,7 @@ export interface BulkOptions {
   /** Gives up when no customer webhook has arrived for this long. */
   stallMs: number;
   /** The simulator's counters, read before and after. */
-  carrierCounts: () => { attempts: number; duplicates: number };
+  carrierCounts: () => { attempts: number; duplicates: number; failedDeliveries: number };
 }
 
 interface Row {
@@ -107,7 +107,20 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
   // duplicate cannot stand in for one still missing.
   const wanted = startedAt.size * 2;
   const distinct = () => new Set(opts.receiver.arrivals.map((a) => `${a.subjectId} ${a.type}`)).size;
-  await untilArrived(distinct, wanted, opts.stallMs);
+  await untilArrived(distinct, wanted, opts.stallMs, async () => {
+    // Where the missing ones stand, so a stall says what it waited for.
+    const { rows: states } = await opts.pool.query<{ status: string; n: number }>(
+      `SELECT status, count(*)::int AS n FROM messages WHERE id = ANY($1) GROUP BY status ORDER BY status`,
+      [[...startedAt.keys()]],
+    );
+    const { rows: pending } = await opts.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN outbound_events e ON e.id = d.event_id
+        WHERE d.status = 'pending' AND e.subject_id = ANY($1)`,
+      [[...startedAt.keys()]],
+    );
+    const given = opts.carrierCounts().failedDeliveries - before.failedDeliveries;
+    return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given}`;
+  });
   const end = performance.now();
   const ours = opts.receiver.arrivals.filter((a) => startedAt.has(a.subjectId));
   const deliveredAt = new Map<string, number>();
@@ -156,7 +169,12 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
 }
 
 /** Waits until `count()` reaches `n`; fails only when it has not grown for `stallMs` (a run may be long, not stalled). */
-async function untilArrived(count: () => number, n: number, stallMs: number): Promise<void> {
+async function untilArrived(
+  count: () => number,
+  n: number,
+  stallMs: number,
+  explain: () => Promise<string>,
+): Promise<void> {
   let seen = count();
   let since = performance.now();
   while (seen < n) {
@@ -164,7 +182,8 @@ async function untilArrived(count: () => number, n: number, stallMs: number): Pr
     const now = count();
     if (now !== seen) [seen, since] = [now, performance.now()];
     else if (performance.now() - since > stallMs) {
-      throw new Error(`bulk: ${seen} of ${n} customer webhooks, and none for ${stallMs / 1000} s`);
+      const why = await explain().catch((err: Error) => `could not tell why: ${err.message}`);
+      throw new Error(`bulk: ${seen} of ${n} customer webhooks, and none for ${stallMs / 1000} s (${why})`);
     }
   }
 }
