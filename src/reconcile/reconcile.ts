@@ -33,7 +33,7 @@ import {
 } from '../calls/calls.sql.js';
 import type { LegState } from '../calls/handlers.js';
 import type { ReconciledEvent, ReconciledFact, ReconciledLeg } from '../carrier/carrier.js';
-import { carrierEventPayloadsAbout, carrierEventStoreMany } from '../carrier/events.sql.js';
+import { carrierEventPayloadsAbout, carrierEventPendingAbout, carrierEventStoreMany } from '../carrier/events.sql.js';
 import { type Carriers, carrierNamed, clientOf, voiceOf } from '../carrier/registry.js';
 import { withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
@@ -181,6 +181,10 @@ async function lookUpLeg(deps: ReconcileDeps, legId: string): Promise<LookupOutc
           : [];
       return store(deps, leg.carrier, facts, () => undefined);
     }
+    // Its answer, stored and not applied yet (its worker cut off or killed), says the
+    // leg was picked up: concluding "never answered" now would ring on past it. It is
+    // asked about again once the answer is applied, as the answered leg it is.
+    if (!leg.answered_at && (await answerPending(deps, leg.carrier, leg.carrier_ref))) return 'unchanged';
     // Ended while we were not listening, when exactly nobody can say any more. An
     // unanswered leg ended by the carrier's own rule, its ring timeout; an answered
     // one is billed only up to when the carrier last said it was alive.
@@ -351,6 +355,11 @@ async function storedHangup(deps: ReconcileDeps, carrier: string, leg: string) {
     }
   }
   return null;
+}
+
+function answerPending(deps: ReconcileDeps, carrier: string, leg: string): Promise<boolean> {
+  const types = carrierNamed(deps.carriers, carrier).eventTypes('call.answered');
+  return carrierEventPendingAbout(deps.pool, carrier, leg, types, '');
 }
 
 function ringTimeoutOf(leg: LegRow, call: CallRow): Date {

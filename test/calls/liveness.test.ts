@@ -225,6 +225,47 @@ describe('a connected hangup the carrier can no longer explain', () => {
   });
 });
 
+describe('a ringing leg asked about while its answer waits to be applied', () => {
+  it('the carrier’s record gone and its call.answered stored but not yet applied: nothing is concluded, the answer applies, and the next target is never dialed', async () => {
+    const placed = await acme.post('/v1/calls', { from: OUR, to: [B, C], ring_timeout_secs: 30 });
+    const callId: string = placed.json.id;
+    expect(await dialLeg(commandDeps(), (await legRow(callId, 0)).id)).toBe('dialed');
+    const ccid: string = (await legRow(callId, 0)).carrier_ref;
+    sim.answer(ccid);
+    const answered = await webhook('call.answered', ccid);
+    // The answer is stored, but its worker was cut off: not applied for a minute and more, past the
+    // ring timeout, when reconciliation asks and the carrier keeps no record of the leg any more.
+    const forgotten = `v3:forgotten-${callId}`;
+    await db.pool.query(
+      `UPDATE call_legs SET carrier_ref = $1, dialed_at = now() - interval '2 minutes' WHERE carrier_ref = $2`,
+      [forgotten, ccid],
+    );
+    const a = await store(answered.raw.replaceAll(ccid, forgotten));
+    const reconcile = {
+      pool: db.pool,
+      carriers: carriers(),
+      log,
+      intervalMs: 60_000,
+      afterMs: 60_000,
+      messageAfterMs: 3_600_000,
+    };
+    await lookupTask(reconcile)(
+      { target: { kind: 'leg', legId: (await legRow(callId, 0)).id } },
+      { jobId: '10', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
+    );
+    // No hangup guessed from "never answered, so ended by its ring timeout": the answer says otherwise.
+    expect(
+      await count(db.pool, 'SELECT * FROM carrier_events WHERE carrier_event_id = $1', [
+        `reconcile:${forgotten}:hangup`,
+      ]),
+    ).toBe(0);
+    expect(await processCarrierEvent(processDeps(), a.id)).toBe('applied');
+    expect((await callOf(callId)).status).toBe('in_progress');
+    expect(await legRow(callId, 1)).toBeUndefined();
+    expect(await events(callId, 'call.missed')).toBe(0);
+  });
+});
+
 describe('an inbound caller who gives up before their call is processed', () => {
   it('hangs up while call.initiated is delayed 60 s: the call is missed, no target is dialed, nothing is billed', async () => {
     const from = '+14155550790';
