@@ -192,11 +192,15 @@ async function legHungUp(
   // so wait: never while that answer is stored, and otherwise for the not-ready
   // policy. A hangup that says the leg was connected and still has no answer then
   // asks the carrier, who knows; one that cannot tell is taken as no answer.
-  if (!leg.answered_at && !leg.ended_at && call.status === 'ringing' && ev.connected !== false) {
+  if (!leg.answered_at && !leg.ended_at && call.status === 'ringing') {
+    // A stored answer goes first even when this hangup says the leg never connected:
+    // that may be reconciliation's guess, made before the answer arrived.
     if (await ctx.pendingAbout('call.answered', ev.leg)) {
       throw new NotReadyError(`the answer of leg ${leg.id} is stored but not applied yet`);
     }
-    if (!ctx.waitedOut) throw new NotReadyError(`hangup of leg ${leg.id} arrived before its answer`);
+    if (ev.connected !== false && !ctx.waitedOut) {
+      throw new NotReadyError(`hangup of leg ${leg.id} arrived before its answer`);
+    }
     if (ev.connected === true && ev.source === 'webhook') {
       throw new NotReadyError(`leg ${leg.id} was connected but its answer never came; asking the carrier`, (t) =>
         requestLookup(t, { kind: 'leg', legId: leg.id }),

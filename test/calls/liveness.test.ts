@@ -11,6 +11,7 @@ import { callHandlers } from '../../src/calls/handlers.js';
 import { carrierEventStore } from '../../src/carrier/events.sql.js';
 import { processCarrierEvent } from '../../src/carrier/process.js';
 import { telnyxEnvelope } from '../../src/carrier/telnyx/events.js';
+import { telnyxReconciled } from '../../src/carrier/telnyx/reconciled.js';
 import { retryPolicies } from '../../src/jobs/retry.js';
 import { messageHandlers } from '../../src/messages/receipts.js';
 import type { Platform } from '../../src/platform.js';
@@ -263,6 +264,37 @@ describe('a ringing leg asked about while its answer waits to be applied', () =>
     expect((await callOf(callId)).status).toBe('in_progress');
     expect(await legRow(callId, 1)).toBeUndefined();
     expect(await events(callId, 'call.missed')).toBe(0);
+  });
+});
+
+describe('a guessed hangup and a late answer', () => {
+  it('reconciliation’s "never answered" hangup, processed while the leg’s call.answered is stored: the answer goes first, the call completes, and the next target is never dialed', async () => {
+    const placed = await acme.post('/v1/calls', { from: OUR, to: [B, C], ring_timeout_secs: 30 });
+    const callId: string = placed.json.id;
+    expect(await dialLeg(commandDeps(), (await legRow(callId, 0)).id)).toBe('dialed');
+    const leg0 = await legRow(callId, 0);
+    const ccid: string = leg0.carrier_ref;
+    sim.answer(ccid);
+    const answered = await webhook('call.answered', ccid);
+    // The carrier had forgotten the leg when asked, and no answer was stored yet: reconciliation
+    // guessed it ended unanswered at its ring timeout. The answer arrives before that guess is applied.
+    const endedAt = new Date(leg0.dialed_at.getTime() + 30_000);
+    const [guess] = telnyxReconciled({
+      kind: 'leg.ended',
+      leg: { leg: ccid, echo: { c: callId, l: leg0.id, p: 0 }, from: OUR, to: B },
+      connectedSeconds: 0,
+      startedAt: leg0.dialed_at,
+      endedAt,
+    });
+    const h = await store(guess!.rawJson);
+    const a = await store(answered.raw);
+    expect(await processCarrierEvent(processDeps(), h.id, 1)).toBe('waiting');
+    expect(await processCarrierEvent(processDeps(), a.id)).toBe('applied');
+    expect(await processCarrierEvent(processDeps(), h.id, 2)).toBe('applied');
+    expect((await callOf(callId)).status).toBe('completed');
+    expect(await legRow(callId, 1)).toBeUndefined();
+    expect(await events(callId, 'call.missed')).toBe(0);
+    expect(await events(callId, 'call.completed')).toBe(1);
   });
 });
 
