@@ -182,7 +182,12 @@ async function legHungUp(
   ev: Extract<CarrierEvent, { kind: 'call.hangup' }>,
   ctx: HandlerContext,
 ): Promise<HandlerResult> {
-  const at = ev.endedAt ?? ev.occurredAt;
+  // Reconciliation's "never connected" is its conclusion about a leg it found with no
+  // answer; applied to a leg whose answer has since been applied, its end time is a
+  // guess (the ring timeout). Such a leg ends when the carrier last said it was alive,
+  // as reconciliation ends any answered leg the carrier no longer knows: nothing unproven is billed.
+  const guessed = ev.source === 'reconciliation' && ev.connected === false && leg.answered_at !== null;
+  const at = guessed ? (leg.checked_at ?? leg.answered_at!) : (ev.endedAt ?? ev.occurredAt);
   if (isStray(leg, ev.leg)) return { outcome: 'ignored', reason: 'not the carrier leg we track' };
   await legStamp(tx, leg.id, ev.leg, ev.occurredAt);
   // A hangup of a leg we have no answer for, while the call still rings: unless

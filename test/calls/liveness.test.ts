@@ -295,6 +295,10 @@ describe('a guessed hangup and a late answer', () => {
     expect(await legRow(callId, 1)).toBeUndefined();
     expect(await events(callId, 'call.missed')).toBe(0);
     expect(await events(callId, 'call.completed')).toBe(1);
+    // The guess's end (its ring timeout, 30 s on) is no carrier's word on how long the call talked:
+    // nothing it cannot prove is billed.
+    expect(await callOf(callId)).toMatchObject({ duration_seconds: 0 });
+    expect((await minutes(callId)).reduce((x: number, y: number) => x + y, 0)).toBe(0);
   });
 });
 
