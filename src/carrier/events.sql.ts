@@ -104,7 +104,7 @@ export async function carrierEventStore(db: Db, event: NewCarrierEvent): Promise
 
 /**
  * Whether an event of one of `eventTypes` about `subject` is stored and not yet
- * processed (other than `exceptId`): the word a waiting event depends on has
+ * processed (other than `exceptId`, the event asking): the word a waiting event depends on has
  * arrived and will be applied, so the wait must not end.
  */
 export async function carrierEventPendingAbout(
@@ -112,12 +112,13 @@ export async function carrierEventPendingAbout(
   carrier: string,
   subject: string,
   eventTypes: readonly string[],
-  exceptId: string,
+  exceptId: string | null = null,
 ): Promise<boolean> {
   const { rows } = await db.query({
     name: 'carrier_event_pending_about',
     text: `SELECT 1 FROM carrier_events
-            WHERE carrier = $1 AND subject = $2 AND processed_at IS NULL AND event_type = ANY ($3::text[]) AND id <> $4
+            WHERE carrier = $1 AND subject = $2 AND processed_at IS NULL AND event_type = ANY ($3::text[])
+              AND id IS DISTINCT FROM $4
             LIMIT 1`,
     values: [carrier, subject, eventTypes, exceptId],
   });

@@ -359,7 +359,7 @@ async function storedHangup(deps: ReconcileDeps, carrier: string, leg: string) {
 
 function answerPending(deps: ReconcileDeps, carrier: string, leg: string): Promise<boolean> {
   const types = carrierNamed(deps.carriers, carrier).eventTypes('call.answered');
-  return carrierEventPendingAbout(deps.pool, carrier, leg, types, '');
+  return carrierEventPendingAbout(deps.pool, carrier, leg, types);
 }
 
 function ringTimeoutOf(leg: LegRow, call: CallRow): Date {
