@@ -70,6 +70,14 @@ afterAll(async () => {
 
 const carriers = () => telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey, connectionId: 'conn-live' });
 const commandDeps = () => ({ pool: db.pool, carriers: carriers(), log, policies });
+const reconcileDeps = () => ({
+  pool: db.pool,
+  carriers: carriers(),
+  log,
+  intervalMs: 60_000,
+  afterMs: 60_000,
+  messageAfterMs: 3_600_000,
+});
 const processDeps = (now?: () => Date) => ({
   pool: db.pool,
   carriers: telnyxCarriers(),
@@ -197,16 +205,8 @@ describe('a connected hangup the carrier can no longer explain', () => {
 
     // Past the wait, the hangup asks the carrier; the carrier cannot say; its own hangup decides.
     expect(await processCarrierEvent(processDeps(later(h.storedAt, 3_600_000)), h.id, 40)).toBe('waiting');
-    const reconcile = {
-      pool: db.pool,
-      carriers: carriers(),
-      log,
-      intervalMs: 60_000,
-      afterMs: 60_000,
-      messageAfterMs: 3_600_000,
-    };
     const leg0 = await legRow(callId, 0);
-    await lookupTask(reconcile)(
+    await lookupTask(reconcileDeps())(
       { target: { kind: 'leg', legId: leg0.id } },
       { jobId: '9', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
     );
@@ -242,15 +242,7 @@ describe('a ringing leg asked about while its answer waits to be applied', () =>
       [forgotten, ccid],
     );
     const a = await store(answered.raw.replaceAll(ccid, forgotten));
-    const reconcile = {
-      pool: db.pool,
-      carriers: carriers(),
-      log,
-      intervalMs: 60_000,
-      afterMs: 60_000,
-      messageAfterMs: 3_600_000,
-    };
-    await lookupTask(reconcile)(
+    await lookupTask(reconcileDeps())(
       { target: { kind: 'leg', legId: (await legRow(callId, 0)).id } },
       { jobId: '10', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
     );
@@ -363,15 +355,7 @@ describe('call.connect finding the caller gone', () => {
     expect(
       await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`reconcile.lookup:caller:${callId}`]),
     ).toBe(1);
-    const reconcile = {
-      pool: db.pool,
-      carriers: carriers(),
-      log,
-      intervalMs: 60_000,
-      afterMs: 60_000,
-      messageAfterMs: 3_600_000,
-    };
-    await lookupTask(reconcile)(
+    await lookupTask(reconcileDeps())(
       { target: { kind: 'caller', callId } },
       { jobId: '2', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
     );
