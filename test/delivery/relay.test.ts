@@ -248,7 +248,7 @@ describe('the delivery relay', () => {
   // (6,000 rows read here; 1.3-1.6 ms a claim under the pipeline bench, against
   // 0.25-0.3 for the lease update written as a join). Planning it at every run
   // does not mend it: on statistics taken while many deliveries were due, the
-  // planner then prefers a scan of the table to the relay index. \`it.fails\`
+  // planner then prefers a scan of the table to the relay index. `it.fails`
   // keeps this measured: once a claim reads its window here, this turns red and
   // the marker goes.
   it.fails('a claim on a connection that ran it while the table was small reads its window, not the 3,000 finished deliveries added since', async () => {
