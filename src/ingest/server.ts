@@ -16,7 +16,7 @@ import { isBadInput } from '../db/errors.js';
 import { registerOperationalRoutes } from '../telemetry/health.js';
 import type { Logger } from '../telemetry/log.js';
 import type { IngestOutcome, Metrics } from '../telemetry/metrics.js';
-import { readBody } from './body.js';
+import { DEFAULT_HELD_BODY_BUDGET, HeldBodies, HeldBodiesFullError, readBody } from './body.js';
 import { QueueFullError } from '../db/group-commit.js';
 import { CarrierEventWriter, type GroupCommitOptions } from './group-commit.js';
 
@@ -35,6 +35,8 @@ export interface IngestDeps {
   groupCommit?: GroupCommitOptions;
   /** A body larger than this, in bytes, is refused with 413. Defaults to DEFAULT_BODY_LIMIT. */
   bodyLimit?: number;
+  /** Bytes that bodies still arriving may hold together (body.ts). Defaults to DEFAULT_HELD_BODY_BUDGET. */
+  heldBodyBudget?: number;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -44,6 +46,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   const { pool, log, metrics } = deps;
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const bodyLimit = deps.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const heldBodies = new HeldBodies(deps.heldBodyBudget ?? DEFAULT_HELD_BODY_BUDGET);
   const writer = new CarrierEventWriter(pool, deps.groupCommit);
   metrics.observeIngestQueue(() => writer.waiting);
   const app = Fastify({
@@ -66,7 +69,9 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   });
 
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (_req: FastifyRequest, payload: IncomingMessage) => readBody(payload, bodyLimit));
+  app.addContentTypeParser('*', (_req: FastifyRequest, payload: IncomingMessage) =>
+    readBody(payload, bodyLimit, heldBodies),
+  );
 
   const answer = (reply: FastifyReply, started: number, outcome: IngestOutcome, status: number, body: object) => {
     metrics.ingestRequests.inc({ outcome });
@@ -138,6 +143,11 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       metrics.ingestRequests.inc({ outcome: 'too_large' });
       return reply.code(413).send({ error: 'too_large', detail: `body over ${bodyLimit} bytes` });
+    }
+    if (err instanceof HeldBodiesFullError) {
+      // Closed, not kept alive: the rest of a stalled body would otherwise keep the connection.
+      metrics.ingestRequests.inc({ outcome: 'held_bodies_full' });
+      return reply.code(503).header('connection', 'close').send({ error: 'unavailable', detail: 'try again' });
     }
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) log.error({ err: err.message }, 'ingest error');

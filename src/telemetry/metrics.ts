@@ -12,7 +12,8 @@ export type IngestOutcome =
   | 'bad_request'
   | 'too_large'
   | 'db_error'
-  | 'queue_full';
+  | 'queue_full'
+  | 'held_bodies_full';
 export type JobOutcome = 'completed' | 'failed';
 export type DeliveryOutcome = 'succeeded' | 'retrying' | 'failed' | 'skipped';
 
