@@ -20,13 +20,20 @@
 // Loops wake on ingest's one NOTIFY per stored batch (CARRIER_EVENT_CHANNEL), on
 // the earliest postponed event falling due, and on a poll that covers a lost
 // notification or a listener that is down.
+//
+// Claims start from a floor (db/floor.ts): the oldest due event the last claim
+// from the head found, or less. A claim from the head is made at least once a
+// FLOOR_REFRESH_MS, when a postponed event falls due and after a failure, so an
+// event the floor passed over waits at most that long, and a backlog is claimed
+// oldest first, from its own head.
 
 import { setTimeout as sleep } from 'node:timers/promises';
+import { FLOOR_REFRESH_MS, floorOf } from '../db/floor.js';
 import { Listener } from '../db/listen.js';
 import { withTx } from '../db/tx.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { CARRIER_EVENT_CHANNEL, carrierEventClaim } from './events.sql.js';
+import { CARRIER_EVENT_CHANNEL, carrierEventClaim, carrierEventIdAt } from './events.sql.js';
 import { postponeFailed, type ProcessDeps, type Run, runClaimed } from './process.js';
 
 /** Loops per worker process; each holds one connection while it runs a batch. */
@@ -46,6 +53,8 @@ export interface RelayOptions {
   loops?: number;
   batchSize?: number;
   pollIntervalMs?: number;
+  /** At least this often a claim is made from the head of the pending index; defaults to FLOOR_REFRESH_MS. */
+  fullClaimIntervalMs?: number;
 }
 
 export interface Relay {
@@ -60,12 +69,16 @@ export function startRelay(opts: RelayOptions): Relay {
   const clock = deps.now ?? (() => new Date());
   const batchSize = opts.batchSize ?? RELAY_BATCH;
   const pollMs = opts.pollIntervalMs ?? POLL_MS;
+  const fullEveryMs = opts.fullClaimIntervalMs ?? FLOOR_REFRESH_MS;
   let stopped = false;
   const stopping = new AbortController();
   /** Set by a notification, cleared by the loop that takes it; so a wake-up during a batch is not lost. */
   let notified = false;
   /** The earliest run_after this process postponed an event to; 0: none (other processes' are found by the poll). */
   let nextDueAt = 0;
+  /** When a loop of this process last claimed from the head of the pending index, and where the others start. */
+  let fullClaimAt = 0;
+  let floor: string | null = null;
   const waiters = new Set<() => void>();
   const wakeAll = () => {
     for (const w of waiters) w();
@@ -95,11 +108,15 @@ export function startRelay(opts: RelayOptions): Relay {
     if (nextDueAt === 0 || t < nextDueAt) nextDueAt = t;
   }
 
-  /** Resolves on a notification, on the next postponed event's time, on the poll, or on stop. */
-  function idle(): Promise<void> {
+  /**
+   * Resolves on a notification, on the next postponed event's time, on the poll, or on stop;
+   * after a claim from the floor, also when the next claim from the head is due.
+   */
+  function idle(fromFloor: boolean): Promise<void> {
     if (notified || stopped) return Promise.resolve();
     const now = Date.now();
-    const due = nextDueAt > 0 ? Math.max(0, nextDueAt - now) : pollMs;
+    let due = nextDueAt > 0 ? Math.max(0, nextDueAt - now) : pollMs;
+    if (fromFloor) due = Math.min(due, Math.max(0, fullClaimAt + fullEveryMs - now));
     return new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
@@ -112,12 +129,13 @@ export function startRelay(opts: RelayOptions): Relay {
   }
 
   /** One claim, run and commit; resolves with each claimed event's run. */
-  async function batch(size: number, claimed: Claimed[]): Promise<Run[]> {
+  async function batch(size: number, full: boolean, claimed: Claimed[]): Promise<Run[]> {
     const end = metrics.carrierEventBatchDuration.startTimer();
     try {
       return await withTx(pool, async (tx) => {
         const now = clock();
-        const rows = await carrierEventClaim(tx, now, size);
+        const rows = await carrierEventClaim(tx, now, size, full ? null : floor);
+        if (full) floor = floorOf(rows[0]?.id ?? null, now, carrierEventIdAt);
         claimed.push(...rows.map((r) => ({ id: r.id, attempts: r.attempts })));
         const runs: Run[] = [];
         for (const row of rows) runs.push(await runClaimed(tx, deps, row, now));
@@ -131,14 +149,21 @@ export function startRelay(opts: RelayOptions): Relay {
   async function loop(n: number) {
     let failures = 0; // in a row, for the backoff
     let solo = 0; // claims still to make one event at a time, after a batch failed whole
+    let fullNext = true; // a postponed event fell due, or the last claim failed
     while (!stopped) {
-      if (nextDueAt > 0 && nextDueAt <= Date.now()) nextDueAt = 0;
+      if (nextDueAt > 0 && nextDueAt <= Date.now()) {
+        nextDueAt = 0;
+        fullNext = true;
+      }
       notified = false;
       const size = solo > 0 ? 1 : batchSize;
+      const full = fullNext || solo > 0 || floor === null || Date.now() - fullClaimAt >= fullEveryMs;
+      if (full) fullClaimAt = Date.now();
+      fullNext = false;
       const claimed: Claimed[] = [];
       let got: number;
       try {
-        const runs = await batch(size, claimed);
+        const runs = await batch(size, full, claimed);
         // Counted once committed (a batch rolled back runs again); a postponed event's time is noted.
         for (const { outcome, runAfter } of runs) {
           metrics.carrierEvents.inc({ outcome });
@@ -149,6 +174,7 @@ export function startRelay(opts: RelayOptions): Relay {
         if (solo > 0) solo--;
       } catch (err) {
         failures++;
+        fullNext = true;
         const reason = `${(err as Error).name}: ${(err as Error).message}`;
         log.warn({ loop: n, claimed: claimed.length, err: reason }, 'carrier event batch rolled back');
         const [alone] = claimed;
@@ -173,8 +199,8 @@ export function startRelay(opts: RelayOptions): Relay {
         continue;
       }
       if (got < size) {
-        solo = 0; // nothing more is due
-        await idle();
+        solo = 0; // nothing more is due (above the floor, after a claim from it)
+        await idle(!full);
       }
     }
   }

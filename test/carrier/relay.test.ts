@@ -4,7 +4,7 @@
 // wakes the relay without waiting for its poll.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { carrierEventStoreMany } from '../../src/carrier/events.sql.js';
+import { CARRIER_EVENT_CHANNEL, carrierEventIdAt, carrierEventStoreMany } from '../../src/carrier/events.sql.js';
 import type { HandlerRegistry } from '../../src/carrier/process.js';
 import { startRelay, type Relay } from '../../src/carrier/relay.js';
 import { createPool } from '../../src/db/pool.js';
@@ -60,7 +60,10 @@ const recording =
     return { outcome: 'applied' };
   };
 
-function start(handlers: HandlerRegistry, o: { pollIntervalMs?: number; loops?: number; batchSize?: number } = {}) {
+function start(
+  handlers: HandlerRegistry,
+  o: { pollIntervalMs?: number; fullClaimIntervalMs?: number; loops?: number; batchSize?: number } = {},
+) {
   const metrics = new Metrics({ defaultMetrics: false });
   const relay = startRelay({
     process: {
@@ -149,6 +152,53 @@ describe('the carrier-event relay', () => {
     // Well before the 60 s poll: the notification woke it.
     await eventually(async () => (await row(loud)).processed_at, 10_000);
     expect(await effects(loud)).toBe(1);
+  });
+
+  it('an event stored below the floor (a slow commit, a clock behind) is applied by the next claim from the head, not at the next poll', async () => {
+    // Its first claim is from the head; the notification's, within 5 s of it, from the floor that one set.
+    start({ 'message.receipt': recording() }, { pollIntervalMs: 60_000, fullClaimIntervalMs: 5_000 });
+    await eventually(
+      async () =>
+        (await count(
+          db.pool,
+          `SELECT * FROM pg_stat_activity WHERE application_name = 'handset-relay-listen' AND query LIKE 'LISTEN%'`,
+        )) === 1,
+    );
+    const late = `n-late-${Date.now()}`;
+    const stored = Date.now();
+    await db.pool.query(
+      `INSERT INTO carrier_events (id, carrier_event_id, event_type, payload) VALUES ($1, $2, 'message.finalized', $3::jsonb)`,
+      [`${carrierEventIdAt(new Date(stored - 60_000))}0000000000000001`, late, receipt(late)],
+    );
+    await db.pool.query(`NOTIFY ${CARRIER_EVENT_CHANNEL}`);
+    // Not at the poll, a minute away: the relay came back for a claim from the head when one was due.
+    await eventually(async () => (await row(late)).processed_at, 15_000);
+    expect(await effects(late)).toBe(1);
+  });
+
+  it('a backlog older than the floor’s margin is claimed from its own head on, not one claim from the head at a time', async () => {
+    await db.pool.query(`UPDATE carrier_events SET processed_at = now() WHERE processed_at IS NULL`);
+    // A minute's backlog (ids from a minute ago), and claims from the head only once a minute.
+    const ids = Array.from({ length: 120 }, (_, i) => `backlog-${i}-${Date.now()}`);
+    const minuteAgo = carrierEventIdAt(new Date(Date.now() - 60_000));
+    for (const [i, id] of ids.entries()) {
+      await db.pool.query(
+        `INSERT INTO carrier_events (id, carrier_event_id, event_type, payload) VALUES ($1, $2, 'message.finalized', $3::jsonb)`,
+        [`${minuteAgo}${String(i).padStart(16, '0')}`, id, receipt(id)],
+      );
+    }
+    start({ 'message.receipt': recording() }, { pollIntervalMs: 60_000, fullClaimIntervalMs: 60_000, batchSize: 10 });
+    // The first claim (from the head) found the backlog's oldest event; the next eleven go on from there.
+    await eventually(
+      async () =>
+        (await count(
+          db.pool,
+          'SELECT * FROM carrier_events WHERE carrier_event_id = ANY($1) AND processed_at IS NULL',
+          [ids],
+        )) === 0,
+      10_000,
+    );
+    expect(await count(db.pool, 'SELECT * FROM effects WHERE event = ANY($1)', [ids])).toBe(ids.length);
   });
 
   it('three relays of two loops racing over the same stored events apply each exactly once', async () => {

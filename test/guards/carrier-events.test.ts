@@ -10,6 +10,7 @@ import {
   carrierEventLock,
   carrierEventMarkProcessed,
   carrierEventClaim,
+  carrierEventIdAt,
   carrierEventPostpone,
   carrierEventStore,
   carrierEventStoreMany,
@@ -17,6 +18,7 @@ import {
 } from '../../src/carrier/events.sql.js';
 import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { pagesRead } from '../support/plan.js';
 import { carrierEvent, inRolledBackTx, later, reread, T0, unique } from '../support/factory.js';
 
 let db: TestDatabase;
@@ -142,6 +144,46 @@ describe('carrierEventClaim: a pending event is claimed when due, by one transac
       expect(await ids(later(5))).toEqual([a.id, b.id, c.id].sort());
       expect(await ids(later(5), 1)).toEqual([[a.id, b.id, c.id].sort()[0]]);
     }));
+
+  it('a claim from an id takes only the due events not below it, oldest first', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      await tx.query('DELETE FROM carrier_events');
+      const at = (ms: number) => new Date(T0.getTime() + ms);
+      const storedAt = (ms: number, o: Parameters<typeof carrierEvent>[1] = {}) =>
+        carrierEvent(tx, { id: `${carrierEventIdAt(at(ms))}${unique('r').slice(-16).padStart(16, '0')}`, ...o });
+      await storedAt(-1);
+      const edge = await storedAt(0);
+      const later1 = await storedAt(5);
+      await storedAt(6, { processed_at: T0 });
+      await storedAt(7, { run_after: later(60) });
+      const ids = async (from: string | null) => (await carrierEventClaim(tx, later(1), 10, from)).map((r) => r.id);
+      expect(await ids(carrierEventIdAt(at(0)))).toEqual([edge.id, later1.id]);
+      expect(await ids(null)).toHaveLength(3);
+    }));
+
+  it('a claim from an id does not walk the events processed below it', async () => {
+    await db.pool.query('DELETE FROM carrier_events');
+    // A busy minute: thousands of events processed, no VACUUM yet; then one new one.
+    await db.pool.query(
+      `INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload)
+       SELECT $1 || lpad(to_hex(n), 16, '0'), 'telnyx', 'walk-' || n, 'message.sent', '{}'
+         FROM generate_series(1, 5000) AS n`,
+      [carrierEventIdAt(new Date(Date.now() - 60_000))],
+    );
+    await db.pool.query(`UPDATE carrier_events SET processed_at = now()`);
+    const fresh = await carrierEvent(db.pool as unknown as Tx, { carrier_event_id: unique('fresh') });
+    const now = new Date(Date.now() + 1000);
+    const claim = (from: string | null) => (pool: Parameters<Parameters<typeof pagesRead>[1]>[0]) =>
+      carrierEventClaim(pool as unknown as Tx, now, 50, from);
+    const fromHead = await pagesRead(db.pool, claim(null));
+    const from = carrierEventIdAt(new Date(Date.now() - 10_000));
+    const recent = await pagesRead(db.pool, claim(from));
+    expect((await carrierEventClaim(db.pool as unknown as Tx, now, 50, from))[0]?.id).toBe(fresh.id);
+    // From the head: the pending index's dead entries, page after page. From the id: a few pages.
+    expect(recent).toBeLessThan(10);
+    expect(fromHead).toBeGreaterThan(recent * 3);
+    await db.pool.query('DELETE FROM carrier_events');
+  });
 
   it('an event another transaction holds is skipped, not waited for', async () => {
     const other = await db.pool.connect();

@@ -26,6 +26,28 @@ export async function rowsRead(pool: pg.Pool, table: string, call: (db: pg.Pool)
   return rowsOf(plan, table);
 }
 
+/**
+ * Runs `call` as rowsRead does, and counts the buffer pages its first statement
+ * touched (in shared buffers or read in): dead index entries, which no row count
+ * shows, cost their pages here.
+ */
+export async function pagesRead(pool: pg.Pool, call: (db: pg.Pool) => Promise<unknown>): Promise<number> {
+  let pages: number | null = null;
+  const explaining = {
+    query: async (q: { text: string; values?: unknown[] }) => {
+      if (pages === null) {
+        const r = await pool.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.text}`, q.values);
+        const plan = (r.rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
+        pages = (plan['Shared Hit Blocks'] as number) + (plan['Shared Read Blocks'] as number);
+      }
+      return { rows: [], rowCount: 0 };
+    },
+  } as unknown as pg.Pool;
+  await call(explaining);
+  if (pages === null) throw new Error('the call ran no statement');
+  return pages;
+}
+
 /** The rows of `table` a plan's scans produced or filtered out, through any index. */
 function rowsOf(plan: PlanNode, table: string): number {
   let read = 0;
