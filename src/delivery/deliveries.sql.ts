@@ -328,11 +328,21 @@ const CLAIM_WINDOW_PER_ROW = 4;
  * an endpoint or an account than its room, and leases each until `leaseUntil`
  * (the crash-recovery bound, renewed while the attempt runs): other loops and
  * processes skip the locked rows and, once this commits, the leased ones. Each
- * comes with what its attempt needs, read in the claim's statement.
+ * comes with what its attempt needs, read in the claim's statement. With a
+ * `floor`, only rows due from then on (db/floor.ts).
  */
-export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: ClaimRoom): Promise<DeliveryWork[]> {
+export async function deliveryClaim(
+  db: Db,
+  now: Date,
+  leaseUntil: Date,
+  room: ClaimRoom,
+  floor: Date | null = null,
+): Promise<DeliveryWork[]> {
+  // Unnamed: planned at every run. A named statement keeps the generic plan its
+  // connection made on a young table, which scans the grown one (seq scans of
+  // webhook_deliveries and outbound_events). Measured under the pipeline bench: named
+  // 1.66 ms a claim; unnamed 0.94 ms, 0.67 of it planning.
   const { rows } = await db.query<WorkRow>({
-    name: 'delivery_claim',
     text: `WITH due AS (
              -- rows of an endpoint or an account with no room left are passed over before the window
              SELECT d.id, d.endpoint_id, e.account_id, d.relay_after,
@@ -342,6 +352,7 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
                LEFT JOIN unnest($4::text[], $5::int[]) AS er (endpoint_id, room) ON er.endpoint_id = d.endpoint_id
                LEFT JOIN unnest($8::text[], $9::int[]) AS ar (account_id, room) ON ar.account_id = e.account_id
               WHERE d.relay_after <= $1 -- only a pending delivery has one (the audit holds this)
+                ${floor ? "AND d.relay_after >= $11 -- from the relay's floor (db/floor.ts)" : ''}
                 AND coalesce(er.room, $6) > 0 AND coalesce(ar.room, $7) > 0
               ORDER BY d.relay_after, d.id
               LIMIT $10
@@ -378,9 +389,23 @@ export async function deliveryClaim(db: Db, now: Date, leaseUntil: Date, room: C
       room.accounts,
       room.accountRooms,
       room.limit * CLAIM_WINDOW_PER_ROW,
+      ...(floor ? [floor] : []),
     ],
   });
   return rows.map(workOf);
+}
+
+/**
+ * The oldest relay time of a delivery the relay may take or holds a lease on, from
+ * the head of the relay index: where the relay's claims may start (db/floor.ts).
+ * Unnamed, so it is planned at every run (once a second): a plan kept from a young
+ * table would scan the grown one.
+ */
+export async function deliveryRelayOldest(db: Db): Promise<Date | null> {
+  const { rows } = await db.query<{ relay_after: Date }>(
+    'SELECT relay_after FROM webhook_deliveries WHERE relay_after IS NOT NULL ORDER BY relay_after, id LIMIT 1',
+  );
+  return rows[0]?.relay_after ?? null;
 }
 
 /** The relay lets go of a pending delivery whose job (its lane's) is queued in the same transaction. */

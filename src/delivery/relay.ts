@@ -19,11 +19,22 @@
 //   those rows to be claimed again within that bound: the receiver may get the
 //   event twice, with the same webhook-id (at-least-once). An attempt that fails to run (the database went
 //   away) hands its row back to be tried again shortly.
+// - Claims start from a floor (db/floor.ts): the oldest relay time of any row the
+//   relay may take or holds, looked up from the head of the relay index once a
+//   FLOOR_REFRESH_MS, so a claim does not walk the entries the deliveries finished
+//   since the last VACUUM left behind.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Listener } from '../db/listen.js';
 import type { Logger } from '../telemetry/log.js';
-import { DELIVERY_CHANNEL, type DeliveryWork, deliveryClaim, deliveryRelayAt } from './deliveries.sql.js';
+import { FLOOR_REFRESH_MS, floorOf } from '../db/floor.js';
+import {
+  DELIVERY_CHANNEL,
+  type DeliveryWork,
+  deliveryClaim,
+  deliveryRelayAt,
+  deliveryRelayOldest,
+} from './deliveries.sql.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
 /** Claimed rows at most per claim. */
@@ -93,11 +104,15 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   });
   void listener.start();
 
-  /** Resolves on a notification, a finished attempt, the poll, or stop. */
+  /** Where claims start, and when it was looked up. */
+  let floor: Date | null = null;
+  let floorAt = 0;
+
+  /** Resolves on a notification, a finished attempt, the poll, the floor's next look-up, or stop. */
   function idle(): Promise<void> {
     if (woken || stopped) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, pollMs);
+      const timer = setTimeout(done, Math.min(pollMs, Math.max(0, floorAt + FLOOR_REFRESH_MS - Date.now())));
       function done() {
         clearTimeout(timer);
         wake = null;
@@ -147,12 +162,18 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
       let claimed: DeliveryWork[];
       try {
         const now = clock();
-        claimed = await deliveryClaim(pool, now, new Date(now.getTime() + leaseMs), {
-          limit,
-          ...capacity.room(),
-          perEndpoint: capacity.perEndpoint,
-          perAccount: capacity.perAccount,
-        });
+        if (floor === null || Date.now() - floorAt >= FLOOR_REFRESH_MS) {
+          const oldest = await deliveryRelayOldest(pool);
+          floor = new Date(floorOf(oldest?.getTime() ?? null, now, (at) => at.getTime()));
+          floorAt = Date.now();
+        }
+        claimed = await deliveryClaim(
+          pool,
+          now,
+          new Date(now.getTime() + leaseMs),
+          { limit, ...capacity.room(), perEndpoint: capacity.perEndpoint, perAccount: capacity.perAccount },
+          floor,
+        );
         failures = 0;
       } catch (err) {
         failures++;

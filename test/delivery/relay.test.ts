@@ -9,7 +9,8 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { withTx } from '../../src/db/tx.js';
 import { Capacity } from '../../src/delivery/capacity.js';
-import { DELIVERY_CHANNEL, deliveryClaim } from '../../src/delivery/deliveries.sql.js';
+import { FLOOR_MARGIN_MS, floorOf } from '../../src/db/floor.js';
+import { DELIVERY_CHANNEL, deliveryClaim, deliveryRelayOldest } from '../../src/delivery/deliveries.sql.js';
 import type { DeliveryDeps } from '../../src/delivery/deliver.js';
 import { SuccessLog } from '../../src/delivery/successes.js';
 import { keyring, newSecretKey } from '../../src/delivery/keyring.js';
@@ -19,7 +20,7 @@ import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { createCustomer, type Customer } from '../../src/tools/bench/pipeline.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
-import { onOneConnection, rowsRead } from '../support/plan.js';
+import { onOneConnection, pagesRead, rowsRead } from '../support/plan.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 
 let db: TestDatabase;
@@ -243,15 +244,11 @@ describe('the delivery relay', () => {
     expect(read).toBeLessThan(50);
   });
 
-  // Known and not yet mended: the claim is a named statement, so its connection
-  // keeps a generic plan made on the young table, which then scans the grown one
-  // (6,000 rows read here; 1.3-1.6 ms a claim under the pipeline bench, against
-  // 0.25-0.3 for the lease update written as a join). Planning it at every run
-  // does not mend it: on statistics taken while many deliveries were due, the
-  // planner then prefers a scan of the table to the relay index. `it.fails`
-  // keeps this measured: once a claim reads its window here, this turns red and
-  // the marker goes.
-  it.fails('a claim on a connection that ran it while the table was small reads its window, not the 3,000 finished deliveries added since', async () => {
+  // The claim used to be a named statement: its connection kept a generic plan made
+  // on the young table, which then scanned the grown one (3,000 rows read here; 1.6
+  // ms a claim under the pipeline bench). Now it is planned at every run, and claims
+  // as the relay makes them, from its floor.
+  it('a claim on a connection that ran it while the table was small reads its window, not the 3,000 finished deliveries added since', async () => {
     const { c } = await customer();
     // As in a busy worker: its connection ran the claim from its first moments,
     // on a young table, which then filled with finished deliveries.
@@ -263,21 +260,61 @@ describe('the delivery relay', () => {
     await emitMany(c, 2);
     await db.pool.query(`ANALYZE webhook_deliveries`);
     const read = await onOneConnection(db.pool, async (client, watch) => {
-      const claim = () => {
-        const now = new Date();
-        return deliveryClaim(client, now, new Date(now.getTime() - 1), anyRoom(1)); // a lease already over
+      // The floor as the relay looks it up (once a second, from the head: not what is measured here).
+      const floorNow = async () => {
+        const oldest = await deliveryRelayOldest(client);
+        return new Date(floorOf(oldest?.getTime() ?? null, new Date(), (at) => at.getTime()));
       };
-      for (let i = 0; i < 10; i++) await claim();
+      const claim = (floor: Date) => {
+        const now = new Date();
+        return deliveryClaim(client, now, new Date(now.getTime() - 1), anyRoom(1), floor); // a lease already over
+      };
+      for (let i = 0; i < 10; i++) await claim(await floorNow());
       await emitMany(c, 3_000);
       await db.pool.query(
-        `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL
-          WHERE id NOT IN (SELECT id FROM webhook_deliveries ORDER BY id DESC LIMIT 5)`,
+        `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL WHERE status = 'pending'`,
       );
-      return watch('webhook_deliveries', claim);
+      // A busy second ago: past the floor's margin, those finished deliveries are below the floor.
+      await new Promise((r) => setTimeout(r, FLOOR_MARGIN_MS + 100));
+      await emitMany(c, 5);
+      const floor = await floorNow();
+      return watch('webhook_deliveries', () => claim(floor));
     });
     // One row claimed from a window of four among five due: a handful read, not the 3,000 finished.
     expect(read).toBeGreaterThan(0);
     expect(read).toBeLessThan(50);
+  });
+
+  it('a claim from the relay’s floor does not walk the deliveries finished below it', async () => {
+    const { c } = await customer();
+    // A busy minute: thousands delivered (their relay index entries dead, no VACUUM yet), then one new one.
+    await emitMany(c, 3_000);
+    await db.pool.query(
+      `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL WHERE status = 'pending'`,
+    );
+    const floor = new Date(Date.now() - 1); // as the relay's floor would be, once those are past its margin
+    const [fresh] = await emitMany(c, 1);
+    const now = new Date(Date.now() + 1000);
+    // Each measured claim leases with a lease already over, so the row stays to be claimed again.
+    const claim = (floor: Date | null) => (pool: Parameters<Parameters<typeof pagesRead>[1]>[0]) =>
+      deliveryClaim(pool, now, new Date(now.getTime() - 1), anyRoom(10), floor);
+    const fromHead = await pagesRead(db.pool, claim(null));
+    const fromFloor = await pagesRead(db.pool, claim(floor));
+    const claimed = await deliveryClaim(db.pool, now, new Date(now.getTime() + 60_000), anyRoom(10), floor);
+    expect(claimed.map((w) => w.delivery.event_id)).toEqual([fresh]);
+    expect(fromHead).toBeGreaterThan(fromFloor * 3);
+  });
+
+  it('deliveries due since long before the floor’s margin (a backlog) are all claimed, from the oldest', async () => {
+    const { receiver, c } = await customer();
+    const ids = await emitMany(c, 30);
+    await db.pool.query(
+      `UPDATE webhook_deliveries SET relay_after = now() - interval '10 minutes' WHERE event_id = ANY ($1)`,
+      [ids],
+    );
+    relay(deps());
+    await eventually(async () => (await ofEvents(ids)).every((d) => d.status === 'succeeded'), 10_000);
+    expect(new Set(receiver.received.map((r) => r.headers['webhook-id']))).toEqual(new Set(ids));
   });
 
   it('the fan-out queues a job only for a failing endpoint’s delivery, and wakes the relay once per transaction', async () => {
