@@ -60,7 +60,13 @@ import type { Timer } from './scheduler.js';
 import type { DeliveryPolicy } from './webhooks.js';
 
 export const COMMAND_WINDOW_MS = 60_000;
-/** How long after a leg ended its status can still be retrieved (simulated ms). */
+/**
+ * How long after a leg ended its status can still be retrieved, in wall-clock ms
+ * like the command window: it is the carrier's API remembering, not the call's
+ * timeline, so compressing simulated time does not make the carrier forget a call
+ * sooner than a receiver's outage lasts (at timeScale 0.05 a 10-minute retention
+ * in the leg's time was 30 s, shorter than the outages the chaos run makes).
+ */
 export const STATUS_RETENTION_MS = 600_000;
 const DEFAULT_TIMEOUT_SECS = 30;
 const SIP_URI = /^sips?:[^@\s]+@[^@\s]+$/;
@@ -312,7 +318,8 @@ export class CallControl {
     const leg = this.legs.get(callControlId);
     if (!leg) return refuse.invalidCallControlId();
     const now = Math.max(leg.clock(), leg.lastAt);
-    if (leg.endedAt !== null && now - leg.endedAt > STATUS_RETENTION_MS) return refuse.invalidCallControlId();
+    const endedForMs = leg.endedAt === null ? 0 : (now - leg.endedAt) * this.account.scheduler.timeScale;
+    if (endedForMs > STATUS_RETENTION_MS) return refuse.invalidCallControlId();
     const until = leg.endedAt ?? now;
     const connectedMicros = leg.answeredAt === null ? 0 : voiceMicros(until) - voiceMicros(leg.answeredAt);
     return {
