@@ -161,38 +161,22 @@ export function carrierEventIdAt(at: Date): string {
  * the claiming transaction: another relay skips them, and a relay that dies
  * releases them with its transaction, so a crash needs no sweeper.
  *
- * With `from`, only events whose ids are not below it. Why: a processed event
- * leaves a dead entry at the head of the pending index until VACUUM removes it,
- * and a claim from the head walks all of them (600 index pages, 2 ms, for one row
+ * From the head of the pending index, or from `from` (no event below that id).
+ * Why: a processed event leaves a dead entry at the head of the pending index
+ * until VACUUM removes it, and a claim from the head walks all of them (600 index pages, 2 ms, for one row
  * after a minute of receipts at 300/s; on a large table autovacuum comes once a
  * fifth of it has changed). The relay claims from the head once a second and from
  * where that claim found the oldest due event in between (relay.ts).
  */
-export async function carrierEventClaim(
-  tx: Tx,
-  now: Date,
-  limit: number,
-  from: string | null = null,
-): Promise<CarrierEventRow[]> {
-  const { rows } = await tx.query<CarrierEventRow>(
-    from
-      ? {
-          name: 'carrier_event_claim_from',
-          text: `SELECT ${CARRIER_EVENT_COLUMNS} FROM carrier_events
-                  WHERE processed_at IS NULL AND (run_after IS NULL OR run_after <= $1) AND id >= $3
-                  ORDER BY id LIMIT $2
-                    FOR UPDATE SKIP LOCKED`,
-          values: [now, limit, from],
-        }
-      : {
-          name: 'carrier_event_claim',
-          text: `SELECT ${CARRIER_EVENT_COLUMNS} FROM carrier_events
-                  WHERE processed_at IS NULL AND (run_after IS NULL OR run_after <= $1)
-                  ORDER BY id LIMIT $2
-                    FOR UPDATE SKIP LOCKED`,
-          values: [now, limit],
-        },
-  );
+export async function carrierEventClaim(tx: Tx, now: Date, limit: number, from = ''): Promise<CarrierEventRow[]> {
+  const { rows } = await tx.query<CarrierEventRow>({
+    name: 'carrier_event_claim',
+    text: `SELECT ${CARRIER_EVENT_COLUMNS} FROM carrier_events
+            WHERE processed_at IS NULL AND (run_after IS NULL OR run_after <= $1) AND id >= $3
+            ORDER BY id LIMIT $2
+              FOR UPDATE SKIP LOCKED`,
+    values: [now, limit, from],
+  });
   return rows;
 }
 

@@ -134,7 +134,7 @@ export function startRelay(opts: RelayOptions): Relay {
     try {
       return await withTx(pool, async (tx) => {
         const now = clock();
-        const rows = await carrierEventClaim(tx, now, size, full ? null : floor);
+        const rows = await carrierEventClaim(tx, now, size, full ? '' : (floor ?? ''));
         if (full) floor = floorOf(rows[0]?.id ?? null, now, carrierEventIdAt);
         claimed.push(...rows.map((r) => ({ id: r.id, attempts: r.attempts })));
         const runs: Run[] = [];

@@ -352,7 +352,7 @@ export async function deliveryClaim(
                LEFT JOIN unnest($4::text[], $5::int[]) AS er (endpoint_id, room) ON er.endpoint_id = d.endpoint_id
                LEFT JOIN unnest($8::text[], $9::int[]) AS ar (account_id, room) ON ar.account_id = e.account_id
               WHERE d.relay_after <= $1 -- only a pending delivery has one (the audit holds this)
-                ${floor ? "AND d.relay_after >= $11 -- from the relay's floor (db/floor.ts)" : ''}
+                AND d.relay_after >= $11 -- from the relay's floor (db/floor.ts), or from the head
                 AND coalesce(er.room, $6) > 0 AND coalesce(ar.room, $7) > 0
               ORDER BY d.relay_after, d.id
               LIMIT $10
@@ -389,7 +389,7 @@ export async function deliveryClaim(
       room.accounts,
       room.accountRooms,
       room.limit * CLAIM_WINDOW_PER_ROW,
-      ...(floor ? [floor] : []),
+      floor ?? '-infinity',
     ],
   });
   return rows.map(workOf);

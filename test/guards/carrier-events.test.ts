@@ -156,9 +156,9 @@ describe('carrierEventClaim: a pending event is claimed when due, by one transac
       const later1 = await storedAt(5);
       await storedAt(6, { processed_at: T0 });
       await storedAt(7, { run_after: later(60) });
-      const ids = async (from: string | null) => (await carrierEventClaim(tx, later(1), 10, from)).map((r) => r.id);
+      const ids = async (from?: string) => (await carrierEventClaim(tx, later(1), 10, from)).map((r) => r.id);
       expect(await ids(carrierEventIdAt(at(0)))).toEqual([edge.id, later1.id]);
-      expect(await ids(null)).toHaveLength(3);
+      expect(await ids()).toHaveLength(3);
     }));
 
   it('a claim from an id does not walk the events processed below it', async () => {
@@ -173,9 +173,9 @@ describe('carrierEventClaim: a pending event is claimed when due, by one transac
     await db.pool.query(`UPDATE carrier_events SET processed_at = now()`);
     const fresh = await carrierEvent(db.pool as unknown as Tx, { carrier_event_id: unique('fresh') });
     const now = new Date(Date.now() + 1000);
-    const claim = (from: string | null) => (pool: Parameters<Parameters<typeof pagesRead>[1]>[0]) =>
+    const claim = (from?: string) => (pool: Parameters<Parameters<typeof pagesRead>[1]>[0]) =>
       carrierEventClaim(pool as unknown as Tx, now, 50, from);
-    const fromHead = await pagesRead(db.pool, claim(null));
+    const fromHead = await pagesRead(db.pool, claim());
     const from = carrierEventIdAt(new Date(Date.now() - 10_000));
     const recent = await pagesRead(db.pool, claim(from));
     expect((await carrierEventClaim(db.pool as unknown as Tx, now, 50, from))[0]?.id).toBe(fresh.id);
