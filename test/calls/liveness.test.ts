@@ -78,6 +78,12 @@ const reconcileDeps = () => ({
   afterMs: 60_000,
   messageAfterMs: 3_600_000,
 });
+/** One reconcile.lookup job run now, as the worker runs it. */
+const lookUpNow = (target: Parameters<ReturnType<typeof lookupTask>>[0]['target']) =>
+  lookupTask(reconcileDeps())(
+    { target },
+    { jobId: '1', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
+  );
 const processDeps = (now?: () => Date) => ({
   pool: db.pool,
   carriers: telnyxCarriers(),
@@ -206,10 +212,7 @@ describe('a connected hangup the carrier can no longer explain', () => {
     // Past the wait, the hangup asks the carrier; the carrier cannot say; its own hangup decides.
     expect(await processCarrierEvent(processDeps(later(h.storedAt, 3_600_000)), h.id, 40)).toBe('waiting');
     const leg0 = await legRow(callId, 0);
-    await lookupTask(reconcileDeps())(
-      { target: { kind: 'leg', legId: leg0.id } },
-      { jobId: '9', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
-    );
+    await lookUpNow({ kind: 'leg', legId: leg0.id });
     const { rows } = await db.pool.query('SELECT id FROM carrier_events WHERE carrier_event_id = $1', [
       `reconcile:${forgotten}:answered`,
     ]);
@@ -242,10 +245,7 @@ describe('a ringing leg asked about while its answer waits to be applied', () =>
       [forgotten, ccid],
     );
     const a = await store(answered.raw.replaceAll(ccid, forgotten));
-    await lookupTask(reconcileDeps())(
-      { target: { kind: 'leg', legId: (await legRow(callId, 0)).id } },
-      { jobId: '10', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
-    );
+    await lookUpNow({ kind: 'leg', legId: (await legRow(callId, 0)).id });
     // No hangup guessed from "never answered, so ended by its ring timeout": the answer says otherwise.
     expect(
       await count(db.pool, 'SELECT * FROM carrier_events WHERE carrier_event_id = $1', [
@@ -355,10 +355,7 @@ describe('call.connect finding the caller gone', () => {
     expect(
       await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`reconcile.lookup:caller:${callId}`]),
     ).toBe(1);
-    await lookupTask(reconcileDeps())(
-      { target: { kind: 'caller', callId } },
-      { jobId: '2', attempts: 1, maxAttempts: 25, inSerialQueue: false, abortSignal: undefined },
-    );
+    await lookUpNow({ kind: 'caller', callId });
     const { rows } = await db.pool.query(`SELECT id FROM carrier_events WHERE carrier_event_id = $1`, [
       `reconcile:${caller}:hangup`,
     ]);

@@ -42,6 +42,24 @@ const insert = async (ids: string[]) => {
     );
   }
 };
+/** A receipt stored with an id made at `at`: as a slow commit, or a host whose clock is behind, stores it. */
+const insertFrom = (at: Date, id: string, n = 0) =>
+  db.pool.query(
+    `INSERT INTO carrier_events (id, carrier_event_id, event_type, payload) VALUES ($1, $2, 'message.finalized', $3::jsonb)`,
+    [`${carrierEventIdAt(at)}${String(n).padStart(16, '0')}`, id, receipt(id)],
+  );
+/** How many of these events are still unprocessed. */
+const unprocessed = (ids: string[]) =>
+  count(db.pool, 'SELECT * FROM carrier_events WHERE carrier_event_id = ANY($1) AND processed_at IS NULL', [ids]);
+/** The relay holds its LISTEN connection (and so is past its start-up claim). */
+const listening = () =>
+  eventually(
+    async () =>
+      (await count(
+        db.pool,
+        `SELECT * FROM pg_stat_activity WHERE application_name = 'handset-relay-listen' AND query LIKE 'LISTEN%'`,
+      )) === 1,
+  );
 const row = async (id: string) =>
   (
     await db.pool.query(
@@ -131,13 +149,7 @@ describe('the carrier-event relay', () => {
   it('an event ingest stores is applied at once on its notification, not at the next poll', async () => {
     start({ 'message.receipt': recording() }, { pollIntervalMs: 60_000 });
     // Listening, and past its start-up claim: from here only a notification (or the poll, 60 s away) wakes it.
-    await eventually(
-      async () =>
-        (await count(
-          db.pool,
-          `SELECT * FROM pg_stat_activity WHERE application_name = 'handset-relay-listen' AND query LIKE 'LISTEN%'`,
-        )) === 1,
-    );
+    await listening();
     await new Promise((r) => setTimeout(r, 300));
     const loud = `n-loud-${Date.now()}`;
     await carrierEventStoreMany(db.pool, [
@@ -157,19 +169,9 @@ describe('the carrier-event relay', () => {
   it('an event stored below the floor (a slow commit, a clock behind) is applied by the next claim from the head, not at the next poll', async () => {
     // Its first claim is from the head; the notification's, within 5 s of it, from the floor that one set.
     start({ 'message.receipt': recording() }, { pollIntervalMs: 60_000, fullClaimIntervalMs: 5_000 });
-    await eventually(
-      async () =>
-        (await count(
-          db.pool,
-          `SELECT * FROM pg_stat_activity WHERE application_name = 'handset-relay-listen' AND query LIKE 'LISTEN%'`,
-        )) === 1,
-    );
+    await listening();
     const late = `n-late-${Date.now()}`;
-    const stored = Date.now();
-    await db.pool.query(
-      `INSERT INTO carrier_events (id, carrier_event_id, event_type, payload) VALUES ($1, $2, 'message.finalized', $3::jsonb)`,
-      [`${carrierEventIdAt(new Date(stored - 60_000))}0000000000000001`, late, receipt(late)],
-    );
+    await insertFrom(new Date(Date.now() - 60_000), late, 1);
     await db.pool.query(`NOTIFY ${CARRIER_EVENT_CHANNEL}`);
     // Not at the poll, a minute away: the relay came back for a claim from the head when one was due.
     await eventually(async () => (await row(late)).processed_at, 15_000);
@@ -180,24 +182,11 @@ describe('the carrier-event relay', () => {
     await db.pool.query(`UPDATE carrier_events SET processed_at = now() WHERE processed_at IS NULL`);
     // A minute's backlog (ids from a minute ago), and claims from the head only once a minute.
     const ids = Array.from({ length: 120 }, (_, i) => `backlog-${i}-${Date.now()}`);
-    const minuteAgo = carrierEventIdAt(new Date(Date.now() - 60_000));
-    for (const [i, id] of ids.entries()) {
-      await db.pool.query(
-        `INSERT INTO carrier_events (id, carrier_event_id, event_type, payload) VALUES ($1, $2, 'message.finalized', $3::jsonb)`,
-        [`${minuteAgo}${String(i).padStart(16, '0')}`, id, receipt(id)],
-      );
-    }
+    const minuteAgo = new Date(Date.now() - 60_000);
+    for (const [i, id] of ids.entries()) await insertFrom(minuteAgo, id, i);
     start({ 'message.receipt': recording() }, { pollIntervalMs: 60_000, fullClaimIntervalMs: 60_000, batchSize: 10 });
     // The first claim (from the head) found the backlog's oldest event; the next eleven go on from there.
-    await eventually(
-      async () =>
-        (await count(
-          db.pool,
-          'SELECT * FROM carrier_events WHERE carrier_event_id = ANY($1) AND processed_at IS NULL',
-          [ids],
-        )) === 0,
-      10_000,
-    );
+    await eventually(async () => (await unprocessed(ids)) === 0, 10_000);
     expect(await count(db.pool, 'SELECT * FROM effects WHERE event = ANY($1)', [ids])).toBe(ids.length);
   });
 
@@ -210,14 +199,7 @@ describe('the carrier-event relay', () => {
     // Stored before any relay starts, so every loop's first claim sees all of them.
     await insert(ids);
     const metrics = [1, 2, 3].map(() => start({ 'message.receipt': recording() }, { loops: 2, batchSize: 5 }));
-    await eventually(
-      async () =>
-        (await count(
-          db.pool,
-          'SELECT * FROM carrier_events WHERE carrier_event_id = ANY($1) AND processed_at IS NULL',
-          [ids],
-        )) === 0,
-    );
+    await eventually(async () => (await unprocessed(ids)) === 0);
     expect(
       await count(db.pool, 'SELECT event FROM effects WHERE event = ANY($1) GROUP BY event HAVING count(*) = 1', [ids]),
     ).toBe(ids.length);
