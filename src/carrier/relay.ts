@@ -28,7 +28,7 @@
 // oldest first, from its own head.
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { FLOOR_REFRESH_MS, floorOf } from '../db/floor.js';
+import { ClaimFloor } from '../db/floor.js';
 import { Listener } from '../db/listen.js';
 import { withTx } from '../db/tx.js';
 import type { Logger } from '../telemetry/log.js';
@@ -69,16 +69,14 @@ export function startRelay(opts: RelayOptions): Relay {
   const clock = deps.now ?? (() => new Date());
   const batchSize = opts.batchSize ?? RELAY_BATCH;
   const pollMs = opts.pollIntervalMs ?? POLL_MS;
-  const fullEveryMs = opts.fullClaimIntervalMs ?? FLOOR_REFRESH_MS;
   let stopped = false;
   const stopping = new AbortController();
   /** Set by a notification, cleared by the loop that takes it; so a wake-up during a batch is not lost. */
   let notified = false;
   /** The earliest run_after this process postponed an event to; 0: none (other processes' are found by the poll). */
   let nextDueAt = 0;
-  /** When a loop of this process last claimed from the head of the pending index, and where the others start. */
-  let fullClaimAt = 0;
-  let floor: string | null = null;
+  /** Where this process's claims start; shared by its loops. */
+  const floor = new ClaimFloor(carrierEventIdAt, opts.fullClaimIntervalMs);
   const waiters = new Set<() => void>();
   const wakeAll = () => {
     for (const w of waiters) w();
@@ -116,7 +114,7 @@ export function startRelay(opts: RelayOptions): Relay {
     if (notified || stopped) return Promise.resolve();
     const now = Date.now();
     let due = nextDueAt > 0 ? Math.max(0, nextDueAt - now) : pollMs;
-    if (fromFloor) due = Math.min(due, Math.max(0, fullClaimAt + fullEveryMs - now));
+    if (fromFloor) due = Math.min(due, floor.untilLook());
     return new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
@@ -129,13 +127,13 @@ export function startRelay(opts: RelayOptions): Relay {
   }
 
   /** One claim, run and commit; resolves with each claimed event's run. */
-  async function batch(size: number, full: boolean, claimed: Claimed[]): Promise<Run[]> {
+  async function batch(size: number, from: string | null, claimed: Claimed[]): Promise<Run[]> {
     const end = metrics.carrierEventBatchDuration.startTimer();
     try {
       return await withTx(pool, async (tx) => {
         const now = clock();
-        const rows = await carrierEventClaim(tx, now, size, full ? '' : (floor ?? ''));
-        if (full) floor = floorOf(rows[0]?.id ?? null, now, carrierEventIdAt);
+        const rows = await carrierEventClaim(tx, now, size, from ?? '');
+        if (from === null) floor.looked(rows[0]?.id ?? null, now);
         claimed.push(...rows.map((r) => ({ id: r.id, attempts: r.attempts })));
         const runs: Run[] = [];
         for (const row of rows) runs.push(await runClaimed(tx, deps, row, now));
@@ -149,21 +147,18 @@ export function startRelay(opts: RelayOptions): Relay {
   async function loop(n: number) {
     let failures = 0; // in a row, for the backoff
     let solo = 0; // claims still to make one event at a time, after a batch failed whole
-    let fullNext = true; // a postponed event fell due, or the last claim failed
     while (!stopped) {
       if (nextDueAt > 0 && nextDueAt <= Date.now()) {
         nextDueAt = 0;
-        fullNext = true;
+        floor.lower(); // a postponed event fell due, below the floor perhaps
       }
       notified = false;
       const size = solo > 0 ? 1 : batchSize;
-      const full = fullNext || solo > 0 || floor === null || Date.now() - fullClaimAt >= fullEveryMs;
-      if (full) fullClaimAt = Date.now();
-      fullNext = false;
+      const from = solo > 0 ? null : floor.get();
       const claimed: Claimed[] = [];
       let got: number;
       try {
-        const runs = await batch(size, full, claimed);
+        const runs = await batch(size, from, claimed);
         // Counted once committed (a batch rolled back runs again); a postponed event's time is noted.
         for (const { outcome, runAfter } of runs) {
           metrics.carrierEvents.inc({ outcome });
@@ -174,7 +169,7 @@ export function startRelay(opts: RelayOptions): Relay {
         if (solo > 0) solo--;
       } catch (err) {
         failures++;
-        fullNext = true;
+        floor.lower(); // what it had claimed is pending again
         const reason = `${(err as Error).name}: ${(err as Error).message}`;
         log.warn({ loop: n, claimed: claimed.length, err: reason }, 'carrier event batch rolled back');
         const [alone] = claimed;
@@ -200,7 +195,7 @@ export function startRelay(opts: RelayOptions): Relay {
       }
       if (got < size) {
         solo = 0; // nothing more is due (above the floor, after a claim from it)
-        await idle(!full);
+        await idle(from !== null);
       }
     }
   }

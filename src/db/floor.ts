@@ -20,3 +20,36 @@ export function floorOf<K extends string | number>(oldest: K | null, now: Date, 
   const margin = keyAt(new Date(now.getTime() - FLOOR_MARGIN_MS));
   return oldest !== null && oldest < margin ? oldest : margin;
 }
+
+/** One relay process's floor, and when it must look from the head again. */
+export class ClaimFloor<K extends string | number> {
+  private key: K | null = null;
+  private lookedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly keyAt: (at: Date) => K,
+    private readonly everyMs = FLOOR_REFRESH_MS,
+  ) {}
+
+  /** Where to claim from, or null: it is time to look from the head (and call `looked`). */
+  get(): K | null {
+    return this.key !== null && Date.now() - this.lookedAt < this.everyMs ? this.key : null;
+  }
+
+  /** A look from the head taken at `now` found `oldest` pending, or nothing: the floor from here. */
+  looked(oldest: K | null, now: Date): K {
+    this.key = floorOf(oldest, now, this.keyAt);
+    this.lookedAt = Date.now();
+    return this.key;
+  }
+
+  /** Ms until the next look from the head is due. */
+  untilLook(): number {
+    return Math.max(0, this.lookedAt + this.everyMs - Date.now());
+  }
+
+  /** Look from the head at the next claim: something may be pending below the floor. */
+  lower(): void {
+    this.key = null;
+  }
+}

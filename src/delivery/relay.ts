@@ -27,7 +27,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Listener } from '../db/listen.js';
 import type { Logger } from '../telemetry/log.js';
-import { FLOOR_REFRESH_MS, floorOf } from '../db/floor.js';
+import { ClaimFloor } from '../db/floor.js';
 import {
   DELIVERY_CHANNEL,
   type DeliveryWork,
@@ -104,15 +104,14 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   });
   void listener.start();
 
-  /** Where claims start, and when it was looked up. */
-  let floor: Date | null = null;
-  let floorAt = 0;
+  /** Where claims start (a relay time, in ms). */
+  const floor = new ClaimFloor((at) => at.getTime());
 
   /** Resolves on a notification, a finished attempt, the poll, the floor's next look-up, or stop. */
   function idle(): Promise<void> {
     if (woken || stopped) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, Math.min(pollMs, Math.max(0, floorAt + FLOOR_REFRESH_MS - Date.now())));
+      const timer = setTimeout(done, Math.min(pollMs, floor.untilLook()));
       function done() {
         clearTimeout(timer);
         wake = null;
@@ -162,17 +161,13 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
       let claimed: DeliveryWork[];
       try {
         const now = clock();
-        if (floor === null || Date.now() - floorAt >= FLOOR_REFRESH_MS) {
-          const oldest = await deliveryRelayOldest(pool);
-          floor = new Date(floorOf(oldest?.getTime() ?? null, now, (at) => at.getTime()));
-          floorAt = Date.now();
-        }
+        const from = floor.get() ?? floor.looked((await deliveryRelayOldest(pool))?.getTime() ?? null, now);
         claimed = await deliveryClaim(
           pool,
           now,
           new Date(now.getTime() + leaseMs),
           { limit, ...capacity.room(), perEndpoint: capacity.perEndpoint, perAccount: capacity.perAccount },
-          floor,
+          new Date(from),
         );
         failures = 0;
       } catch (err) {
