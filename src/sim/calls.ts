@@ -31,7 +31,9 @@
 // lookup alone: ceil(call_duration / 60) is the same number of minutes as the
 // exact answer-to-end time gives, and end_time − call_duration is the answer
 // to within a second (never after it). Telnyx keeps the status 10 minutes after
-// the call ended (simulated minutes, on the leg's timeline); after that, and for
+// the call ended, counted in wall-clock time as its command window and webhook
+// retries are (a run at a fast time scale must not forget a call inside its own
+// outages); after that, and for
 // an id it never issued, it answers 422 90015 "Invalid Call Control ID", as an
 // action on an unknown leg does.
 // command_id de-duplication follows Telnyx: the same command_id for the same

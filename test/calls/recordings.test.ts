@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fetchTask, transcribeTask } from '../../src/recordings/jobs.js';
+import { fetchTask, recordTask, transcribeTask } from '../../src/recordings/jobs.js';
 import { postgresAudioStore } from '../../src/recordings/storage.js';
 import type { Platform } from '../../src/platform.js';
 import { retryPolicies } from '../../src/jobs/retry.js';
@@ -307,6 +307,25 @@ describe('a call too short to record', () => {
         0,
       30_000,
     );
+    expect(await events('call.recording.failed', id)).toBe(1);
+    expect(await recordingsOf(id)).toEqual([]);
+  });
+
+  it('a record job that runs after the hangup was applied asks the carrier, and its "already ended" is the recording error', async () => {
+    // The hangup can be applied before the record job its answer enqueued runs (both come in
+    // one relay batch when the call is that short). Staged deterministically: a call that
+    // completed, then asked to be recorded, as that job finds it.
+    const id = await placeCall({});
+    await settled();
+    await db.pool.query('UPDATE calls SET record = true WHERE id = $1', [id]);
+    const legRef = (await db.pool.query('SELECT carrier_ref FROM call_legs WHERE call_id = $1', [id])).rows[0]!
+      .carrier_ref as string;
+    const job = recordTask(jobDeps());
+    await job({ callId: id }, BY_HAND);
+    await job({ callId: id }, BY_HAND);
+    const call = (await acme.get(`/v1/calls/${id}`)).json;
+    expect(call.recording_error).toBe('the call ended before its recording could start');
+    expect(recordStarts(legRef).length).toBeGreaterThanOrEqual(1);
     expect(await events('call.recording.failed', id)).toBe(1);
     expect(await recordingsOf(id)).toEqual([]);
   });
