@@ -10,7 +10,10 @@
 // when its endpoint is failing. The guarantees are the row's:
 //
 // - No queued job, fetch or completion per delivery: the fan-out's one NOTIFY per
-//   transaction wakes the relay, a poll covers a lost notification.
+//   transaction wakes the relay, a poll covers a lost notification. A finished
+//   attempt wakes it only when the last claim may have left due rows behind (it
+//   was full, or an endpoint or account had no room left): otherwise that claim
+//   took everything due, and a claim per finished attempt would find nothing.
 // - Fair shares hold as for jobs (capacity.ts): the claim leaves alone the
 //   endpoints (and accounts) with their share in flight here, and a claimed row
 //   that finds no room after all is handed back at once, never waited for.
@@ -29,6 +32,7 @@ import { Listener } from '../db/listen.js';
 import type { Logger } from '../telemetry/log.js';
 import { ClaimFloor } from '../db/floor.js';
 import {
+  type ClaimRoom,
   DELIVERY_CHANNEL,
   type DeliveryWork,
   deliveryClaim,
@@ -56,6 +60,8 @@ export interface DeliveryRelayOptions {
   leaseMs: number;
   batchSize?: number;
   pollIntervalMs?: number;
+  /** At least this often the floor is looked up from the head; defaults to FLOOR_REFRESH_MS. */
+  floorRefreshMs?: number;
 }
 
 export interface DeliveryRelay {
@@ -75,6 +81,8 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   const stopping = new AbortController();
   /** Set by a notification or a finished attempt, cleared by the claim that follows: no wake-up is lost. */
   let woken = false;
+  /** Whether the last claim may have left due rows for want of room: then a freed slot is worth a claim. */
+  let leftBehind = false;
   let wake: (() => void) | null = null;
   const wakeUp = () => {
     woken = true;
@@ -105,7 +113,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   void listener.start();
 
   /** Where claims start (a relay time, in ms). */
-  const floor = new ClaimFloor((at) => at.getTime());
+  const floor = new ClaimFloor((at) => at.getTime(), opts.floorRefreshMs);
 
   /** Resolves on a notification, a finished attempt, the poll, the floor's next look-up, or stop. */
   function idle(): Promise<void> {
@@ -126,6 +134,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     let handedBack = false;
     const handBack = async () => {
       handedBack = true;
+      leftBehind = true; // due again, for the claim after a slot of its endpoint or account frees
       await deliveryRelayAt(pool, [id], clock());
     };
     const run = deliver(
@@ -144,7 +153,8 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
       })
       .finally(() => {
         running.delete(id);
-        if (!handedBack) wakeUp(); // a slot is free (a row handed back freed none: no claim for it)
+        // A slot is free (a row handed back freed none): worth a claim if rows were left for want of one.
+        if (!handedBack && leftBehind) wakeUp();
       });
     running.set(id, run);
   }
@@ -155,6 +165,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
       woken = false;
       const limit = Math.min(batchSize, opts.concurrency - running.size);
       if (limit <= 0) {
+        leftBehind = true;
         await idle();
         continue;
       }
@@ -162,13 +173,9 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
       try {
         const now = clock();
         const from = floor.get() ?? floor.looked((await deliveryRelayOldest(pool))?.getTime() ?? null, now);
-        claimed = await deliveryClaim(
-          pool,
-          now,
-          new Date(now.getTime() + leaseMs),
-          { limit, ...capacity.room(), perEndpoint: capacity.perEndpoint, perAccount: capacity.perAccount },
-          new Date(from),
-        );
+        const room = { limit, ...capacity.room(), perEndpoint: capacity.perEndpoint, perAccount: capacity.perAccount };
+        claimed = await deliveryClaim(pool, now, new Date(now.getTime() + leaseMs), room, new Date(from));
+        leftBehind = mayHaveLeftRows(room, claimed);
         failures = 0;
       } catch (err) {
         failures++;
@@ -196,4 +203,30 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
       await listener.stop();
     },
   };
+}
+
+/**
+ * Whether a claim given `room` that took `claimed` may have passed over due rows:
+ * it took its limit, or an endpoint or account had no room, or took all it had.
+ * Otherwise every due row in its window was taken (or is another relay's).
+ */
+export function mayHaveLeftRows(room: ClaimRoom, claimed: readonly DeliveryWork[]): boolean {
+  if (claimed.length >= room.limit) return true;
+  if (room.endpointRooms.some((n) => n <= 0) || room.accountRooms.some((n) => n <= 0)) return true;
+  const roomOf = (ids: string[], rooms: number[], fallback: number) => {
+    const given = new Map(ids.map((id, i) => [id, rooms[i]!]));
+    return (id: string) => given.get(id) ?? fallback;
+  };
+  const endpointRoom = roomOf(room.endpoints, room.endpointRooms, room.perEndpoint);
+  const accountRoom = roomOf(room.accounts, room.accountRooms, room.perAccount);
+  const byEndpoint = new Map<string, number>();
+  const byAccount = new Map<string, number>();
+  for (const { endpoint } of claimed) {
+    const e = (byEndpoint.get(endpoint.id) ?? 0) + 1;
+    const a = (byAccount.get(endpoint.account_id) ?? 0) + 1;
+    byEndpoint.set(endpoint.id, e);
+    byAccount.set(endpoint.account_id, a);
+    if (e >= endpointRoom(endpoint.id) || a >= accountRoom(endpoint.account_id)) return true;
+  }
+  return false;
 }

@@ -88,6 +88,24 @@ const relay = (d: DeliveryDeps, leaseMs = 30_000) => {
   return r;
 };
 
+/** The pool, counting the delivery claims run through it. */
+function countingClaims(target: pg.Pool): { pool: pg.Pool; claims: () => number } {
+  let n = 0;
+  const pool = new Proxy(target, {
+    get(t, key) {
+      if (key === 'query') {
+        return (q: unknown, ...rest: unknown[]) => {
+          if (typeof q === 'object' && q && String((q as { text?: string }).text).startsWith('WITH due AS')) n++;
+          return (t.query as (...a: unknown[]) => unknown)(q, ...rest);
+        };
+      }
+      const v = Reflect.get(t, key);
+      return typeof v === 'function' ? v.bind(t) : v;
+    },
+  });
+  return { pool, claims: () => n };
+}
+
 const jobsOfDeliveries = () =>
   count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE task_identifier = 'delivery.attempt'`);
 /** A claim's room with no endpoint or account busy: `limit` rows, up to 10 of any one. */
@@ -152,6 +170,46 @@ describe('the delivery relay', () => {
     await eventually(async () => (await ofEvents(ids)).every((d) => d.status === 'succeeded'), 10_000);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(500); // not before the leases ran out
     expect(receiver.received.map((r) => r.headers['webhook-id']).sort()).toEqual([...ids].sort());
+  });
+
+  it('a finished attempt whose claim left nothing behind makes no claim: 20 deliveries to a roomy endpoint, a claim or two', async () => {
+    const { receiver, c } = await customer();
+    const { pool, claims } = countingClaims(db.pool);
+    // No poll and no look from the head during the test: each claim is a wake-up's.
+    relays.push(
+      startDeliveryRelay({
+        deliver: deps({ pool, capacity: new Capacity(64) }),
+        log: createLogger('silent'),
+        concurrency: 50,
+        leaseMs: 30_000,
+        pollIntervalMs: 60_000,
+        floorRefreshMs: 60_000,
+      }),
+    );
+    await eventually(async () => claims() >= 1, 5_000); // listening: the claim after it came up
+    const ids = await emitMany(c, 20);
+    await eventually(async () => (await ofEvents(ids)).every((d) => d.status === 'succeeded'), 10_000);
+    expect(receiver.received).toHaveLength(20);
+    // The listener's first claim, the emit's notification, and perhaps one more: not one per attempt.
+    expect(claims()).toBeLessThanOrEqual(4);
+  });
+
+  it('rows a claim passed over for want of room are claimed as a slot frees, with no poll to find them', async () => {
+    const { receiver, c } = await customer();
+    const ids = await emitMany(c, 6);
+    relays.push(
+      startDeliveryRelay({
+        // One attempt of the endpoint at a time: each claim passes over the rest.
+        deliver: deps({ capacity: new Capacity(2) }),
+        log: createLogger('silent'),
+        concurrency: 10,
+        leaseMs: 30_000,
+        pollIntervalMs: 60_000,
+        floorRefreshMs: 60_000,
+      }),
+    );
+    await eventually(async () => (await ofEvents(ids)).every((d) => d.status === 'succeeded'), 10_000);
+    expect(receiver.received).toHaveLength(6);
   });
 
   it('a claim takes no more of an endpoint or an account than the room it is given', async () => {
