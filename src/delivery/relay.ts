@@ -22,10 +22,6 @@
 //   those rows to be claimed again within that bound: the receiver may get the
 //   event twice, with the same webhook-id (at-least-once). An attempt that fails to run (the database went
 //   away) hands its row back to be tried again shortly.
-// - The deliveries this worker's carrier-event batches fan out are handed to it
-//   (handoff.ts), leased in the batch's transaction: loaded and attempted once it
-//   committed, with no claim. What it has no room for it hands back at once, to
-//   be claimed as slots free.
 // - Claims start from a floor (db/floor.ts): the oldest relay time of any row the
 //   relay may take or holds, looked up from the head of the relay index once a
 //   FLOOR_REFRESH_MS, so a claim does not walk the entries the deliveries finished
@@ -40,11 +36,9 @@ import {
   DELIVERY_CHANNEL,
   type DeliveryWork,
   deliveryClaim,
-  deliveryLoadMany,
   deliveryRelayAt,
   deliveryRelayOldest,
 } from './deliveries.sql.js';
-import type { HandOffTaker } from './handoff.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
 /** Claimed rows at most per claim. */
@@ -70,7 +64,7 @@ export interface DeliveryRelayOptions {
   floorRefreshMs?: number;
 }
 
-export interface DeliveryRelay extends HandOffTaker {
+export interface DeliveryRelay {
   /** Stops claiming and waits for the attempts in flight to be recorded. */
   stop(): Promise<void>;
 }
@@ -96,8 +90,6 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   };
   /** Attempts in flight: the delivery each holds the lease of → its run. */
   const running = new Map<string, Promise<void>>();
-  /** Slots kept for handed-over deliveries being loaded. */
-  let loading = 0;
 
   // Renew the leases of the attempts in flight; a renewal that fails is tried at the next tick, well within the lease.
   const renewal = setInterval(() => {
@@ -171,7 +163,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     let failures = 0; // claims failed in a row, for the backoff
     while (!stopped) {
       woken = false;
-      const limit = Math.min(batchSize, opts.concurrency - running.size - loading);
+      const limit = Math.min(batchSize, opts.concurrency - running.size);
       if (limit <= 0) {
         leftBehind = true;
         await idle();
@@ -200,45 +192,12 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
 
   const looping = loop();
 
-  /** Handed deliveries it has no room for (or got while stopping) are due again at once, for any relay's claim. */
-  async function handBackAll(ids: readonly string[]) {
-    leftBehind = true;
-    await deliveryRelayAt(pool, [...ids], clock());
-  }
-
-  async function take(ids: readonly string[]) {
-    const room = stopped ? 0 : Math.max(0, opts.concurrency - running.size - loading);
-    const mine = ids.slice(0, room);
-    loading += mine.length;
-    let works: DeliveryWork[] = [];
-    try {
-      if (mine.length > 0) works = await deliveryLoadMany(pool, mine);
-    } finally {
-      loading -= mine.length;
-    }
-    for (const work of works) attempt(work);
-    if (ids.length > room) await handBackAll(ids.slice(room));
-  }
-  /** Hand-overs being taken: stop() waits for them before it waits for the attempts. */
-  const taking = new Set<Promise<void>>();
-
   return {
-    leaseUntil: () => new Date(clock().getTime() + leaseMs),
-    take(ids) {
-      const taken = take(ids)
-        .catch((err: Error) => {
-          // Left leased: their lease running out hands them to a claim.
-          log.warn({ err: err.message, deliveries: ids.length }, 'could not take the deliveries handed over');
-        })
-        .finally(() => taking.delete(taken));
-      taking.add(taken);
-    },
     async stop() {
       stopped = true;
       stopping.abort();
       wake?.();
       await looping;
-      await Promise.allSettled([...taking]);
       await Promise.allSettled([...running.values()]);
       clearInterval(renewal);
       await listener.stop();
