@@ -198,8 +198,13 @@ class Bench {
             maxMessages: this.opts.pipelineMessages,
           },
     });
-    if (r.extraWebhooks > 0)
-      this.report.notes.push(`pipeline: ${r.extraWebhooks} customer webhooks beyond one per message`);
+    if (r.extraWebhooks > 0) {
+      const others = r.otherEvents.length > 0 ? ` (${[...new Set(r.otherEvents)].join(', ')})` : '';
+      this.report.notes.push(
+        `pipeline: ${r.extraWebhooks} customer webhooks beyond one per message: ${r.redelivered} a webhook-id ` +
+          `sent again, ${r.otherEvents.length} another event about the same message${others}`,
+      );
+    }
     if (r.deliveredInDb !== r.messages)
       this.report.notes.push(`pipeline: ${r.deliveredInDb} of ${r.messages} messages delivered in the database`);
     return { ...r, cpu: watch.stop() };

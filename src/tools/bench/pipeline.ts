@@ -94,6 +94,10 @@ export interface PipelineResult {
   ingestLatency: LatencySummary;
   /** Customer webhooks beyond one per message (must be 0: exactly once). */
   extraWebhooks: number;
+  /** Of those, a webhook-id that had arrived before (an attempt sent again: at-least-once, deduplicable). */
+  redelivered: number;
+  /** Of those, the types of events other than the message's first (a second event: a double effect). */
+  otherEvents: string[];
   deliveredInDb: number;
   seconds: number;
 }
@@ -231,14 +235,21 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
   // Anything beyond one webhook per message would show up now.
   await new Promise((r) => setTimeout(r, 300));
   const seen = new Set<number>();
+  const webhookIds = new Set<string>();
+  const otherEvents: string[] = [];
   const latency: number[] = [];
   let extra = 0;
+  let redelivered = 0;
   let lastArrival = started;
   for (const a of opts.receiver.arrivals) {
     const i = indexOf.get(a.subjectId);
     if (i === undefined) continue;
+    const again = webhookIds.has(a.eventId);
+    webhookIds.add(a.eventId);
     if (seen.has(i)) {
       extra++;
+      if (again) redelivered++;
+      else otherEvents.push(a.type);
       continue;
     }
     seen.add(i);
@@ -267,6 +278,8 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     latency: summarize(latency),
     ingestLatency: ingestSummary,
     extraWebhooks: extra,
+    redelivered,
+    otherEvents,
     deliveredInDb: rows[0]!.n,
     seconds,
   };
