@@ -38,6 +38,7 @@ import {
   deliveryClaim,
   deliveryRelayAt,
   deliveryRelayOldest,
+  deliveryRelayRenew,
 } from './deliveries.sql.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
@@ -92,9 +93,13 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   const running = new Map<string, Promise<void>>();
 
   // Renew the leases of the attempts in flight; a renewal that fails is tried at the next tick, well within the lease.
+  // Only a lease still held is extended: one an attempt handed back meanwhile (no room, or it failed to run)
+  // must stay due, not be leased to nobody for another whole lease.
   const renewal = setInterval(() => {
     if (running.size === 0) return;
-    deliveryRelayAt(pool, [...running.keys()], new Date(clock().getTime() + leaseMs)).catch((err: Error) =>
+    const now = clock().getTime();
+    const heldPast = new Date(now + Math.min(2 * RETRY_MS, leaseMs / 3));
+    deliveryRelayRenew(pool, [...running.keys()], new Date(now + leaseMs), heldPast).catch((err: Error) =>
       log.warn({ err: err.message }, 'could not renew the delivery relay’s leases'),
     );
   }, leaseMs / 3);

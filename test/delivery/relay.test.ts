@@ -10,7 +10,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { withTx } from '../../src/db/tx.js';
 import { Capacity } from '../../src/delivery/capacity.js';
 import { FLOOR_MARGIN_MS, floorOf } from '../../src/db/floor.js';
-import { DELIVERY_CHANNEL, deliveryClaim, deliveryRelayOldest } from '../../src/delivery/deliveries.sql.js';
+import {
+  DELIVERY_CHANNEL,
+  deliveryClaim,
+  deliveryRelayOldest,
+  deliveryRelayRenew,
+} from '../../src/delivery/deliveries.sql.js';
 import type { DeliveryDeps } from '../../src/delivery/deliver.js';
 import { SuccessLog } from '../../src/delivery/successes.js';
 import { keyring, newSecretKey } from '../../src/delivery/keyring.js';
@@ -210,6 +215,31 @@ describe('the delivery relay', () => {
     );
     await eventually(async () => (await ofEvents(ids)).every((d) => d.status === 'succeeded'), 10_000);
     expect(receiver.received).toHaveLength(6);
+  });
+
+  it('a lease renewal leaves alone a delivery its attempt handed back meanwhile: it stays due, not leased to nobody', async () => {
+    const { c } = await customer();
+    const [held, handedBack, retried] = await emitMany(c, 3);
+    const now = Date.now();
+    const set = (eventId: string, at: number) =>
+      db.pool.query('UPDATE webhook_deliveries SET relay_after = $2 WHERE event_id = $1', [eventId, new Date(at)]);
+    await set(held!, now + 20_000); // claimed, renewed a third of a lease ago
+    await set(handedBack!, now); // no room after all: due again at once
+    await set(retried!, now + 1_000); // its attempt failed to run: due again shortly
+    const rows = () =>
+      db.pool
+        .query<{ id: string; event_id: string; relay_after: Date }>(
+          'SELECT id, event_id, relay_after FROM webhook_deliveries WHERE event_id = ANY ($1)',
+          [[held, handedBack, retried]],
+        )
+        .then((r) => r.rows);
+    const ids = (await rows()).map((d) => d.id);
+    // The renewal's snapshot of the attempts in flight was taken before those two were handed back.
+    expect(await deliveryRelayRenew(db.pool, ids, new Date(now + 30_000), new Date(now + 2_000))).toBe(1);
+    const after = new Map((await rows()).map((d) => [d.event_id, d.relay_after]));
+    expect(after.get(held!)?.getTime()).toBe(now + 30_000);
+    expect(after.get(handedBack!)?.getTime()).toBe(now);
+    expect(after.get(retried!)?.getTime()).toBe(now + 1_000);
   });
 
   it('a claim takes no more of an endpoint or an account than the room it is given', async () => {
