@@ -137,12 +137,17 @@ export async function callInsert(
   return rows[0] ?? null;
 }
 
-/** The carrier could not record the call: noted once (a repeated error changes nothing). */
+/**
+ * The carrier could not record the call: noted once (a repeated error changes
+ * nothing), and never on a call whose recording was saved (the carrier's recording
+ * is its word; an "already ended" to a re-sent command is not).
+ */
 export async function callRecordingFailed(tx: Tx, id: string, reason: string): Promise<CallRow | null> {
   const { rows } = await tx.query<CallRow>({
     name: 'call_recording_failed',
     text: `UPDATE calls SET recording_error = $2, sequence = sequence + 1
             WHERE id = $1 AND record AND recording_error IS NULL
+              AND NOT EXISTS (SELECT 1 FROM recordings r WHERE r.call_id = calls.id)
             RETURNING ${CALL_COLUMNS}`,
     values: [id, reason],
   });

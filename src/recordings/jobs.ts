@@ -66,9 +66,9 @@ export function recordTask(deps: RecordingDeps): TaskHandler<'call.record'> {
     if (!call?.record || call.recording_error) return;
     // A completed call is still asked about: its hangup can be applied before this job runs,
     // and the carrier's answer decides. A command it accepted earlier (same command id) is
-    // answered as accepted, and its recording comes; otherwise "already ended" is the error.
+    // answered as accepted, and its recording comes; otherwise "already ended" is the error
+    // (which a saved recording refuses: callRecordingFailed).
     if (call.status !== 'in_progress' && call.status !== 'completed') return;
-    if (call.status === 'completed' && (await recordingsOfCall(deps.pool, call.id)).length > 0) return;
     // Outbound: the leg that answered; inbound: the caller, bridged to it (both parties are heard).
     const target =
       call.direction === 'inbound'

@@ -11,7 +11,10 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { callLock } from '../../src/calls/calls.sql.js';
+import { withTx } from '../../src/db/tx.js';
 import { fetchTask, recordTask, transcribeTask } from '../../src/recordings/jobs.js';
+import { recordingFailed } from '../../src/recordings/recordings.js';
 import { postgresAudioStore } from '../../src/recordings/storage.js';
 import type { Platform } from '../../src/platform.js';
 import { retryPolicies } from '../../src/jobs/retry.js';
@@ -253,6 +256,19 @@ describe('what is and is not recorded', () => {
     );
     expect(r.transcription_status).toBe('none');
     expect(await events('call.transcription.completed', r.id)).toBe(0);
+  });
+
+  it('a recording error noted after the call’s recording was saved changes nothing: no error, no event', async () => {
+    const id = await placeCall({ record: true });
+    await eventually(async () => (await recordingsOf(id)).length === 1, 30_000);
+    // As a record job re-run after the hangup would, once the carrier has forgotten its command id.
+    const noted = await withTx(db.pool, async (tx) => {
+      await callLock(tx, id);
+      return recordingFailed(tx, id, 'the call ended before its recording could start', new Date());
+    });
+    expect(noted).toBe(false);
+    expect((await acme.get(`/v1/calls/${id}`)).json.recording_error).toBeNull();
+    expect(await events('call.recording.failed', id)).toBe(0);
   });
 
   it('an inbound call to a number whose plan records is recorded once it is bridged', async () => {
