@@ -238,7 +238,6 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
   const webhookIds = new Set<string>();
   const otherEvents: string[] = [];
   const latency: number[] = [];
-  let extra = 0;
   let redelivered = 0;
   let lastArrival = started;
   for (const a of opts.receiver.arrivals) {
@@ -247,7 +246,6 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     const again = webhookIds.has(a.eventId);
     webhookIds.add(a.eventId);
     if (seen.has(i)) {
-      extra++;
       if (again) redelivered++;
       else otherEvents.push(a.type);
       continue;
@@ -277,7 +275,7 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     offered: mode.kind === 'paced' ? mode.rate * 2 : mode.inFlight,
     latency: summarize(latency),
     ingestLatency: ingestSummary,
-    extraWebhooks: extra,
+    extraWebhooks: redelivered + otherEvents.length,
     redelivered,
     otherEvents,
     deliveredInDb: rows[0]!.n,
