@@ -442,29 +442,21 @@ export async function deliveriesUnrelayForEndpoint(
 
 /**
  * The relay's claimed deliveries, due again at `at`: handed back (no room for one
- * after all, or its attempt failed to run). A delivery moved on meanwhile is left alone.
+ * after all, or its attempt failed to run), or, with `heldPast`, the leases of its
+ * attempts in flight extended, each only while still held past it: a delivery its
+ * attempt handed back meanwhile (due now, or within a second) is left alone,
+ * whichever commits first. A delivery moved on meanwhile is left alone.
  */
-export async function deliveryRelayAt(db: Db, ids: string[], at: Date): Promise<number> {
+export async function deliveryRelayAt(
+  db: Db,
+  ids: string[],
+  at: Date,
+  heldPast: Date | '-infinity' = '-infinity',
+): Promise<number> {
   const { rowCount } = await db.query({
     name: 'delivery_relay_at',
-    text: `UPDATE webhook_deliveries SET relay_after = $2 WHERE id = ANY ($1::text[]) AND relay_after IS NOT NULL`,
-    values: [ids, at],
-  });
-  return rowCount ?? 0;
-}
-
-/**
- * Extends to `until` the leases of the relay's attempts in flight, each only while
- * it is still held past `heldPast`: a delivery its attempt handed back meanwhile
- * (due now, or shortly for another try) is left alone, whichever commits first.
- * A held lease runs well ahead, being renewed every third of it; a handed-back row
- * is due within a second.
- */
-export async function deliveryRelayRenew(db: Db, ids: string[], until: Date, heldPast: Date): Promise<number> {
-  const { rowCount } = await db.query({
-    name: 'delivery_relay_renew',
     text: `UPDATE webhook_deliveries SET relay_after = $2 WHERE id = ANY ($1::text[]) AND relay_after > $3`,
-    values: [ids, until, heldPast],
+    values: [ids, at, heldPast],
   });
   return rowCount ?? 0;
 }

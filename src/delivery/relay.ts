@@ -38,7 +38,6 @@ import {
   deliveryClaim,
   deliveryRelayAt,
   deliveryRelayOldest,
-  deliveryRelayRenew,
 } from './deliveries.sql.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
@@ -99,7 +98,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     if (running.size === 0) return;
     const now = clock().getTime();
     const heldPast = new Date(now + Math.min(2 * RETRY_MS, leaseMs / 3));
-    deliveryRelayRenew(pool, [...running.keys()], new Date(now + leaseMs), heldPast).catch((err: Error) =>
+    deliveryRelayAt(pool, [...running.keys()], new Date(now + leaseMs), heldPast).catch((err: Error) =>
       log.warn({ err: err.message }, 'could not renew the delivery relay’s leases'),
     );
   }, leaseMs / 3);

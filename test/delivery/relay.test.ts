@@ -14,7 +14,7 @@ import {
   DELIVERY_CHANNEL,
   deliveryClaim,
   deliveryRelayOldest,
-  deliveryRelayRenew,
+  deliveryRelayAt,
 } from '../../src/delivery/deliveries.sql.js';
 import type { DeliveryDeps } from '../../src/delivery/deliver.js';
 import { SuccessLog } from '../../src/delivery/successes.js';
@@ -235,7 +235,7 @@ describe('the delivery relay', () => {
         .then((r) => r.rows);
     const ids = (await rows()).map((d) => d.id);
     // The renewal's snapshot of the attempts in flight was taken before those two were handed back.
-    expect(await deliveryRelayRenew(db.pool, ids, new Date(now + 30_000), new Date(now + 2_000))).toBe(1);
+    expect(await deliveryRelayAt(db.pool, ids, new Date(now + 30_000), new Date(now + 2_000))).toBe(1);
     const after = new Map((await rows()).map((d) => [d.event_id, d.relay_after]));
     expect(after.get(held!)?.getTime()).toBe(now + 30_000);
     expect(after.get(handedBack!)?.getTime()).toBe(now);
