@@ -455,18 +455,32 @@ export async function deliveryRelayAt(
 ): Promise<number> {
   const { rowCount } = await db.query({
     name: 'delivery_relay_at',
-    text: `UPDATE webhook_deliveries SET relay_after = $2 WHERE id = ANY ($1::text[]) AND relay_after > $3`,
+    // Locked in id order, as a success batch locks them (deliverySucceedMany): in the
+    // heap's order a renewal and a batch over the same rows can each hold what the
+    // other waits for, and the deadlock's victim may be the batch, whose deliveries
+    // are then sent again.
+    text: `WITH held AS (
+             SELECT id FROM webhook_deliveries WHERE id = ANY ($1::text[]) AND relay_after > $3 ORDER BY id FOR UPDATE
+           )
+           UPDATE webhook_deliveries SET relay_after = $2 WHERE id = ANY (ARRAY(SELECT id FROM held))`,
     values: [ids, at, heldPast],
   });
   return rowCount ?? 0;
 }
 
-/** A disabled endpoint's pending deliveries stop; they can be redelivered after re-enabling. */
+/**
+ * A disabled endpoint's pending deliveries stop; they can be redelivered after
+ * re-enabling. Locked in id order, as a success batch of attempts still in flight
+ * to that endpoint locks them (deliverySucceedMany), so the two never deadlock.
+ */
 export async function deliverySkipPending(tx: Tx, endpointId: string): Promise<number> {
   const { rowCount } = await tx.query({
     name: 'delivery_skip_pending',
-    text: `UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, relay_after = NULL, updated_at = now()
-            WHERE endpoint_id = $1 AND status = 'pending'`,
+    text: `WITH pending AS (
+             SELECT id FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending' ORDER BY id FOR UPDATE
+           )
+           UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, relay_after = NULL, updated_at = now()
+            WHERE id = ANY (ARRAY(SELECT id FROM pending))`,
     values: [endpointId],
   });
   return rowCount ?? 0;

@@ -7,7 +7,7 @@
 
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { withTx } from '../../src/db/tx.js';
+import { type Tx, withTx } from '../../src/db/tx.js';
 import { Capacity } from '../../src/delivery/capacity.js';
 import { FLOOR_MARGIN_MS, floorOf } from '../../src/db/floor.js';
 import {
@@ -15,6 +15,7 @@ import {
   deliveryClaim,
   deliveryRelayOldest,
   deliveryRelayAt,
+  deliverySkipPending,
 } from '../../src/delivery/deliveries.sql.js';
 import type { DeliveryDeps } from '../../src/delivery/deliver.js';
 import { SuccessLog } from '../../src/delivery/successes.js';
@@ -240,6 +241,79 @@ describe('the delivery relay', () => {
     expect(after.get(held!)?.getTime()).toBe(now + 30_000);
     expect(after.get(handedBack!)?.getTime()).toBe(now);
     expect(after.get(retried!)?.getTime()).toBe(now + 1_000);
+  });
+
+  // A success batch (deliverySucceedMany) locks its deliveries in id order; a statement
+  // locking several of the same rows in the heap's order could deadlock with it, and
+  // the victim may be the batch, whose deliveries are then sent again.
+  const lockingRowsInIdOrder = async (lockAll: (conn: pg.PoolClient, ids: string[]) => Promise<number>) => {
+    const { c } = await customer();
+    const events = await emitMany(c, 3);
+    await db.pool.query('UPDATE webhook_deliveries SET relay_after = $2 WHERE event_id = ANY ($1)', [
+      events,
+      new Date(Date.now() + 20_000),
+    ]);
+    const byId = (
+      await db.pool.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE event_id = ANY ($1) ORDER BY id', [
+        events,
+      ])
+    ).rows.map((r) => r.id);
+    // Leave them in the heap out of id order, as concurrent fan-outs and claims do.
+    for (const id of [...byId].reverse()) {
+      await db.pool.query('UPDATE webhook_deliveries SET updated_at = now() WHERE id = $1', [id]);
+    }
+    const byPlace = (
+      await db.pool.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE id = ANY ($1) ORDER BY ctid', [byId])
+    ).rows.map((r) => r.id);
+    // The success batch holds `lower` and goes on to `higher`; a walk of the heap meets `higher` first.
+    const lower = byId[0]!;
+    const higher = byPlace.slice(0, byPlace.indexOf(lower)).find((id) => id > lower);
+    expect(higher, 'a row after `lower` in id order and before it in the heap').toBeDefined();
+
+    const batch = await db.pool.connect();
+    const other = await db.pool.connect();
+    try {
+      await batch.query('BEGIN');
+      await batch.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE', [lower]);
+      // The plan a statement can get on a grown table's statistics: the heap in its own order.
+      await other.query('SET enable_indexscan = off; SET enable_bitmapscan = off');
+      const pid = (await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const locked = lockAll(other, byId).catch((err: Error) => err.message); // the deadlock's victim, were it one
+      await eventually(
+        async () =>
+          (await count(db.pool, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [
+            pid,
+          ])) === 1,
+        5_000,
+      );
+      // The batch's next row: the other statement must not hold it while it waits for `lower`.
+      await batch.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE', [higher]);
+      await batch.query('COMMIT');
+      expect(await locked).toBe(3);
+    } finally {
+      await batch.query('ROLLBACK').catch(() => undefined);
+      batch.release();
+      other.release(true);
+    }
+  };
+
+  it('a lease renewal takes its rows in id order, as a success batch does: the two never deadlock', async () => {
+    const now = Date.now();
+    await lockingRowsInIdOrder((conn, ids) =>
+      deliveryRelayAt(conn, ids, new Date(now + 30_000), new Date(now + 2_000)),
+    );
+  });
+
+  it('a disabled endpoint’s skip takes its rows in id order, as a success batch does: the two never deadlock', async () => {
+    await lockingRowsInIdOrder(async (conn, ids) => {
+      const endpoint = (
+        await conn.query<{ endpoint_id: string }>('SELECT endpoint_id FROM webhook_deliveries WHERE id = $1', [ids[0]])
+      ).rows[0]!.endpoint_id;
+      await conn.query('BEGIN');
+      const skipped = await deliverySkipPending(conn as Tx, endpoint);
+      await conn.query('COMMIT');
+      return skipped;
+    });
   });
 
   it('a claim takes no more of an endpoint or an account than the room it is given', async () => {
