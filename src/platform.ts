@@ -354,16 +354,15 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           (f, m) => log.warn(f, m),
         );
       runners.push(await start('job', workerPool, pick(false), config.workerConcurrency, MAINTENANCE_CRONTAB));
-      relays.push(startRelay({ process: processing, log, metrics }));
       runners.push(await start('delivery', deliveryPool, pick(true), deliveryJobs));
-      relays.push(
-        startDeliveryRelay({
-          deliver: attempting,
-          log,
-          concurrency: config.deliveryConcurrency,
-          leaseMs: config.workerStaleAfterMs,
-        }),
-      );
+      const deliveryRelay = startDeliveryRelay({
+        deliver: attempting,
+        log,
+        concurrency: config.deliveryConcurrency,
+        leaseMs: config.workerStaleAfterMs,
+      });
+      // The deliveries a batch fans out go to this worker's own delivery relay (delivery/handoff.ts).
+      relays.push(deliveryRelay, startRelay({ process: processing, log, metrics, handOff: deliveryRelay }));
       await untilAvailable(
         'seal webhook secrets stored in clear',
         () => sealLegacySecrets(workerPool, keys!, log),

@@ -1,9 +1,9 @@
 // The worker's carrier-event relay: a stored, unprocessed carrier event is its own
 // job. Each relay loop claims a batch of due events (oldest first, FOR UPDATE SKIP
 // LOCKED, so loops and processes take disjoint batches), runs each in a savepoint
-// of one transaction, and commits once: one commit, one WAL flush and one wake-up
-// of the delivery workers per batch instead of a queued job, its fetch and its
-// completion per event. The guarantees are the row's:
+// of one transaction, and commits once: one commit and one WAL flush per batch
+// instead of a queued job, its fetch and its completion per event. The guarantees
+// are the row's:
 //
 // - A crashed worker's claimed events are released with its transaction and
 //   claimed again at once; a committed event is processed, so nothing needs
@@ -21,6 +21,10 @@
 // the earliest postponed event falling due, and on a poll that covers a lost
 // notification or a listener that is down.
 //
+// The customer deliveries a batch fans out are handed to this worker's delivery
+// relay (delivery/handoff.ts) when it is given one: leased in the batch's
+// transaction, attempted once it committed.
+//
 // Claims start from a floor (db/floor.ts): the oldest due event the last claim
 // from the head found, or less. A claim from the head is made at least once a
 // FLOOR_REFRESH_MS, when a postponed event falls due and after a failure, so an
@@ -31,6 +35,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ClaimFloor } from '../db/floor.js';
 import { Listener } from '../db/listen.js';
 import { withTx } from '../db/tx.js';
+import { HandOff, type HandOffTaker, handingOff } from '../delivery/handoff.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { CARRIER_EVENT_CHANNEL, carrierEventClaim, carrierEventIdAt } from './events.sql.js';
@@ -55,6 +60,8 @@ export interface RelayOptions {
   pollIntervalMs?: number;
   /** At least this often a claim is made from the head of the pending index; defaults to FLOOR_REFRESH_MS. */
   fullClaimIntervalMs?: number;
+  /** This worker's delivery relay: a batch's deliveries are leased to it and handed over once committed. */
+  handOff?: HandOffTaker;
 }
 
 export interface Relay {
@@ -129,16 +136,23 @@ export function startRelay(opts: RelayOptions): Relay {
   /** One claim, run and commit; resolves with each claimed event's run. */
   async function batch(size: number, from: string | null, claimed: Claimed[]): Promise<Run[]> {
     const end = metrics.carrierEventBatchDuration.startTimer();
+    const taker = opts.handOff;
+    const handOff = taker ? new HandOff(taker.leaseUntil()) : null;
     try {
-      return await withTx(pool, async (tx) => {
+      const runs = await withTx(pool, async (tx) => {
         const now = clock();
         const rows = await carrierEventClaim(tx, now, size, from ?? '');
         if (from === null) floor.looked(rows[0]?.id ?? null, now);
         claimed.push(...rows.map((r) => ({ id: r.id, attempts: r.attempts })));
-        const runs: Run[] = [];
-        for (const row of rows) runs.push(await runClaimed(tx, deps, row, now));
-        return runs;
+        const run = async () => {
+          const runs: Run[] = [];
+          for (const row of rows) runs.push(await runClaimed(tx, deps, row, now));
+          return runs;
+        };
+        return handOff ? handingOff(tx, handOff, run) : run();
       });
+      if (taker && handOff && handOff.ids.length > 0) taker.take(handOff.ids);
+      return runs;
     } finally {
       end();
     }

@@ -74,10 +74,14 @@ export const DELIVERY_CHANNEL = 'handset_deliveries';
  * subscribed to its type (none subscribed: every type), at this moment: pending,
  * or skipped when the endpoint is disabled right now. An operational event about
  * an endpoint never goes to that endpoint; a test event goes to it alone.
+ * A healthy endpoint's delivery is due to the relays now, and they are woken;
+ * or, with `leaseUntil`, leased until then to the relay it is handed to
+ * (handoff.ts), and nobody is woken for it.
  */
 export async function deliveriesFanOut(
   tx: Tx,
   event: { id: string; account_id: string; type: EventType; subject_id: string },
+  leaseUntil: Date | null = null,
 ): Promise<DeliveryToSchedule[]> {
   const { rows } = await tx.query<DeliveryToSchedule>({
     name: 'deliveries_fan_out',
@@ -85,7 +89,8 @@ export async function deliveriesFanOut(
              INSERT INTO webhook_deliveries (event_id, endpoint_id, status, relay_after)
              SELECT $1, e.id, CASE WHEN e.enabled THEN 'pending' ELSE 'skipped' END,
                     -- a failing endpoint's deliveries queue in its lane instead (schedule.ts)
-                    CASE WHEN e.enabled AND e.consecutive_failures = 0 AND NOT e.timing_out THEN now() END
+                    CASE WHEN e.enabled AND e.consecutive_failures = 0 AND NOT e.timing_out
+                         THEN coalesce($8::timestamptz, now()) END
                FROM webhook_endpoints e
               WHERE e.account_id = $2 AND e.deleted_at IS NULL
                 AND CASE WHEN $3 = $6 THEN e.id = $4
@@ -94,7 +99,7 @@ export async function deliveriesFanOut(
              RETURNING id, endpoint_id, status, relay_after
            ), woke AS (
              -- one wake-up per transaction, however many events it emits (PostgreSQL folds repeats)
-             SELECT pg_notify($7, '') FROM dl WHERE dl.relay_after IS NOT NULL LIMIT 1
+             SELECT pg_notify($7, '') FROM dl WHERE dl.relay_after IS NOT NULL AND $8::timestamptz IS NULL LIMIT 1
            )
            SELECT dl.id, dl.endpoint_id, dl.status, e.consecutive_failures > 0 AS endpoint_failing,
                   dl.relay_after IS NOT NULL AS relayed
@@ -109,6 +114,7 @@ export async function deliveriesFanOut(
       ABOUT_ENDPOINT_EVENT_TYPES,
       TEST_EVENT_TYPE,
       DELIVERY_CHANNEL,
+      leaseUntil,
     ],
   });
   return rows;
@@ -142,6 +148,23 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
   });
   const row = rows[0];
   return row ? workOf(row) : null;
+}
+
+/**
+ * What the attempts of these deliveries need, for those still pending, in one
+ * round trip: the deliveries a relay was handed (handoff.ts). Unnamed, so it is
+ * planned for the table as it is now (docs/scaling.md §5, plans a connection keeps).
+ */
+export async function deliveryLoadMany(db: Db, ids: readonly string[]): Promise<DeliveryWork[]> {
+  const { rows } = await db.query<WorkRow>({
+    text: `SELECT ${WORK_COLUMNS}
+             FROM webhook_deliveries d
+             ${WORK_JOINS}
+            WHERE d.id = ANY ($1::text[]) AND d.status = 'pending'
+            ORDER BY d.id`,
+    values: [ids],
+  });
+  return rows.map(workOf);
 }
 
 function workOf(row: WorkRow): DeliveryWork {

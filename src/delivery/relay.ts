@@ -22,6 +22,10 @@
 //   those rows to be claimed again within that bound: the receiver may get the
 //   event twice, with the same webhook-id (at-least-once). An attempt that fails to run (the database went
 //   away) hands its row back to be tried again shortly.
+// - The deliveries this worker's carrier-event batches fan out are handed to it
+//   (handoff.ts), leased in the batch's transaction: loaded and attempted once it
+//   committed, with no claim. What it has no room for it hands back at once, to
+//   be claimed as slots free.
 // - Claims start from a floor (db/floor.ts): the oldest relay time of any row the
 //   relay may take or holds, looked up from the head of the relay index once a
 //   FLOOR_REFRESH_MS, so a claim does not walk the entries the deliveries finished
@@ -36,9 +40,11 @@ import {
   DELIVERY_CHANNEL,
   type DeliveryWork,
   deliveryClaim,
+  deliveryLoadMany,
   deliveryRelayAt,
   deliveryRelayOldest,
 } from './deliveries.sql.js';
+import type { HandOffTaker } from './handoff.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
 /** Claimed rows at most per claim. */
@@ -64,7 +70,7 @@ export interface DeliveryRelayOptions {
   floorRefreshMs?: number;
 }
 
-export interface DeliveryRelay {
+export interface DeliveryRelay extends HandOffTaker {
   /** Stops claiming and waits for the attempts in flight to be recorded. */
   stop(): Promise<void>;
 }
@@ -90,6 +96,8 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   };
   /** Attempts in flight: the delivery each holds the lease of → its run. */
   const running = new Map<string, Promise<void>>();
+  /** Slots kept for handed-over deliveries being loaded. */
+  let loading = 0;
 
   // Renew the leases of the attempts in flight; a renewal that fails is tried at the next tick, well within the lease.
   // Only a lease still held is extended: one an attempt handed back meanwhile (no room, or it failed to run)
@@ -167,7 +175,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     let failures = 0; // claims failed in a row, for the backoff
     while (!stopped) {
       woken = false;
-      const limit = Math.min(batchSize, opts.concurrency - running.size);
+      const limit = Math.min(batchSize, opts.concurrency - running.size - loading);
       if (limit <= 0) {
         leftBehind = true;
         await idle();
@@ -196,12 +204,52 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
 
   const looping = loop();
 
+  /**
+   * Deliveries handed over by this worker's committed batches: those it has room
+   * for are loaded and attempted; the rest (all of them while stopping) are due
+   * again at once, for any relay's claim. A load that fails hands its deliveries
+   * back to be tried shortly, like an attempt that failed to run; if that fails
+   * too, the lease running out hands them back.
+   */
+  async function take(ids: readonly string[]) {
+    const room = stopped ? 0 : Math.max(0, opts.concurrency - running.size - loading);
+    const mine = ids.slice(0, room);
+    const rest = ids.slice(room);
+    if (rest.length > 0) {
+      leftBehind = true;
+      void deliveryRelayAt(pool, rest, clock()).catch((err: Error) =>
+        log.warn({ err: err.message, deliveries: rest.length }, 'could not hand back the deliveries handed over'),
+      );
+    }
+    if (mine.length === 0) return;
+    loading += mine.length;
+    let works: DeliveryWork[];
+    try {
+      works = await deliveryLoadMany(pool, mine);
+    } catch (err) {
+      log.warn({ err: (err as Error).message, deliveries: mine.length }, 'could not load the deliveries handed over');
+      await deliveryRelayAt(pool, mine, new Date(clock().getTime() + RETRY_MS)).catch(() => undefined);
+      return;
+    } finally {
+      loading -= mine.length;
+    }
+    for (const work of works) attempt(work);
+  }
+  /** Hand-overs being taken: stop() waits for them before it waits for the attempts. */
+  const taking = new Set<Promise<void>>();
+
   return {
+    leaseUntil: () => new Date(clock().getTime() + leaseMs),
+    take(ids) {
+      const taken = take(ids).finally(() => taking.delete(taken));
+      taking.add(taken);
+    },
     async stop() {
       stopped = true;
       stopping.abort();
       wake?.();
       await looping;
+      await Promise.allSettled([...taking]);
       await Promise.allSettled([...running.values()]);
       clearInterval(renewal);
       await listener.stop();

@@ -4,10 +4,13 @@
 // endpoint, with a job in its lane) — all in that transaction. If the transition
 // did not apply, emit is never called; if the transaction rolls back, the event,
 // its deliveries and their jobs roll back with it. The event id (the
-// row id) is the webhook-id on every attempt.
+// row id) is the webhook-id on every attempt. Inside a worker's carrier-event
+// batch the healthy endpoints' deliveries are leased to that worker's relay
+// instead of announced (delivery/handoff.ts).
 
 import type { Tx } from '../db/tx.js';
 import { deliveriesFanOut } from '../delivery/deliveries.sql.js';
+import { handOffOf } from '../delivery/handoff.js';
 import { scheduleDeliveries } from '../delivery/schedule.js';
 import { eventInsert, type EventType, type OutboundEventRow } from './outbox.sql.js';
 
@@ -27,7 +30,9 @@ export interface EmitInput {
 
 export async function emit(tx: Tx, e: EmitInput): Promise<{ eventId: string; deliveries: number }> {
   const event = await eventInsert(tx, e);
-  const deliveries = await deliveriesFanOut(tx, event);
+  const handOff = handOffOf(tx);
+  const deliveries = await deliveriesFanOut(tx, event, handOff?.leaseUntil ?? null);
+  if (handOff) for (const d of deliveries) if (d.relayed) handOff.ids.push(d.id);
   await scheduleDeliveries(
     tx,
     deliveries.filter((d) => d.status === 'pending'),

@@ -22,6 +22,10 @@ import { SuccessLog } from '../../src/delivery/successes.js';
 import { keyring, newSecretKey } from '../../src/delivery/keyring.js';
 import { type DeliveryRelay, startDeliveryRelay } from '../../src/delivery/relay.js';
 import { emit } from '../../src/outbox/outbox.js';
+import { startRelay, type Relay } from '../../src/carrier/relay.js';
+import type { HandOffTaker } from '../../src/delivery/handoff.js';
+import { retryPolicies } from '../../src/jobs/retry.js';
+import { fixture, telnyxCarriers } from '../support/carrier.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { createCustomer, type Customer } from '../../src/tools/bench/pipeline.js';
@@ -31,7 +35,7 @@ import { startReceiver, type Receiver } from '../support/receiver.js';
 
 let db: TestDatabase;
 const keys = keyring([Buffer.from(newSecretKey(), 'base64')]);
-const relays: DeliveryRelay[] = [];
+const relays: (DeliveryRelay | Relay)[] = [];
 const receivers: Receiver[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -93,6 +97,16 @@ const relay = (d: DeliveryDeps, leaseMs = 30_000) => {
   relays.push(r);
   return r;
 };
+
+/** A connection listening on `channel`, and the notifications it heard. */
+async function hearing(channel: string): Promise<{ heard: string[]; listener: pg.Client }> {
+  const listener = new pg.Client({ connectionString: db.url });
+  await listener.connect();
+  const heard: string[] = [];
+  listener.on('notification', (n) => heard.push(n.channel));
+  await listener.query(`LISTEN ${channel}`);
+  return { heard, listener };
+}
 
 /** The pool, counting the delivery claims run through it. */
 function countingClaims(target: pg.Pool): { pool: pg.Pool; claims: () => number } {
@@ -488,11 +502,7 @@ describe('the delivery relay', () => {
     const healthy = await customer();
     const failing = await customer();
     await db.pool.query('UPDATE webhook_endpoints SET consecutive_failures = 2 WHERE id = $1', [failing.c.endpointId]);
-    const listener = new pg.Client({ connectionString: db.url });
-    await listener.connect();
-    const heard: string[] = [];
-    listener.on('notification', (n) => heard.push(n.channel));
-    await listener.query(`LISTEN ${DELIVERY_CHANNEL}`);
+    const { heard, listener } = await hearing(DELIVERY_CHANNEL);
     try {
       const ids = await emitMany(healthy.c, 3);
       const lane = await emitMany(failing.c, 2);
@@ -511,5 +521,132 @@ describe('the delivery relay', () => {
     } finally {
       await listener.end();
     }
+  });
+});
+
+/** Stores `n` delivery receipts as ingest would, each with its own event id. */
+async function receipts(n: number): Promise<string[]> {
+  const ids = Array.from({ length: n }, (_, i) => `handoff-${Date.now()}-${i}`);
+  for (const id of ids) {
+    const body = JSON.parse(fixture('message-finalized-delivered'));
+    body.data.id = id;
+    await db.pool.query(
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb)`,
+      [id, JSON.stringify(body)],
+    );
+  }
+  return ids;
+}
+
+/** A worker's carrier-event relay whose handler emits one customer event per receipt, handing its deliveries to `taker`. */
+function carrierRelay(c: Customer, taker: HandOffTaker) {
+  const r = startRelay({
+    process: {
+      pool: db.pool,
+      carriers: telnyxCarriers(),
+      handlers: {
+        'message.receipt': async (tx, _event, ctx) => {
+          await emit(tx, {
+            accountId: c.accountId,
+            tenantId: null,
+            type: 'message.delivered',
+            subjectId: ctx.carrierEventId,
+            data: { id: ctx.carrierEventId },
+            occurredAt: new Date(),
+          });
+          return { outcome: 'applied' };
+        },
+      },
+      log: createLogger('silent'),
+      notReady: retryPolicies(3000).notReady,
+    },
+    log: createLogger('silent'),
+    metrics: new Metrics({ defaultMetrics: false }),
+    loops: 1,
+    batchSize: 10,
+    handOff: taker,
+  });
+  relays.push(r);
+  return r;
+}
+
+const deliveriesOf = (c: Customer) =>
+  db.pool
+    .query<{ event_id: string; status: string; attempts: number; relay_after: Date | null }>(
+      `SELECT event_id, status, attempts, relay_after FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY id`,
+      [c.endpointId],
+    )
+    .then((r) => r.rows);
+
+/** A delivery relay that neither polls nor looks from the head during a test: it claims only when woken. */
+const quietRelay = (d: DeliveryDeps, concurrency = 10) => {
+  const r = startDeliveryRelay({
+    deliver: d,
+    log: createLogger('silent'),
+    concurrency,
+    leaseMs: 30_000,
+    pollIntervalMs: 60_000,
+    floorRefreshMs: 60_000,
+  });
+  relays.push(r);
+  return r;
+};
+
+describe('the hand-off from a carrier-event batch to its worker’s delivery relay', () => {
+  it('the deliveries a batch fans out are attempted once by that worker’s relay, with no claim and no wake-up', async () => {
+    const { receiver, c } = await customer();
+    const { pool, claims } = countingClaims(db.pool);
+    const deliveries = quietRelay(deps({ pool }));
+    await eventually(async () => claims() >= 1, 5_000); // listening: the claim after it came up
+    const claimsBefore = claims();
+    const { heard, listener } = await hearing(DELIVERY_CHANNEL);
+    try {
+      carrierRelay(c, deliveries);
+      const ids = await receipts(5);
+      await eventually(
+        async () => (await deliveriesOf(c)).filter((d) => d.status === 'succeeded').length === 5,
+        10_000,
+      );
+      expect(receiver.received.map((r) => JSON.parse(r.body).data.id).sort()).toEqual([...ids].sort());
+      expect((await deliveriesOf(c)).every((d) => d.attempts === 1 && d.relay_after === null)).toBe(true);
+      expect(claims()).toBe(claimsBefore);
+      expect(heard).toEqual([]);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('deliveries handed to a worker that dies before attempting them are sent by another relay once their lease runs out', async () => {
+    const { receiver, c } = await customer();
+    const dead: HandOffTaker = { leaseUntil: () => new Date(Date.now() + 1_000), take: () => undefined };
+    carrierRelay(c, dead);
+    await receipts(3);
+    await eventually(async () => (await deliveriesOf(c)).length === 3, 10_000);
+    // Leased to the dead worker: due to nobody yet.
+    expect((await deliveriesOf(c)).every((d) => d.status === 'pending' && d.relay_after! > new Date())).toBe(true);
+    relay(deps());
+    await eventually(async () => (await deliveriesOf(c)).every((d) => d.status === 'succeeded'), 10_000);
+    const sent = receiver.received.map((r) => r.headers['webhook-id']);
+    expect(sent.sort()).toEqual((await deliveriesOf(c)).map((d) => d.event_id).sort());
+  });
+
+  it('what a relay is handed beyond its room it hands back, and claims as its slots free: each attempted once', async () => {
+    const { receiver, c } = await customer();
+    let inFlight = 0;
+    let most = 0;
+    receiver.answer = async () => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 50));
+      inFlight--;
+      return { status: 200 };
+    };
+    const deliveries = quietRelay(deps(), 2);
+    carrierRelay(c, deliveries);
+    await receipts(8);
+    await eventually(async () => (await deliveriesOf(c)).filter((d) => d.status === 'succeeded').length === 8, 10_000);
+    expect(new Set(receiver.received.map((r) => r.headers['webhook-id'])).size).toBe(8);
+    expect(receiver.received).toHaveLength(8);
+    expect((await deliveriesOf(c)).every((d) => d.attempts === 1)).toBe(true);
+    expect(most).toBeLessThanOrEqual(2);
   });
 });
