@@ -151,7 +151,7 @@ export function startRelay(opts: RelayOptions): Relay {
         };
         return handOff ? handingOff(tx, handOff, run) : run();
       });
-      if (taker && handOff && handOff.ids.length > 0) taker.take(handOff.ids);
+      if (taker && handOff && handOff.deliveries.length > 0) taker.take(handOff.deliveries);
       return runs;
     } finally {
       end();

@@ -72,6 +72,32 @@ export class Capacity {
     return out;
   }
 
+  /**
+   * Of these attempts-to-be, in order, the ones the room left now admits, at
+   * most `limit` (the rest would find no slot: the relay hands them back before
+   * it loads them). Nothing is taken: each attempt still takes its slot.
+   */
+  admit<T extends { endpointId: string; accountId: string }>(items: readonly T[], limit: number): [T[], T[]] {
+    const endpointRoom = new Map<string, number>();
+    const accountRoom = new Map<string, number>();
+    const admitted: T[] = [];
+    const rest: T[] = [];
+    for (const item of items) {
+      const e =
+        endpointRoom.get(item.endpointId) ??
+        this.endpointShare(item.endpointId) - (this.byEndpoint.get(item.endpointId) ?? 0);
+      const a = accountRoom.get(item.accountId) ?? this.perAccount - (this.byAccount.get(item.accountId) ?? 0);
+      if (admitted.length < limit && e > 0 && a > 0) {
+        admitted.push(item);
+        endpointRoom.set(item.endpointId, e - 1);
+        accountRoom.set(item.accountId, a - 1);
+      } else {
+        rest.push(item);
+      }
+    }
+    return [admitted, rest];
+  }
+
   /** A slot for one attempt to `endpointId` of `accountId`, or null when either has its share in flight. */
   take(accountId: string, endpointId: string): Release | null {
     if (this.full(accountId, endpointId)) return null;

@@ -12,9 +12,16 @@
 import type pg from 'pg';
 import type { Tx } from '../db/tx.js';
 
+/** A delivery leased to the relay it is handed to, with what its slot is counted against. */
+export interface HandedDelivery {
+  id: string;
+  endpointId: string;
+  accountId: string;
+}
+
 export class HandOff {
   /** The pending deliveries leased in the transaction (a savepoint rolled back may have undone some). */
-  readonly ids: string[] = [];
+  readonly deliveries: HandedDelivery[] = [];
   constructor(readonly leaseUntil: Date) {}
 }
 
@@ -22,7 +29,7 @@ export class HandOff {
 export interface HandOffTaker {
   /** Until when a hand-off opened now leases its deliveries: the taker's clock, and the lease it renews. */
   leaseUntil(): Date;
-  take(ids: readonly string[]): void;
+  take(deliveries: readonly HandedDelivery[]): void;
 }
 
 const open = new WeakMap<pg.PoolClient, HandOff>();

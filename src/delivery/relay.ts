@@ -44,7 +44,7 @@ import {
   deliveryRelayAt,
   deliveryRelayOldest,
 } from './deliveries.sql.js';
-import type { HandOffTaker } from './handoff.js';
+import type { HandedDelivery, HandOffTaker } from './handoff.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
 /** Claimed rows at most per claim. */
@@ -98,6 +98,25 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   const running = new Map<string, Promise<void>>();
   /** Slots kept for handed-over deliveries being loaded. */
   let loading = 0;
+  /** Hand-backs committed so far: a claim that ran meanwhile may not have seen their rows. */
+  let handBacks = 0;
+
+  /**
+   * Rows it holds and has no room for, due again at once for the claim made as
+   * slots free. Once they are due, a slot freed meanwhile is worth a claim now:
+   * the attempts that freed it had nothing left behind to wake it for yet.
+   */
+  async function handBack(rows: readonly HandedDelivery[]) {
+    await deliveryRelayAt(
+      pool,
+      rows.map((r) => r.id),
+      clock(),
+    );
+    handBacks++;
+    leftBehind = true;
+    const slots = opts.concurrency - running.size - loading;
+    if (!stopped && capacity.admit(rows, slots)[0].length > 0) wakeUp();
+  }
 
   // Renew the leases of the attempts in flight; a renewal that fails is tried at the next tick, well within the lease.
   // Only a lease still held is extended: one an attempt handed back meanwhile (no room, or it failed to run)
@@ -144,17 +163,15 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   function attempt(work: DeliveryWork) {
     const id = work.delivery.id;
     let handedBack = false;
-    const handBack = async () => {
-      handedBack = true;
-      leftBehind = true; // due again, for the claim after a slot of its endpoint or account frees
-      await deliveryRelayAt(pool, [id], clock());
-    };
     const run = deliver(
       deps,
       { deliveryId: id, trigger: 'scheduled' },
       {
         inSerialQueue: false,
-        whenFull: handBack,
+        whenFull: () => {
+          handedBack = true;
+          return handBack([{ id, endpointId: work.endpoint.id, accountId: work.endpoint.account_id }]);
+        },
         work,
       },
     )
@@ -186,8 +203,9 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
         const now = clock();
         const from = floor.get() ?? floor.looked((await deliveryRelayOldest(pool))?.getTime() ?? null, now);
         const room = { limit, ...capacity.room(), perEndpoint: capacity.perEndpoint, perAccount: capacity.perAccount };
+        const handBacksBefore = handBacks;
         claimed = await deliveryClaim(pool, now, new Date(now.getTime() + leaseMs), room, new Date(from));
-        leftBehind = mayHaveLeftRows(room, claimed);
+        leftBehind = mayHaveLeftRows(room, claimed) || handBacks !== handBacksBefore;
         failures = 0;
       } catch (err) {
         failures++;
@@ -205,19 +223,20 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   const looping = loop();
 
   /**
-   * Deliveries handed over by this worker's committed batches: those it has room
-   * for are loaded and attempted; the rest (all of them while stopping) are due
-   * again at once, for any relay's claim. A load that fails hands its deliveries
-   * back to be tried shortly, like an attempt that failed to run; if that fails
-   * too, the lease running out hands them back.
+   * Deliveries handed over by this worker's committed batches: those its slots
+   * and their endpoints' and accounts' room admit are loaded and attempted; the
+   * rest (all of them while stopping) are due again at once, for the claim made
+   * as slots free, in one statement and before any is loaded. A load that fails
+   * hands its deliveries back to be tried shortly, like an attempt that failed
+   * to run; if that fails too, the lease running out hands them back.
    */
-  async function take(ids: readonly string[]) {
-    const room = stopped ? 0 : Math.max(0, opts.concurrency - running.size - loading);
-    const mine = ids.slice(0, room);
-    const rest = ids.slice(room);
+  async function take(handed: readonly HandedDelivery[]) {
+    const slots = stopped ? 0 : Math.max(0, opts.concurrency - running.size - loading);
+    const [admitted, rest] = capacity.admit(handed, slots);
+    const mine = admitted.map((d) => d.id);
     if (rest.length > 0) {
-      leftBehind = true;
-      void deliveryRelayAt(pool, rest, clock()).catch((err: Error) =>
+      // If this fails, the lease running out hands them back.
+      void handBack(rest).catch((err: Error) =>
         log.warn({ err: err.message, deliveries: rest.length }, 'could not hand back the deliveries handed over'),
       );
     }
@@ -240,8 +259,8 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
 
   return {
     leaseUntil: () => new Date(clock().getTime() + leaseMs),
-    take(ids) {
-      const taken = take(ids).finally(() => taking.delete(taken));
+    take(deliveries) {
+      const taken = take(deliveries).finally(() => taking.delete(taken));
       taking.add(taken);
     },
     async stop() {

@@ -32,7 +32,11 @@ export async function emit(tx: Tx, e: EmitInput): Promise<{ eventId: string; del
   const event = await eventInsert(tx, e);
   const handOff = handOffOf(tx);
   const deliveries = await deliveriesFanOut(tx, event, handOff?.leaseUntil ?? null);
-  if (handOff) for (const d of deliveries) if (d.relayed) handOff.ids.push(d.id);
+  if (handOff) {
+    for (const d of deliveries) {
+      if (d.relayed) handOff.deliveries.push({ id: d.id, endpointId: d.endpoint_id, accountId: e.accountId });
+    }
+  }
   await scheduleDeliveries(
     tx,
     deliveries.filter((d) => d.status === 'pending'),

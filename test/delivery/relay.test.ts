@@ -108,14 +108,17 @@ async function hearing(channel: string): Promise<{ heard: string[]; listener: pg
   return { heard, listener };
 }
 
-/** The pool, counting the delivery claims run through it. */
-function countingClaims(target: pg.Pool): { pool: pg.Pool; claims: () => number } {
-  let n = 0;
+/** The pool, recording the statements run through it. */
+function recording(target: pg.Pool): { pool: pg.Pool; queries: { text: string; values: unknown[] }[] } {
+  const queries: { text: string; values: unknown[] }[] = [];
   const pool = new Proxy(target, {
     get(t, key) {
       if (key === 'query') {
         return (q: unknown, ...rest: unknown[]) => {
-          if (typeof q === 'object' && q && String((q as { text?: string }).text).startsWith('WITH due AS')) n++;
+          if (typeof q === 'object' && q) {
+            const { text, values } = q as { text?: string; values?: unknown[] };
+            queries.push({ text: String(text), values: values ?? [] });
+          }
           return (t.query as (...a: unknown[]) => unknown)(q, ...rest);
         };
       }
@@ -123,7 +126,13 @@ function countingClaims(target: pg.Pool): { pool: pg.Pool; claims: () => number 
       return typeof v === 'function' ? v.bind(t) : v;
     },
   });
-  return { pool, claims: () => n };
+  return { pool, queries };
+}
+
+/** The pool, counting the delivery claims run through it. */
+function countingClaims(target: pg.Pool): { pool: pg.Pool; claims: () => number } {
+  const { pool, queries } = recording(target);
+  return { pool, claims: () => queries.filter((q) => q.text.startsWith('WITH due AS')).length };
 }
 
 const jobsOfDeliveries = () =>
@@ -466,6 +475,35 @@ describe('the delivery relay', () => {
     expect(read).toBeLessThan(50);
   });
 
+  it('a hand-back on a connection that ran it while the table was small reads its own rows, not the 10,000 added since', async () => {
+    const { c } = await customer();
+    await db.pool.query(`DELETE FROM webhook_attempts`);
+    await db.pool.query(`DELETE FROM webhook_deliveries`);
+    await emitMany(c, 20);
+    await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL`);
+    await db.pool.query(`ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`);
+    await db.pool.query(`ANALYZE webhook_deliveries`);
+    const pendingIds = async () =>
+      (
+        await db.pool.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id`)
+      ).rows.map((r) => r.id);
+    const read = await onOneConnection(db.pool, async (client, watch) => {
+      // As a relay's connection does from its first moments: hand-backs and renewals of a few rows.
+      await emitMany(c, 2);
+      const few = await pendingIds();
+      for (let i = 0; i < 10; i++) await deliveryRelayAt(client, few, new Date());
+      await emitMany(c, 10_000);
+      await db.pool.query(
+        `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL WHERE status = 'pending'`,
+      );
+      await emitMany(c, 3);
+      const three = await pendingIds();
+      return watch('webhook_deliveries', () => deliveryRelayAt(client, three, new Date()));
+    }).finally(() => db.pool.query(`ALTER TABLE webhook_deliveries RESET (autovacuum_enabled)`));
+    expect(read).toBeGreaterThan(0);
+    expect(read).toBeLessThan(50);
+  });
+
   it('a claim from the relay’s floor does not walk the deliveries finished below it', async () => {
     const { c } = await customer();
     // A busy minute: thousands delivered (their relay index entries dead, no VACUUM yet), then one new one.
@@ -524,17 +562,20 @@ describe('the delivery relay', () => {
   });
 });
 
-/** Stores `n` delivery receipts as ingest would, each with its own event id. */
+/** Stores `n` delivery receipts as ingest would, each with its own event id, together. */
 async function receipts(n: number): Promise<string[]> {
   const ids = Array.from({ length: n }, (_, i) => `handoff-${Date.now()}-${i}`);
-  for (const id of ids) {
+  const payloads = ids.map((id) => {
     const body = JSON.parse(fixture('message-finalized-delivered'));
     body.data.id = id;
-    await db.pool.query(
-      `INSERT INTO carrier_events (carrier_event_id, event_type, payload) VALUES ($1, 'message.finalized', $2::jsonb)`,
-      [id, JSON.stringify(body)],
-    );
-  }
+    return JSON.stringify(body);
+  });
+  // One statement, so a relay polling meanwhile finds them all in one batch.
+  await db.pool.query(
+    `INSERT INTO carrier_events (carrier_event_id, event_type, payload)
+     SELECT id, 'message.finalized', payload::jsonb FROM unnest($1::text[], $2::text[]) AS r (id, payload)`,
+    [ids, payloads],
+  );
   return ids;
 }
 
@@ -572,8 +613,8 @@ function carrierRelay(c: Customer, taker: HandOffTaker) {
 
 const deliveriesOf = (c: Customer) =>
   db.pool
-    .query<{ event_id: string; status: string; attempts: number; relay_after: Date | null }>(
-      `SELECT event_id, status, attempts, relay_after FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY id`,
+    .query<{ id: string; event_id: string; status: string; attempts: number; relay_after: Date | null }>(
+      `SELECT id, event_id, status, attempts, relay_after FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY id`,
       [c.endpointId],
     )
     .then((r) => r.rows);
@@ -648,5 +689,61 @@ describe('the hand-off from a carrier-event batch to its worker’s delivery rel
     expect(receiver.received).toHaveLength(8);
     expect((await deliveriesOf(c)).every((d) => d.attempts === 1)).toBe(true);
     expect(most).toBeLessThanOrEqual(2);
+  });
+
+  it('what a batch hands over beyond its endpoint’s share is handed back in one statement, before any is loaded', async () => {
+    const { receiver, c } = await customer();
+    const { pool, queries } = recording(db.pool);
+    const capacity = new Capacity(4); // an endpoint not yet heard from fast: 2 at once
+    const deliveries = quietRelay(deps({ pool, capacity }));
+    carrierRelay(c, deliveries);
+    await receipts(8);
+    await eventually(async () => (await deliveriesOf(c)).filter((d) => d.status === 'succeeded').length === 8, 10_000);
+    // Its first statements: the six beyond the share handed back together, then the two it has room for loaded.
+    const handOver = queries
+      .map((q) =>
+        q.text.startsWith('WITH held AS')
+          ? `back ${(q.values[0] as string[]).length}`
+          : q.text.includes("d.status = 'pending'") && q.text.includes('ANY ($1::text[])')
+            ? `load ${(q.values[0] as string[]).length}`
+            : null,
+      )
+      .filter((q) => q !== null);
+    expect(handOver.slice(0, 2)).toEqual(['back 6', 'load 2']);
+    expect(receiver.received).toHaveLength(8);
+    expect((await deliveriesOf(c)).every((d) => d.attempts === 1)).toBe(true);
+  });
+
+  it('a delivery handed back after the claim a freed slot woke is claimed at once, not at the next poll', async () => {
+    const { receiver, c } = await customer();
+    const events = await emitMany(c, 6);
+    // Leased to this relay, as a batch hands them over.
+    await db.pool.query(
+      `UPDATE webhook_deliveries SET relay_after = now() + interval '30 s' WHERE event_id = ANY ($1)`,
+      [events],
+    );
+    // Hand-backs that commit only after the attempts beside them finished, and the claim those woke found nothing.
+    const slowHandBacks = new Proxy(db.pool, {
+      get(t, key) {
+        if (key === 'query') {
+          return async (q: { text?: string }, ...rest: unknown[]) => {
+            if (String(q?.text).startsWith('WITH held AS')) await new Promise((r) => setTimeout(r, 300));
+            return (t.query as (...a: unknown[]) => unknown).call(t, q, ...rest);
+          };
+        }
+        const v = Reflect.get(t, key);
+        return typeof v === 'function' ? v.bind(t) : v;
+      },
+    });
+    const { pool, claims } = countingClaims(slowHandBacks);
+    const deliveries = quietRelay(deps({ pool, capacity: new Capacity(4) })); // 2 at once to the endpoint
+    await eventually(async () => claims() >= 1, 5_000);
+    const rows = await deliveriesOf(c);
+    // Handed over as if to six endpoints of six accounts: all six are loaded, and four find their endpoint full.
+    deliveries.take(
+      rows.map((d, i) => ({ id: d.id, endpointId: `ep_elsewhere_${i}`, accountId: `acc_elsewhere_${i}` })),
+    );
+    await eventually(async () => (await deliveriesOf(c)).every((d) => d.status === 'succeeded'), 10_000);
+    expect(receiver.received).toHaveLength(6);
   });
 });
