@@ -429,24 +429,33 @@ describe('the delivery relay', () => {
     expect(read).toBeLessThan(50);
   });
 
+  /**
+   * A customer, and a deliveries table as young as a worker's first moments: 20
+   * finished deliveries, analyzed. Statistics that know most deliveries finish (no
+   * relay_after): the plan made now is the question, not them. Kept so until the
+   * test resets it: an autovacuum ANALYZE midway would re-plan a named statement
+   * anyway, and would give the planner statistics the test does not choose.
+   */
+  const aYoungTable = async () => {
+    const { c } = await customer();
+    await db.pool.query(`DELETE FROM webhook_attempts`);
+    await db.pool.query(`DELETE FROM webhook_deliveries`);
+    await emitMany(c, 20);
+    await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL`);
+    await db.pool.query(`ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`);
+    await db.pool.query(`ANALYZE webhook_deliveries`);
+    return c;
+  };
+
   // The claim used to be a named statement: its connection kept a generic plan made
   // on the young table, which then scanned the grown one (18,151 rows read here with 3,000; 1.6
   // ms a claim under the pipeline bench). Now it is planned at every run, and claims
   // as the relay makes them, from its floor.
   it('a claim on a connection that ran it while the table was small reads its window, not the 10,000 finished deliveries added since', async () => {
-    const { c } = await customer();
     // As in a busy worker: its connection ran the claim from its first moments,
     // on a young table, which then filled with finished deliveries.
-    await db.pool.query(`DELETE FROM webhook_attempts`);
-    await db.pool.query(`DELETE FROM webhook_deliveries`);
-    await emitMany(c, 20);
-    // Statistics that know most deliveries finish (no relay_after): the plan made now is the question, not
-    // them. Kept so for the test: an autovacuum ANALYZE midway would re-plan a named statement anyway, and
-    // would give the planner statistics this test does not choose.
-    await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL`);
+    const c = await aYoungTable();
     await emitMany(c, 2);
-    await db.pool.query(`ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`);
-    await db.pool.query(`ANALYZE webhook_deliveries`);
     const read = await onOneConnection(db.pool, async (client, watch) => {
       // The floor as the relay looks it up (once a second, from the head: not what is measured here).
       const floorNow = async () => {
@@ -476,13 +485,7 @@ describe('the delivery relay', () => {
   });
 
   it('a hand-back on a connection that ran it while the table was small reads its own rows, not the 10,000 added since', async () => {
-    const { c } = await customer();
-    await db.pool.query(`DELETE FROM webhook_attempts`);
-    await db.pool.query(`DELETE FROM webhook_deliveries`);
-    await emitMany(c, 20);
-    await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL`);
-    await db.pool.query(`ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`);
-    await db.pool.query(`ANALYZE webhook_deliveries`);
+    const c = await aYoungTable();
     const pendingIds = async () =>
       (
         await db.pool.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id`)
