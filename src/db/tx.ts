@@ -10,6 +10,21 @@ declare const txBrand: unique symbol;
 export type Tx = pg.PoolClient & { readonly [txBrand]: true };
 
 const depth = new WeakMap<pg.PoolClient, number>();
+/** Per open transaction, per level (0: the transaction, then each savepoint): what onRollback asked to undo. */
+const undos = new WeakMap<pg.PoolClient, (() => void)[][]>();
+
+/**
+ * Runs `undo` if what `tx` has written so far at its current level is rolled
+ * back: by its savepoint, by any savepoint around it, or with the transaction.
+ * For state held in memory beside a transaction that must stay true to it.
+ */
+export function onRollback(tx: Tx, undo: () => void): void {
+  undos.get(tx)?.at(-1)?.push(undo);
+}
+
+function undoLevel(client: pg.PoolClient): void {
+  for (const undo of undos.get(client)?.pop() ?? []) undo();
+}
 
 export function isTx(db: Db): db is Tx {
   return depth.has(db as pg.PoolClient);
@@ -22,11 +37,14 @@ export async function withTx<T>(db: pg.Pool | Tx, fn: (tx: Tx) => Promise<T>): P
   try {
     await client.query('BEGIN');
     depth.set(client, 0);
+    undos.set(client, [[]]);
     try {
       const result = await fn(client as Tx);
       await client.query('COMMIT');
       return result;
     } catch (err) {
+      // Every level: a savepoint whose own rollback failed is still open here.
+      while ((undos.get(client)?.length ?? 0) > 0) undoLevel(client);
       await client.query('ROLLBACK').catch((rollbackErr: Error) => {
         broken = rollbackErr; // the connection is unusable; destroy it on release
       });
@@ -34,6 +52,7 @@ export async function withTx<T>(db: pg.Pool | Tx, fn: (tx: Tx) => Promise<T>): P
     }
   } finally {
     depth.delete(client);
+    undos.delete(client);
     client.release(broken);
   }
 }
@@ -43,11 +62,19 @@ async function withSavepoint<T>(tx: Tx, fn: (tx: Tx) => Promise<T>): Promise<T> 
   const name = `sp_${level}`;
   await tx.query(`SAVEPOINT ${name}`);
   depth.set(tx, level);
+  undos.get(tx)?.push([]);
   try {
     const result = await fn(tx);
     await tx.query(`RELEASE SAVEPOINT ${name}`);
+    // Released into the level around it: undone if that level rolls back.
+    const released = undos.get(tx)?.pop() ?? [];
+    undos
+      .get(tx)
+      ?.at(-1)
+      ?.push(...released);
     return result;
   } catch (err) {
+    undoLevel(tx); // its writes are gone whether or not the rollback itself succeeds
     await tx.query(`ROLLBACK TO SAVEPOINT ${name}`);
     throw err;
   } finally {

@@ -66,6 +66,11 @@ export interface DeliveryToSchedule {
   relayed: boolean;
 }
 
+/** A delivery the fan-out made, with its work when it is handed to a relay (deliveriesFanOut). */
+export interface FannedOut extends DeliveryToSchedule {
+  work: DeliveryWork | null;
+}
+
 /** NOTIFYed by a transaction that gave the relay a delivery: its loops wake and claim. */
 export const DELIVERY_CHANNEL = 'handset_deliveries';
 
@@ -76,14 +81,14 @@ export const DELIVERY_CHANNEL = 'handset_deliveries';
  * an endpoint never goes to that endpoint; a test event goes to it alone.
  * A healthy endpoint's delivery is due to the relays now, and they are woken;
  * or, with `leaseUntil`, leased until then to the relay it is handed to
- * (handoff.ts), and nobody is woken for it.
+ * (handoff.ts), with what its attempt needs, and nobody is woken for it.
  */
 export async function deliveriesFanOut(
   tx: Tx,
-  event: { id: string; account_id: string; type: EventType; subject_id: string },
+  event: OutboundEventRow,
   leaseUntil: Date | null = null,
-): Promise<DeliveryToSchedule[]> {
-  const { rows } = await tx.query<DeliveryToSchedule>({
+): Promise<FannedOut[]> {
+  const { rows } = await tx.query<DeliveryToSchedule & Partial<Pick<WorkRow, 'd' | 'e' | 'secrets'>>>({
     name: 'deliveries_fan_out',
     text: `WITH dl AS (
              INSERT INTO webhook_deliveries (event_id, endpoint_id, status, relay_after)
@@ -96,13 +101,17 @@ export async function deliveriesFanOut(
                 AND CASE WHEN $3 = $6 THEN e.id = $4
                          ELSE (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
                               AND NOT ($3 = ANY ($5::text[]) AND e.id = $4) END
-             RETURNING id, endpoint_id, status, relay_after
+             RETURNING *
            ), woke AS (
              -- one wake-up per transaction, however many events it emits (PostgreSQL folds repeats)
              SELECT pg_notify($7, '') FROM dl WHERE dl.relay_after IS NOT NULL AND $8::timestamptz IS NULL LIMIT 1
            )
            SELECT dl.id, dl.endpoint_id, dl.status, e.consecutive_failures > 0 AS endpoint_failing,
-                  dl.relay_after IS NOT NULL AS relayed
+                  dl.relay_after IS NOT NULL AS relayed,
+                  -- a handed delivery's work, so its relay attempts it without loading it
+                  CASE WHEN $8::timestamptz IS NOT NULL AND dl.relay_after IS NOT NULL THEN row_to_json(dl.*) END AS d,
+                  CASE WHEN $8::timestamptz IS NOT NULL AND dl.relay_after IS NOT NULL THEN row_to_json(e.*) END AS e,
+                  CASE WHEN $8::timestamptz IS NOT NULL AND dl.relay_after IS NOT NULL THEN ${SECRETS_OF_E} END AS secrets
              FROM dl JOIN webhook_endpoints e ON e.id = dl.endpoint_id
             WHERE (SELECT count(*) FROM woke) >= 0
             ORDER BY dl.id`,
@@ -117,7 +126,10 @@ export async function deliveriesFanOut(
       leaseUntil,
     ],
   });
-  return rows;
+  return rows.map(({ d, e, secrets, ...row }) => ({
+    ...row,
+    work: d && e ? { delivery: deliveryOf(d), endpoint: endpointOf(e), event, sealedSecrets: secrets ?? [] } : null,
+  }));
 }
 
 export interface DeliveryWork {
@@ -129,9 +141,10 @@ export interface DeliveryWork {
 }
 
 /** What one attempt needs, as columns of the row `d` of webhook_deliveries (the load's and the claim's). */
-const WORK_COLUMNS = `row_to_json(d.*) AS d, row_to_json(e.*) AS e, row_to_json(ev.*) AS ev,
-                  (SELECT array_agg(s.sealed ORDER BY s.created_at DESC, s.id DESC) FROM webhook_endpoint_secrets s
-                    WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now())) AS secrets`;
+/** The endpoint `e`'s secrets in force, newest first. */
+const SECRETS_OF_E = `(SELECT array_agg(s.sealed ORDER BY s.created_at DESC, s.id DESC) FROM webhook_endpoint_secrets s
+                        WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now()))`;
+const WORK_COLUMNS = `row_to_json(d.*) AS d, row_to_json(e.*) AS e, row_to_json(ev.*) AS ev, ${SECRETS_OF_E} AS secrets`;
 const WORK_JOINS = `JOIN webhook_endpoints e ON e.id = d.endpoint_id
              JOIN outbound_events ev ON ev.id = d.event_id`;
 type WorkRow = { d: DeliveryRow; e: EndpointRow; ev: OutboundEventRow; secrets: string[] | null };
@@ -150,41 +163,33 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
   return row ? workOf(row) : null;
 }
 
-/**
- * What the attempts of these deliveries need, for those still pending, in one
- * round trip: the deliveries a relay was handed (handoff.ts). Unnamed, so it is
- * planned for the table as it is now (docs/scaling.md §5, plans a connection keeps).
- */
-export async function deliveryLoadMany(db: Db, ids: readonly string[]): Promise<DeliveryWork[]> {
-  const { rows } = await db.query<WorkRow>({
-    text: `SELECT ${WORK_COLUMNS}
-             FROM webhook_deliveries d
-             ${WORK_JOINS}
-            WHERE d.id = ANY ($1::text[]) AND d.status = 'pending'
-            ORDER BY d.id`,
-    values: [ids],
-  });
-  return rows.map(workOf);
+// row_to_json leaves timestamps as strings
+const date = (v: unknown) => (v === null ? null : new Date(v as string));
+
+function deliveryOf(d: DeliveryRow): DeliveryRow {
+  return {
+    ...d,
+    next_attempt_at: date(d.next_attempt_at),
+    relay_after: date(d.relay_after),
+    created_at: date(d.created_at)!,
+    updated_at: date(d.updated_at)!,
+  };
+}
+
+function endpointOf(e: EndpointRow): EndpointRow {
+  return {
+    ...e,
+    disabled_at: date(e.disabled_at),
+    deleted_at: date(e.deleted_at),
+    created_at: date(e.created_at)!,
+    updated_at: date(e.updated_at)!,
+  };
 }
 
 function workOf(row: WorkRow): DeliveryWork {
-  // row_to_json leaves timestamps as strings
-  const date = (v: unknown) => (v === null ? null : new Date(v as string));
   return {
-    delivery: {
-      ...row.d,
-      next_attempt_at: date(row.d.next_attempt_at),
-      relay_after: date(row.d.relay_after),
-      created_at: date(row.d.created_at)!,
-      updated_at: date(row.d.updated_at)!,
-    },
-    endpoint: {
-      ...row.e,
-      disabled_at: date(row.e.disabled_at),
-      deleted_at: date(row.e.deleted_at),
-      created_at: date(row.e.created_at)!,
-      updated_at: date(row.e.updated_at)!,
-    },
+    delivery: deliveryOf(row.d),
+    endpoint: endpointOf(row.e),
     event: { ...row.ev, occurred_at: date(row.ev.occurred_at)!, created_at: date(row.ev.created_at)! },
     sealedSecrets: row.secrets ?? [],
   };

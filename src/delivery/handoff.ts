@@ -1,35 +1,42 @@
 // Hand-off: the deliveries a worker's carrier-event batch fans out go to that
 // worker's own delivery relay, leased to it in the batch's transaction, instead of
-// being announced to every relay and claimed. After the commit the relay loads and
-// attempts them at once: no NOTIFY and no claim per batch, and no wait for either.
-// The lease is the relay's (the crash-recovery bound, renewed while an attempt
-// runs), so a worker that dies between the commit and its attempts leaves them to
-// any relay's claim once it runs out, as it does what it had claimed.
+// being announced to every relay and claimed. The fan-out returns what each
+// attempt needs, so after the commit the relay attempts them at once: no NOTIFY,
+// no claim and no load per batch, and no wait for any of them. A delivery whose
+// savepoint rolls back leaves the hand-off with it (onRollback), so nothing is
+// attempted that the transaction did not keep. The lease is the relay's (the
+// crash-recovery bound, renewed while an attempt runs), so a worker that dies
+// between the commit and its attempts leaves them to any relay's claim once it
+// runs out, as it does what it had claimed.
 //
 // The hand-off is bound to the transaction, not passed down: emit() is called from
 // every handler, and only a batch that will hand its deliveries over opens one.
 
 import type pg from 'pg';
-import type { Tx } from '../db/tx.js';
-
-/** A delivery leased to the relay it is handed to, with what its slot is counted against. */
-export interface HandedDelivery {
-  id: string;
-  endpointId: string;
-  accountId: string;
-}
+import { onRollback, type Tx } from '../db/tx.js';
+import type { DeliveryWork } from './deliveries.sql.js';
 
 export class HandOff {
-  /** The pending deliveries leased in the transaction (a savepoint rolled back may have undone some). */
-  readonly deliveries: HandedDelivery[] = [];
+  private readonly kept = new Set<DeliveryWork>();
   constructor(readonly leaseUntil: Date) {}
+
+  /** Hands a delivery over, with what its attempt needs, unless what `tx` wrote by now is rolled back. */
+  add(tx: Tx, work: DeliveryWork): void {
+    this.kept.add(work);
+    onRollback(tx, () => this.kept.delete(work));
+  }
+
+  /** The deliveries leased in the transaction and still in it, in the order they were made. */
+  get deliveries(): DeliveryWork[] {
+    return [...this.kept];
+  }
 }
 
 /** Takes the deliveries a committed transaction leased to it. */
 export interface HandOffTaker {
   /** Until when a hand-off opened now leases its deliveries: the taker's clock, and the lease it renews. */
   leaseUntil(): Date;
-  take(deliveries: readonly HandedDelivery[]): void;
+  take(deliveries: readonly DeliveryWork[]): void;
 }
 
 const open = new WeakMap<pg.PoolClient, HandOff>();

@@ -40,11 +40,10 @@ import {
   DELIVERY_CHANNEL,
   type DeliveryWork,
   deliveryClaim,
-  deliveryLoadMany,
   deliveryRelayAt,
   deliveryRelayOldest,
 } from './deliveries.sql.js';
-import type { HandedDelivery, HandOffTaker } from './handoff.js';
+import type { HandOffTaker } from './handoff.js';
 import { type DeliveryDeps, deliver } from './deliver.js';
 
 /** Claimed rows at most per claim. */
@@ -96,8 +95,6 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   };
   /** Attempts in flight: the delivery each holds the lease of → its run. */
   const running = new Map<string, Promise<void>>();
-  /** Slots kept for handed-over deliveries being loaded. */
-  let loading = 0;
   /** Hand-backs committed so far: a claim that ran meanwhile may not have seen their rows. */
   let handBacks = 0;
 
@@ -106,16 +103,16 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
    * slots free. Once they are due, a slot freed meanwhile is worth a claim now:
    * the attempts that freed it had nothing left behind to wake it for yet.
    */
-  async function handBack(rows: readonly HandedDelivery[]) {
+  async function handBack(works: readonly DeliveryWork[]) {
     await deliveryRelayAt(
       pool,
-      rows.map((r) => r.id),
+      works.map((w) => w.delivery.id),
       clock(),
     );
     handBacks++;
     leftBehind = true;
-    const slots = opts.concurrency - running.size - loading;
-    if (!stopped && capacity.admit(rows, slots)[0].length > 0) wakeUp();
+    const slots = opts.concurrency - running.size;
+    if (!stopped && capacity.admit(works.map(slotOf), slots)[0].length > 0) wakeUp();
   }
 
   // Renew the leases of the attempts in flight; a renewal that fails is tried at the next tick, well within the lease.
@@ -170,7 +167,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
         inSerialQueue: false,
         whenFull: () => {
           handedBack = true;
-          return handBack([{ id, endpointId: work.endpoint.id, accountId: work.endpoint.account_id }]);
+          return handBack([work]);
         },
         work,
       },
@@ -192,7 +189,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     let failures = 0; // claims failed in a row, for the backoff
     while (!stopped) {
       woken = false;
-      const limit = Math.min(batchSize, opts.concurrency - running.size - loading);
+      const limit = Math.min(batchSize, opts.concurrency - running.size);
       if (limit <= 0) {
         leftBehind = true;
         await idle();
@@ -223,36 +220,21 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
   const looping = loop();
 
   /**
-   * Deliveries handed over by this worker's committed batches: those its slots
-   * and their endpoints' and accounts' room admit are loaded and attempted; the
-   * rest (all of them while stopping) are due again at once, for the claim made
-   * as slots free, in one statement and before any is loaded. A load that fails
-   * hands its deliveries back to be tried shortly, like an attempt that failed
-   * to run; if that fails too, the lease running out hands them back.
+   * Deliveries handed over by this worker's committed batches, each with what its
+   * attempt needs: those its slots and their endpoints' and accounts' room admit
+   * are attempted at once; the rest (all of them while stopping) are due again
+   * at once, in one statement, for the claim made as slots free.
    */
-  async function take(handed: readonly HandedDelivery[]) {
-    const slots = stopped ? 0 : Math.max(0, opts.concurrency - running.size - loading);
-    const [admitted, rest] = capacity.admit(handed, slots);
-    const mine = admitted.map((d) => d.id);
+  async function take(handed: readonly DeliveryWork[]) {
+    const slots = stopped ? 0 : Math.max(0, opts.concurrency - running.size);
+    const [admitted, rest] = capacity.admit(handed.map(slotOf), slots);
+    for (const { work } of admitted) attempt(work);
+    // If this fails, the lease running out hands them back.
     if (rest.length > 0) {
-      // If this fails, the lease running out hands them back.
-      void handBack(rest).catch((err: Error) =>
+      await handBack(rest.map((r) => r.work)).catch((err: Error) =>
         log.warn({ err: err.message, deliveries: rest.length }, 'could not hand back the deliveries handed over'),
       );
     }
-    if (mine.length === 0) return;
-    loading += mine.length;
-    let works: DeliveryWork[];
-    try {
-      works = await deliveryLoadMany(pool, mine);
-    } catch (err) {
-      log.warn({ err: (err as Error).message, deliveries: mine.length }, 'could not load the deliveries handed over');
-      await deliveryRelayAt(pool, mine, new Date(clock().getTime() + RETRY_MS)).catch(() => undefined);
-      return;
-    } finally {
-      loading -= mine.length;
-    }
-    for (const work of works) attempt(work);
   }
   /** Hand-overs being taken: stop() waits for them before it waits for the attempts. */
   const taking = new Set<Promise<void>>();
@@ -275,6 +257,9 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     },
   };
 }
+
+/** What a delivery's slot counts against (Capacity.admit). */
+const slotOf = (work: DeliveryWork) => ({ endpointId: work.endpoint.id, accountId: work.endpoint.account_id, work });
 
 /**
  * Whether a claim given `room` that took `claimed` may have passed over due rows:

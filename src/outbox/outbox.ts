@@ -34,7 +34,7 @@ export async function emit(tx: Tx, e: EmitInput): Promise<{ eventId: string; del
   const deliveries = await deliveriesFanOut(tx, event, handOff?.leaseUntil ?? null);
   if (handOff) {
     for (const d of deliveries) {
-      if (d.relayed) handOff.deliveries.push({ id: d.id, endpointId: d.endpoint_id, accountId: e.accountId });
+      if (d.work) handOff.add(tx, d.work);
     }
   }
   await scheduleDeliveries(
