@@ -257,31 +257,28 @@ export async function deliverySucceedMany(db: Db, attempts: readonly SucceededAt
     // made while the table was small scans it whole once it has grown (measured
     // under the pipeline bench: 1.1-2.0 ms a batch, about 250-450 pages read;
     // unnamed, 0.36 ms and 54 pages).
-    text: `WITH input AS (
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::int[], $7::text[])
-                      AS i (delivery_id, trigger, url, started_at, duration_ms, response_status, response_excerpt)
-           ), locked AS (
+    text: `WITH locked AS (
              SELECT d.id, d.status FROM webhook_deliveries d WHERE d.id = ANY ($1::text[]) ORDER BY d.id FOR UPDATE
-           ), finished AS (
+           ), moved AS (
+             -- one UPDATE for both kinds: half the planning of one for each (0.28 ms, not 0.52)
              UPDATE webhook_deliveries d
-                SET status = 'succeeded', attempts = d.attempts + 1, next_attempt_at = NULL, relay_after = NULL,
-                    updated_at = now()
+                SET status = CASE WHEN l.status = 'pending' THEN 'succeeded' ELSE d.status END,
+                    next_attempt_at = CASE WHEN l.status = 'pending' THEN NULL ELSE d.next_attempt_at END,
+                    relay_after = CASE WHEN l.status = 'pending' THEN NULL ELSE d.relay_after END,
+                    attempts = d.attempts + 1, updated_at = now()
                FROM locked l
-              WHERE d.id = ANY ($1::text[]) AND d.id = l.id AND l.status = 'pending'
-             RETURNING d.id, d.attempts
-           ), counted AS (
-             UPDATE webhook_deliveries d SET attempts = d.attempts + 1, updated_at = now()
-               FROM locked l
-              WHERE d.id = ANY ($1::text[]) AND d.id = l.id AND l.status <> 'pending'
-             RETURNING d.id, d.attempts
+              WHERE d.id = ANY ($1::text[]) AND d.id = l.id
+             RETURNING d.id, d.attempts, l.status = 'pending' AS finished
            ), logged AS (
              INSERT INTO webhook_attempts (delivery_id, attempt, trigger, url, started_at, duration_ms,
                                            response_status, response_excerpt, error)
-             SELECT i.delivery_id, a.attempts, i.trigger, i.url, i.started_at, i.duration_ms,
+             SELECT i.delivery_id, m.attempts, i.trigger, i.url, i.started_at, i.duration_ms,
                     i.response_status, i.response_excerpt, NULL
-               FROM input i JOIN (SELECT * FROM finished UNION ALL SELECT * FROM counted) a ON a.id = i.delivery_id
+               FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::int[], $7::text[])
+                      AS i (delivery_id, trigger, url, started_at, duration_ms, response_status, response_excerpt)
+               JOIN moved m ON m.id = i.delivery_id
            )
-           SELECT id FROM finished`,
+           SELECT id FROM moved WHERE finished`,
     values: [
       attempts.map((a) => a.delivery_id),
       attempts.map((a) => a.trigger),
