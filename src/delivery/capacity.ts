@@ -74,8 +74,8 @@ export class Capacity {
 
   /**
    * Of these attempts-to-be, in order, the ones the room left now admits, at
-   * most `limit` (the rest would find no slot: the relay hands them back before
-   * it loads them). Nothing is taken: each attempt still takes its slot.
+   * most `limit` (the rest would find no slot: the relay hands them back instead
+   * of attempting them). Nothing is taken: each attempt still takes its slot.
    */
   admit<T extends { endpointId: string; accountId: string }>(items: readonly T[], limit: number): [T[], T[]] {
     const endpointRoom = new Map<string, number>();

@@ -23,9 +23,9 @@
 //   event twice, with the same webhook-id (at-least-once). An attempt that fails to run (the database went
 //   away) hands its row back to be tried again shortly.
 // - The deliveries this worker's carrier-event batches fan out are handed to it
-//   (handoff.ts), leased in the batch's transaction: loaded and attempted once it
-//   committed, with no claim. What it has no room for it hands back at once, to
-//   be claimed as slots free.
+//   (handoff.ts), leased in the batch's transaction with what each attempt needs:
+//   attempted once it committed, with no claim and no load. What it has no room
+//   for it hands back at once, in one statement, to be claimed as slots free.
 // - Claims start from a floor (db/floor.ts): the oldest relay time of any row the
 //   relay may take or holds, looked up from the head of the relay index once a
 //   FLOOR_REFRESH_MS, so a claim does not walk the entries the deliveries finished
