@@ -43,4 +43,20 @@ describe('delivery capacity', () => {
       expect(c.endpointShare('ep')).toBe(1);
     }
   });
+
+  it('admit takes, in order and up to its limit, what the room left to each endpoint and account allows, and takes no slot', () => {
+    const c = new Capacity(6); // 3 an endpoint, 6 an account
+    c.take('acct_a', 'ep_1'); // one of ep_1's three in flight
+    const items = [
+      ...Array.from({ length: 4 }, (_, i) => ({ endpointId: 'ep_1', accountId: 'acct_a', n: i })),
+      ...Array.from({ length: 5 }, (_, i) => ({ endpointId: 'ep_2', accountId: 'acct_a', n: 4 + i })),
+      { endpointId: 'ep_3', accountId: 'acct_b', n: 9 },
+    ];
+    const [admitted, rest] = c.admit(items, 10);
+    // ep_1: 2 more; ep_2: 3 of its own, then the account is at 6; acct_b is another account.
+    expect(admitted.map((i) => i.n)).toEqual([0, 1, 4, 5, 6, 9]);
+    expect(rest.map((i) => i.n)).toEqual([2, 3, 7, 8]);
+    expect(c.admit(items, 2)[0].map((i) => i.n)).toEqual([0, 1]);
+    expect(c.full('acct_a', 'ep_2')).toBeNull(); // admitting took nothing
+  });
 });
