@@ -136,8 +136,7 @@ export function startRelay(opts: RelayOptions): Relay {
   /** One claim, run and commit; resolves with each claimed event's run. */
   async function batch(size: number, from: string | null, claimed: Claimed[]): Promise<Run[]> {
     const end = metrics.carrierEventBatchDuration.startTimer();
-    const taker = opts.handOff;
-    const handOff = taker ? new HandOff(taker.leaseUntil()) : null;
+    const handOff = opts.handOff ? new HandOff(opts.handOff) : null;
     try {
       const runs = await withTx(pool, async (tx) => {
         const now = clock();
@@ -151,7 +150,7 @@ export function startRelay(opts: RelayOptions): Relay {
         };
         return handOff ? handingOff(tx, handOff, run) : run();
       });
-      if (taker && handOff && handOff.deliveries.length > 0) taker.take(handOff.deliveries);
+      handOff?.handOver();
       return runs;
     } finally {
       end();

@@ -16,9 +16,15 @@ import type pg from 'pg';
 import { onRollback, type Tx } from '../db/tx.js';
 import type { DeliveryWork } from './deliveries.sql.js';
 
+/** One transaction's hand-off to `taker`: the deliveries leased to it there, handed over once committed. */
 export class HandOff {
   private readonly kept = new Set<DeliveryWork>();
-  constructor(readonly leaseUntil: Date) {}
+  /** Until when the deliveries fanned out in the transaction are leased: the taker's clock, and the lease it renews. */
+  readonly leaseUntil: Date;
+
+  constructor(private readonly taker: HandOffTaker) {
+    this.leaseUntil = taker.leaseUntil();
+  }
 
   /** Hands a delivery over, with what its attempt needs, unless what `tx` wrote by now is rolled back. */
   add(tx: Tx, work: DeliveryWork): void {
@@ -26,9 +32,9 @@ export class HandOff {
     onRollback(tx, () => this.kept.delete(work));
   }
 
-  /** The deliveries leased in the transaction and still in it, in the order they were made. */
-  get deliveries(): DeliveryWork[] {
-    return [...this.kept];
+  /** After the commit: the deliveries still in the transaction go to the taker, in the order they were made. */
+  handOver(): void {
+    if (this.kept.size > 0) this.taker.take([...this.kept]);
   }
 }
 
