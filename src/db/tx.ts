@@ -67,11 +67,9 @@ async function withSavepoint<T>(tx: Tx, fn: (tx: Tx) => Promise<T>): Promise<T> 
     const result = await fn(tx);
     await tx.query(`RELEASE SAVEPOINT ${name}`);
     // Released into the level around it: undone if that level rolls back.
-    const released = undos.get(tx)?.pop() ?? [];
-    undos
-      .get(tx)
-      ?.at(-1)
-      ?.push(...released);
+    const levels = undos.get(tx);
+    const released = levels?.pop() ?? [];
+    levels?.at(-1)?.push(...released);
     return result;
   } catch (err) {
     undoLevel(tx); // its writes are gone whether or not the rollback itself succeeds

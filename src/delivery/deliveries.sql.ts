@@ -163,34 +163,21 @@ export async function deliveryLoad(db: Db, id: string): Promise<DeliveryWork | n
   return row ? workOf(row) : null;
 }
 
-// row_to_json leaves timestamps as strings
-const date = (v: unknown) => (v === null ? null : new Date(v as string));
-
-function deliveryOf(d: DeliveryRow): DeliveryRow {
-  return {
-    ...d,
-    next_attempt_at: date(d.next_attempt_at),
-    relay_after: date(d.relay_after),
-    created_at: date(d.created_at)!,
-    updated_at: date(d.updated_at)!,
-  };
+/** A row as row_to_json gave it, with the timestamps it leaves as strings (`keys`) made dates again. */
+function dated<T extends object>(row: T, keys: readonly (keyof T)[]): T {
+  const out = { ...row };
+  for (const k of keys) if (out[k] !== null) out[k] = new Date(out[k] as string) as T[keyof T];
+  return out;
 }
 
-function endpointOf(e: EndpointRow): EndpointRow {
-  return {
-    ...e,
-    disabled_at: date(e.disabled_at),
-    deleted_at: date(e.deleted_at),
-    created_at: date(e.created_at)!,
-    updated_at: date(e.updated_at)!,
-  };
-}
+const deliveryOf = (d: DeliveryRow) => dated(d, ['next_attempt_at', 'relay_after', 'created_at', 'updated_at']);
+const endpointOf = (e: EndpointRow) => dated(e, ['disabled_at', 'deleted_at', 'created_at', 'updated_at']);
 
 function workOf(row: WorkRow): DeliveryWork {
   return {
     delivery: deliveryOf(row.d),
     endpoint: endpointOf(row.e),
-    event: { ...row.ev, occurred_at: date(row.ev.occurred_at)!, created_at: date(row.ev.created_at)! },
+    event: dated(row.ev, ['occurred_at', 'created_at']),
     sealedSecrets: row.secrets ?? [],
   };
 }
