@@ -109,18 +109,25 @@ async function hearing(channel: string): Promise<{ heard: string[]; listener: pg
   return { heard, listener };
 }
 
-/** The pool, recording the statements run through it. */
-function recording(target: pg.Pool): { pool: pg.Pool; queries: { text: string; values: unknown[] }[] } {
+/**
+ * The pool, recording the statements run through it; `before` runs ahead of each
+ * (a delay, to stage a race).
+ */
+function recording(
+  target: pg.Pool,
+  before: (text: string) => Promise<void> | void = () => {},
+): { pool: pg.Pool; queries: { text: string; values: unknown[] }[] } {
   const queries: { text: string; values: unknown[] }[] = [];
   const pool = new Proxy(target, {
     get(t, key) {
       if (key === 'query') {
-        return (q: unknown, ...rest: unknown[]) => {
+        return async (q: unknown, ...rest: unknown[]) => {
           if (typeof q === 'object' && q) {
             const { text, values } = q as { text?: string; values?: unknown[] };
             queries.push({ text: String(text), values: values ?? [] });
+            await before(String(text));
           }
-          return (t.query as (...a: unknown[]) => unknown)(q, ...rest);
+          return (t.query as (...a: unknown[]) => unknown).call(t, q, ...rest);
         };
       }
       const v = Reflect.get(t, key);
@@ -130,9 +137,12 @@ function recording(target: pg.Pool): { pool: pg.Pool; queries: { text: string; v
   return { pool, queries };
 }
 
-/** The pool, counting the delivery claims run through it. */
-function countingClaims(target: pg.Pool): { pool: pg.Pool; claims: () => number } {
-  const { pool, queries } = recording(target);
+/** The pool, counting the delivery claims run through it (`before` as for recording). */
+function countingClaims(
+  target: pg.Pool,
+  before?: (text: string) => Promise<void> | void,
+): { pool: pg.Pool; claims: () => number } {
+  const { pool, queries } = recording(target, before);
   return { pool, claims: () => queries.filter((q) => q.text.startsWith('WITH due AS')).length };
 }
 
@@ -756,19 +766,9 @@ describe('the hand-off from a carrier-event batch to its worker’s delivery rel
       [events],
     );
     // Hand-backs that commit only after the attempts beside them finished, and the claim those woke found nothing.
-    const slowHandBacks = new Proxy(db.pool, {
-      get(t, key) {
-        if (key === 'query') {
-          return async (q: { text?: string }, ...rest: unknown[]) => {
-            if (String(q?.text).startsWith('WITH held AS')) await new Promise((r) => setTimeout(r, 300));
-            return (t.query as (...a: unknown[]) => unknown).call(t, q, ...rest);
-          };
-        }
-        const v = Reflect.get(t, key);
-        return typeof v === 'function' ? v.bind(t) : v;
-      },
+    const { pool, claims } = countingClaims(db.pool, async (text) => {
+      if (text.startsWith('WITH held AS')) await new Promise((r) => setTimeout(r, 300));
     });
-    const { pool, claims } = countingClaims(slowHandBacks);
     const deliveries = quietRelay(deps({ pool, capacity: new Capacity(4) })); // 2 at once to the endpoint
     await eventually(async () => claims() >= 1, 5_000);
     // Handed over: two are attempted at once, and the four beyond the endpoint's share are handed back.
