@@ -23,7 +23,7 @@ import { secretAdd } from '../../delivery/secrets.sql.js';
 import { newEndpointSecret } from '../../delivery/signature.js';
 import { emit } from '../../outbox/outbox.js';
 import { drive, WebhookClient } from './http-load.js';
-import type { Receiver } from './receiver.js';
+import type { Arrival, Receiver } from './receiver.js';
 import { Latencies, summarize, type LatencySummary } from './stats.js';
 import type { ReceiptFactory, SignedWebhook } from './webhooks.js';
 
@@ -73,6 +73,32 @@ export async function createSentMessages(pool: pg.Pool, accountId: string, n: nu
     [accountId, n],
   );
   return rows.map((r) => ({ id: r.id, carrierMessageId: r.carrier_message_id }));
+}
+
+/**
+ * Each message's first customer webhook (by its index), in arrival order, and
+ * those beyond it told apart: a webhook-id that had arrived before (an attempt
+ * sent again), or another event about the same message (a double effect).
+ * Webhooks about anything else are left out.
+ */
+export function firstWebhooks(
+  arrivals: readonly Arrival[],
+  indexOf: ReadonlyMap<string, number>,
+): { byMessage: Map<number, Arrival>; redelivered: number; otherEvents: string[] } {
+  const byMessage = new Map<number, Arrival>();
+  const webhookIds = new Set<string>();
+  const otherEvents: string[] = [];
+  let redelivered = 0;
+  for (const a of arrivals) {
+    const i = indexOf.get(a.subjectId);
+    if (i === undefined) continue;
+    const again = webhookIds.has(a.eventId);
+    webhookIds.add(a.eventId);
+    if (!byMessage.has(i)) byMessage.set(i, a);
+    else if (again) redelivered++;
+    else otherEvents.push(a.type);
+  }
+  return { byMessage, redelivered, otherEvents };
 }
 
 export interface PipelineResult {
@@ -234,23 +260,10 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
 
   // Anything beyond one webhook per message would show up now.
   await new Promise((r) => setTimeout(r, 300));
-  const seen = new Set<number>();
-  const webhookIds = new Set<string>();
-  const otherEvents: string[] = [];
+  const { byMessage, redelivered, otherEvents } = firstWebhooks(opts.receiver.arrivals, indexOf);
   const latency: number[] = [];
-  let redelivered = 0;
   let lastArrival = started;
-  for (const a of opts.receiver.arrivals) {
-    const i = indexOf.get(a.subjectId);
-    if (i === undefined) continue;
-    const again = webhookIds.has(a.eventId);
-    webhookIds.add(a.eventId);
-    if (seen.has(i)) {
-      if (again) redelivered++;
-      else otherEvents.push(a.type);
-      continue;
-    }
-    seen.add(i);
+  for (const [i, a] of byMessage) {
     lastArrival = Math.max(lastArrival, a.at);
     const ack = acked[i]!;
     // The webhook can be handled by this process a hair before the 200 that preceded it.
@@ -271,7 +284,7 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     duplicates,
     failures,
     receiptsPerSecond: receipts / seconds,
-    messagesPerSecond: seen.size / seconds,
+    messagesPerSecond: byMessage.size / seconds,
     offered: mode.kind === 'paced' ? mode.rate * 2 : mode.inFlight,
     latency: summarize(latency),
     ingestLatency: ingestSummary,
