@@ -43,8 +43,7 @@ export async function withTx<T>(db: pg.Pool | Tx, fn: (tx: Tx) => Promise<T>): P
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      // Every level: a savepoint whose own rollback failed is still open here.
-      while ((undos.get(client)?.length ?? 0) > 0) undoLevel(client);
+      undoLevel(client); // each savepoint undid its own level as it failed: this is the transaction's
       await client.query('ROLLBACK').catch((rollbackErr: Error) => {
         broken = rollbackErr; // the connection is unusable; destroy it on release
       });
