@@ -757,6 +757,22 @@ describe('the hand-off from a carrier-event batch to its worker’s delivery rel
     expect((await deliveriesOf(c)).every((d) => d.attempts === 1)).toBe(true);
   });
 
+  it('deliveries handed to a relay that has stopped are handed back at once, neither attempted nor left leased', async () => {
+    const { receiver, c } = await customer();
+    const events = await emitMany(c, 3);
+    await db.pool.query(
+      `UPDATE webhook_deliveries SET relay_after = now() + interval '30 s' WHERE event_id = ANY ($1)`,
+      [events],
+    );
+    const works = await Promise.all((await deliveriesOf(c)).map((d) => deliveryLoad(db.pool, d.id)));
+    const deliveries = quietRelay(deps());
+    await deliveries.stop();
+    deliveries.take(works.map((w) => w!));
+    await eventually(async () => (await deliveriesOf(c)).every((d) => d.relay_after! <= new Date()), 5_000);
+    expect((await deliveriesOf(c)).every((d) => d.status === 'pending' && d.attempts === 0)).toBe(true);
+    expect(receiver.received).toHaveLength(0);
+  });
+
   it('a delivery handed back after the claim a freed slot woke is claimed at once, not at the next poll', async () => {
     const { receiver, c } = await customer();
     const events = await emitMany(c, 6);
