@@ -90,7 +90,7 @@ class Bench {
         secretKey: this.secretKeyBase64,
         ...(extra ? { extra } : {}),
       },
-      { profileDir: role === 'ingest' ? this.profileDir() : undefined },
+      { profileDir: this.profileDir() },
     );
     this.running.add(p);
     return p;

@@ -30,7 +30,7 @@ export interface BenchOptions {
   /** Ingest processes for the scale-out figure. */
   processes: number[];
   phases: Phase[];
-  /** Run ingest processes under `node --cpu-prof`, profiles next to the results. */
+  /** Run the Handset processes under `node --cpu-prof`, profiles next to the results. */
   profile: boolean;
   outDir: string;
   quick: boolean;
@@ -46,7 +46,7 @@ const USAGE = `usage: npm run bench -- [options]
   --messages N      at most this many messages in the sustained pipeline run (BENCH_MESSAGES, default 20000)
   --deliveries N    events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (BENCH_DELIVERIES, default 2000)
   --bulk N          messages the bulk-send phase creates through the API (BENCH_BULK, default 2000; the campaign figure: --bulk 10000)
-  --profile         run ingest under node --cpu-prof; profiles go to <out>/profiles
+  --profile         run the Handset processes under node --cpu-prof; profiles go to <out>/profiles
   --out DIR         where the JSON goes (default bench/results)
 
 DATABASE_URL set: a fresh database on that server, dropped afterwards; unset: embedded PostgreSQL.

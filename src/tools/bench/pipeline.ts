@@ -125,6 +125,8 @@ export interface PipelineResult {
   /** Of those, the types of events other than the message's first (a second event: a double effect). */
   otherEvents: string[];
   deliveredInDb: number;
+  /** The sustained run's legs. */
+  stages?: PipelineStages;
   seconds: number;
 }
 
@@ -276,6 +278,7 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     `SELECT count(*)::int AS n FROM messages WHERE id = ANY($1) AND status = 'delivered'`,
     [used],
   );
+  const stages = mode.kind === 'window' ? await stagesOf(opts.pool, used, byMessage, indexOf) : undefined;
   return {
     mode: mode.kind,
     messages: originals,
@@ -293,6 +296,50 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     otherEvents,
     deliveredInDb: rows[0]!.n,
     seconds,
+    ...(stages ? { stages } : {}),
+  };
+}
+
+/** Where a message's time went, in three legs: from the rows the worker wrote and the receiver's clock. */
+export interface PipelineStages {
+  /** Stored by ingest → claimed by the worker's carrier-event relay: the wait in front of the relay. */
+  storedToClaimed: LatencySummary;
+  /** Claimed → the customer webhook's first attempt started: the relay's batch, its commit and the hand-off. */
+  claimedToSent: LatencySummary;
+  /** Attempt started → verified at the receiver: the HTTP request. */
+  sentToVerified: LatencySummary;
+}
+
+async function stagesOf(
+  pool: pg.Pool,
+  messageIds: string[],
+  byMessage: ReadonlyMap<number, Arrival>,
+  indexOf: ReadonlyMap<string, number>,
+): Promise<PipelineStages> {
+  const { rows } = await pool.query<{ id: string; stored: Date; claimed: Date; sent: Date }>(
+    `SELECT m.id, ce.created_at AS stored, ce.processed_at AS claimed, a.started_at AS sent
+       FROM messages m
+       JOIN carrier_events ce ON ce.subject = m.carrier_message_id
+       JOIN outbound_events oe ON oe.subject_id = m.id
+       JOIN webhook_deliveries d ON d.event_id = oe.id
+       JOIN webhook_attempts a ON a.delivery_id = d.id AND a.attempt = 1
+      WHERE m.id = ANY ($1)`,
+    [messageIds],
+  );
+  const legs = { storedToClaimed: [] as number[], claimedToSent: [] as number[], sentToVerified: [] as number[] };
+  for (const r of rows) {
+    const i = indexOf.get(r.id);
+    const arrival = i === undefined ? undefined : byMessage.get(i);
+    if (!arrival) continue;
+    // The relay stamps processed_at with its batch's start, before its claim.
+    legs.storedToClaimed.push(r.claimed.getTime() - r.stored.getTime());
+    legs.claimedToSent.push(r.sent.getTime() - r.claimed.getTime());
+    legs.sentToVerified.push(performance.timeOrigin + arrival.at - r.sent.getTime());
+  }
+  return {
+    storedToClaimed: summarize(legs.storedToClaimed),
+    claimedToSent: summarize(legs.claimedToSent),
+    sentToVerified: summarize(legs.sentToVerified),
   };
 }
 

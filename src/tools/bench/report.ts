@@ -258,6 +258,16 @@ export function renderTable(r: BenchReport): string {
         q ? `floor ${ratio(sustained.messagesPerSecond, q.burnDown / 2)}` : '',
         cpuCell(sustained.cpu),
       );
+      const legs = sustained.stages;
+      if (legs) {
+        for (const [label, leg] of [
+          ['stored → claimed by the relay', legs.storedToClaimed],
+          ['claimed → attempt sent (batch)', legs.claimedToSent],
+          ['attempt sent → verified', legs.sentToVerified],
+        ] as const) {
+          add(`    ${label}`, '', '', ...latencyCells(leg), '', '');
+        }
+      }
       add(
         `paced, ${rate(paced.offered)} receipts/s`,
         r.options.pipelineConcurrency,
