@@ -176,6 +176,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       log,
       statementTimeoutMs: statementMs,
       lockTimeoutMs: lockMs,
+      // A worker's transactions are long chains of short statements (db/tx.ts).
+      pipeline: role === 'worker',
     });
     pools.push(p);
     return p;

@@ -20,6 +20,13 @@ export interface PoolOptions {
    */
   statementTimeoutMs?: number;
   lockTimeoutMs?: number;
+  /**
+   * Pipeline mode: a statement is written as soon as it is issued, behind those
+   * still running, instead of after the previous one's answer. Lets a
+   * transaction send what it needs no answer from (SAVEPOINT, RELEASE) in the
+   * same round trip as the statement behind it (db/tx.ts).
+   */
+  pipeline?: boolean;
 }
 
 export function createPool(connectionString: string, opts: PoolOptions): pg.Pool {
@@ -31,6 +38,7 @@ export function createPool(connectionString: string, opts: PoolOptions): pg.Pool
     idleTimeoutMillis: 30_000,
     // A dead TCP peer must not hold a request forever; the carrier retries on 5xx.
     keepAlive: true,
+    ...(opts.pipeline ? { pipeline: true } : {}),
     ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
     ...(opts.lockTimeoutMs ? { lock_timeout: opts.lockTimeoutMs } : {}),
   });
