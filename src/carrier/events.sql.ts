@@ -104,23 +104,24 @@ export async function carrierEventStore(db: Db, event: NewCarrierEvent): Promise
 
 /**
  * Whether an event of one of `eventTypes` about `subject` is stored and not yet
- * processed (other than `exceptId`, the event asking): the word a waiting event depends on has
- * arrived and will be applied, so the wait must not end.
+ * processed, other than those in `except` (the event asking, and those its batch
+ * has already run, which are marked processed when the batch commits): the word a
+ * waiting event depends on has arrived and will be applied, so the wait must not end.
  */
 export async function carrierEventPendingAbout(
   db: Db,
   carrier: string,
   subject: string,
   eventTypes: readonly string[],
-  exceptId: string | null = null,
+  except: readonly string[] = [],
 ): Promise<boolean> {
   const { rows } = await db.query({
     name: 'carrier_event_pending_about',
     text: `SELECT 1 FROM carrier_events
             WHERE carrier = $1 AND subject = $2 AND processed_at IS NULL AND event_type = ANY ($3::text[])
-              AND id IS DISTINCT FROM $4
+              AND id <> ALL ($4::text[])
             LIMIT 1`,
-    values: [carrier, subject, eventTypes, exceptId],
+    values: [carrier, subject, eventTypes, except],
   });
   return rows.length > 0;
 }
@@ -193,12 +194,26 @@ export async function carrierEventPostpone(db: Db, id: string, error: string, ru
   });
 }
 
-/** Marks the event processed, once; `error` records why a rejected event had no effect. */
-export async function carrierEventMarkProcessed(db: Db, id: string, now: Date, error: string | null): Promise<void> {
+/** An event run to its end in a transaction: marked processed before that transaction commits. */
+export interface Settled {
+  id: string;
+  /** Why a rejected event had no effect; null for one that applied or was ignored. */
+  error: string | null;
+}
+
+/**
+ * Marks events processed, once, in one statement for a whole batch: the relay
+ * marks what its batch settled just before the batch commits, in the same
+ * transaction as their effects.
+ */
+export async function carrierEventMarkProcessed(db: Db, settled: readonly Settled[], now: Date): Promise<void> {
+  if (settled.length === 0) return;
   await db.query({
     name: 'carrier_event_mark_processed',
-    text: 'UPDATE carrier_events SET processed_at = $2, error = $3 WHERE id = $1 AND processed_at IS NULL',
-    values: [id, now, error],
+    text: `UPDATE carrier_events c SET processed_at = $3, error = s.error
+             FROM unnest($1::text[], $2::text[]) AS s (id, error)
+            WHERE c.id = s.id AND c.processed_at IS NULL`,
+    values: [settled.map((e) => e.id), settled.map((e) => e.error), now],
   });
 }
 

@@ -1,7 +1,7 @@
 // Applying one stored carrier event: load it, normalize it through its carrier
-// adapter, and hand it to the handler registered for its kind, in a transaction
-// (or a savepoint of the relay's batch, carrier/relay.ts) that also sets
-// processed_at. Handlers apply guarded transitions and say what happened; a
+// adapter, and hand it to the handler registered for its kind, in a savepoint of
+// a transaction (the relay's batch, carrier/relay.ts) that sets processed_at
+// before it commits. Handlers apply guarded transitions and say what happened; a
 // refused transition is a normal result. A handler that throws has its changes
 // rolled back, and the event is postponed with its error and retried. An event
 // about a row or an event that is not there yet throws NotReadyError: the event
@@ -24,6 +24,7 @@ import {
   carrierEventMarkProcessed,
   carrierEventPendingAbout,
   carrierEventPostpone,
+  type Settled,
 } from './events.sql.js';
 
 export type HandlerResult =
@@ -101,7 +102,11 @@ export async function processCarrierEvent(
     const row = await carrierEventLock(tx, eventRowId);
     if (!row) return 'missing'; // deleted by retention after it was processed
     if (row.processed_at) return 'already_processed'; // a re-run after commit
-    return (await runClaimed(tx, deps, row, clock(), attempt)).outcome;
+    const now = clock();
+    const settled: Settled[] = [];
+    const { outcome } = await runClaimed(tx, deps, row, now, settled, attempt);
+    await carrierEventMarkProcessed(tx, settled, now);
+    return outcome;
   });
 }
 
@@ -114,18 +119,25 @@ export interface Run {
 /**
  * Runs one event that `tx` holds locked (and found unprocessed), in a savepoint of
  * its own, so that an event that waits or fails rolls back only its own changes:
- * it is then postponed, with its error, in `tx`. Throws only when `tx` itself broke
- * (the database went away), which rolls back the whole transaction.
+ * it is then postponed, with its error, in `tx`. An event run to its end (applied,
+ * ignored, rejected) joins `settled`, which the caller marks processed in `tx`
+ * before it commits: one statement for a whole batch. Throws only when `tx` itself
+ * broke (the database went away), which rolls back the whole transaction.
  */
 export async function runClaimed(
   tx: Tx,
   deps: ProcessDeps,
   row: CarrierEventRow,
   now: Date,
+  settled: Settled[],
   attempt = row.attempts + 1,
 ): Promise<Run> {
   try {
-    return { outcome: await withTx(tx, (sp) => apply(sp, deps, row, now, attempt)), runAfter: null };
+    const result = await withTx(tx, (sp) => apply(sp, deps, row, now, attempt, settled));
+    if (result.outcome === 'rejected')
+      deps.log.warn({ eventRowId: row.id, reason: result.reason }, 'carrier event rejected');
+    settled.push({ id: row.id, error: result.outcome === 'rejected' ? result.reason : null });
+    return { outcome: result.outcome, runAfter: null };
   } catch (err) {
     if (err instanceof NotReadyError) {
       // A handler stops waiting by not throwing once ctx.waitedOut says so.
@@ -164,14 +176,15 @@ async function apply(
   row: CarrierEventRow,
   now: Date,
   attempt: number,
-): Promise<HandlerResult['outcome']> {
+  settled: readonly Settled[],
+): Promise<HandlerResult> {
   const adapter = carrierNamed(deps.carriers, row.carrier);
   let event: CarrierEvent;
   try {
     event = adapter.parse(row.payload);
   } catch (err) {
     if (!(err instanceof MalformedCarrierEvent)) throw err;
-    return reject(deps, tx, row.id, now, `malformed: ${err.message}`);
+    return { outcome: 'rejected', reason: `malformed: ${err.message}` };
   }
   const handler = deps.handlers[event.kind] as CarrierEventHandler<typeof event.kind> | undefined;
   const ctx: HandlerContext = {
@@ -182,21 +195,14 @@ async function apply(
     attempt,
     waitedOut: waitedOut(deps.notReady, row.created_at, now),
     pendingAbout: (kind, subject) =>
-      carrierEventPendingAbout(tx, row.carrier, subject, adapter.eventTypes(kind), row.id),
+      carrierEventPendingAbout(tx, row.carrier, subject, adapter.eventTypes(kind), [
+        row.id,
+        ...settled.map((e) => e.id),
+      ]),
   };
-  const result: HandlerResult = handler
-    ? await handler(tx, event, ctx)
+  return handler
+    ? handler(tx, event, ctx)
     : { outcome: 'ignored', reason: `no handler for ${event.kind === 'unknown' ? event.eventType : event.kind}` };
-  if (result.outcome === 'rejected') return reject(deps, tx, row.id, now, result.reason);
-  await carrierEventMarkProcessed(tx, row.id, now, null);
-  return result.outcome;
-}
-
-/** An event that can never apply: marked processed with the reason, never retried. */
-async function reject(deps: ProcessDeps, db: Db, eventRowId: string, now: Date, reason: string): Promise<'rejected'> {
-  await carrierEventMarkProcessed(db, eventRowId, now, reason);
-  deps.log.warn({ eventRowId, reason }, 'carrier event rejected');
-  return 'rejected';
 }
 
 /** The task for jobs enqueued by a release before the relay; new events need no job. */

@@ -1,9 +1,9 @@
 // The worker's carrier-event relay: a stored, unprocessed carrier event is its own
 // job. Each relay loop claims a batch of due events (oldest first, FOR UPDATE SKIP
 // LOCKED, so loops and processes take disjoint batches), runs each in a savepoint
-// of one transaction, and commits once: one commit and one WAL flush per batch
-// instead of a queued job, its fetch and its completion per event. The guarantees
-// are the row's:
+// of one transaction, marks those that ran to an end processed in one statement,
+// and commits once: one commit and one WAL flush per batch instead of a queued
+// job, its fetch and its completion per event. The guarantees are the row's:
 //
 // - A crashed worker's claimed events are released with its transaction and
 //   claimed again at once; a committed event is processed, so nothing needs
@@ -38,7 +38,13 @@ import { withTx } from '../db/tx.js';
 import { HandOff, type HandOffTaker, handingOff } from '../delivery/handoff.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { CARRIER_EVENT_CHANNEL, carrierEventClaim, carrierEventIdAt } from './events.sql.js';
+import {
+  CARRIER_EVENT_CHANNEL,
+  carrierEventClaim,
+  carrierEventIdAt,
+  carrierEventMarkProcessed,
+  type Settled,
+} from './events.sql.js';
 import { postponeFailed, type ProcessDeps, type Run, runClaimed } from './process.js';
 
 /** Loops per worker process; each holds one connection while it runs a batch. */
@@ -145,7 +151,9 @@ export function startRelay(opts: RelayOptions): Relay {
         claimed.push(...rows.map((r) => ({ id: r.id, attempts: r.attempts })));
         const run = async () => {
           const runs: Run[] = [];
-          for (const row of rows) runs.push(await runClaimed(tx, deps, row, now));
+          const settled: Settled[] = [];
+          for (const row of rows) runs.push(await runClaimed(tx, deps, row, now, settled));
+          await carrierEventMarkProcessed(tx, settled, now);
           return runs;
         };
         return handOff ? handingOff(tx, handOff, run) : run();

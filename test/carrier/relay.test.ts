@@ -3,6 +3,7 @@
 // batch's transaction is found and postponed alone, and ingest's notification
 // wakes the relay without waiting for its poll.
 
+import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CARRIER_EVENT_CHANNEL, carrierEventIdAt, carrierEventStoreMany } from '../../src/carrier/events.sql.js';
 import type { HandlerRegistry } from '../../src/carrier/process.js';
@@ -16,15 +17,19 @@ import { fixture, telnyxCarriers } from '../support/carrier.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 
 let db: TestDatabase;
+/** The relay's own connections pipeline, as a worker's do. */
+let relayPool: pg.Pool;
 const relays: Relay[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
+  relayPool = createPool(db.url, { max: 10, applicationName: 'handset-relay-test', pipeline: true });
   await db.pool.query('CREATE TABLE effects (event text)');
 });
 afterEach(async () => {
   await Promise.all(relays.splice(0).map((r) => r.stop()));
 });
 afterAll(async () => {
+  await relayPool.end();
   await db.drop();
 });
 
@@ -85,7 +90,7 @@ function start(
   const metrics = new Metrics({ defaultMetrics: false });
   const relay = startRelay({
     process: {
-      pool: db.pool,
+      pool: relayPool,
       carriers: telnyxCarriers(),
       handlers,
       log: createLogger('silent'),
@@ -144,6 +149,30 @@ describe('the carrier-event relay', () => {
     expect(postponed.processed_at).toBeNull();
     expect(postponed.error).toMatch(/connection|terminat/i);
     expect(await effects(poison)).toBe(0);
+  });
+
+  it('an event its batch has already run is not pending to the events after it, though it is marked processed only at commit', async () => {
+    await db.pool.query(`UPDATE carrier_events SET processed_at = now() WHERE processed_at IS NULL`);
+    const subject = `carrier-msg-${Date.now()}`;
+    const [first, second] = ['mate-1', 'mate-2'].map((id) => `${id}-${Date.now()}`) as [string, string];
+    for (const [n, id] of [first, second].entries()) {
+      await db.pool.query(
+        `INSERT INTO carrier_events (id, carrier_event_id, event_type, payload, subject)
+         VALUES ($1, $2, 'message.finalized', $3::jsonb, $4)`,
+        [`${carrierEventIdAt(new Date())}${String(n).padStart(16, '0')}`, id, receipt(id), subject],
+      );
+    }
+    const pendingToSecond: boolean[] = [];
+    start({
+      'message.receipt': async (_tx, _event, ctx) => {
+        if (ctx.carrierEventId === first) return { outcome: 'ignored', reason: 'nothing to do' };
+        pendingToSecond.push(await ctx.pendingAbout('message.receipt', subject));
+        return { outcome: 'applied' };
+      },
+    });
+    await eventually(async () => (await unprocessed([first, second])) === 0);
+    // One batch ran both (nothing else was due), and the first had settled when the second asked.
+    expect(pendingToSecond).toEqual([false]);
   });
 
   it('an event ingest stores is applied at once on its notification, not at the next poll', async () => {

@@ -106,10 +106,10 @@ describe('carrierEventMarkProcessed: an event is processed once', () => {
   it('an event is marked processed once; a second run keeps the first outcome', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const e = await carrierEvent(tx);
-      await carrierEventMarkProcessed(tx, e.id, later(1), null);
+      await carrierEventMarkProcessed(tx, [{ id: e.id, error: null }], later(1));
       const processed = await reread(tx, 'carrier_events', e);
       expect(processed).toEqual({ ...e, processed_at: later(1) });
-      await carrierEventMarkProcessed(tx, e.id, later(2), 'no message has that id');
+      await carrierEventMarkProcessed(tx, [{ id: e.id, error: 'no message has that id' }], later(2));
       expect(await reread(tx, 'carrier_events', e)).toEqual(processed);
     }));
 
