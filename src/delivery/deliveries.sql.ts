@@ -66,10 +66,13 @@ export interface DeliveryToSchedule {
   relayed: boolean;
 }
 
-/** A delivery the fan-out made, with its work when it is handed to a relay (deliveriesFanOut). */
+/** A delivery the fan-out made, with its work (but the event) when it is handed to a relay (deliveriesFanOut). */
 export interface FannedOut extends DeliveryToSchedule {
-  work: DeliveryWork | null;
+  work: Omit<DeliveryWork, 'event'> | null;
 }
+
+/** What the fan-out needs of its event: it runs beside the event's insert, not after it (outbox.ts). */
+export type EventToFanOut = Pick<OutboundEventRow, 'id' | 'account_id' | 'type' | 'subject_id'>;
 
 /** NOTIFYed by a transaction that gave the relay a delivery: its loops wake and claim. */
 export const DELIVERY_CHANNEL = 'handset_deliveries';
@@ -85,7 +88,7 @@ export const DELIVERY_CHANNEL = 'handset_deliveries';
  */
 export async function deliveriesFanOut(
   tx: Tx,
-  event: OutboundEventRow,
+  event: EventToFanOut,
   leaseUntil: Date | null = null,
 ): Promise<FannedOut[]> {
   const { rows } = await tx.query<DeliveryToSchedule & Partial<Pick<WorkRow, 'd' | 'e' | 'secrets'>>>({
@@ -128,7 +131,7 @@ export async function deliveriesFanOut(
   });
   return rows.map(({ d, e, secrets, ...row }) => ({
     ...row,
-    work: d && e ? { delivery: deliveryOf(d), endpoint: endpointOf(e), event, sealedSecrets: secrets ?? [] } : null,
+    work: d && e ? { delivery: deliveryOf(d), endpoint: endpointOf(e), sealedSecrets: secrets ?? [] } : null,
   }));
 }
 

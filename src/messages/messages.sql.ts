@@ -268,19 +268,24 @@ export async function messageCancel(tx: Tx, accountId: string, id: string, at: D
 }
 
 /** The first terminal word from the carrier wins; nothing moves a message after it. */
+/**
+ * sent → delivered | failed, for the message the carrier knows by `carrierMessageId`:
+ * the receipt's transition in one statement, with no lookup before it.
+ */
 export async function messageFinalize(
   tx: Tx,
-  id: string,
+  carrier: string,
+  carrierMessageId: string,
   status: 'delivered' | 'failed',
   errorCode: string | null,
   at: Date,
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_finalize',
-    text: `UPDATE messages SET status = $2, error_code = $3, completed_at = $4, sequence = sequence + 1
-            WHERE id = $1 AND status = 'sent'
+    text: `UPDATE messages SET status = $3, error_code = $4, completed_at = $5, sequence = sequence + 1
+            WHERE carrier = $1 AND carrier_message_id = $2 AND status = 'sent'
             RETURNING ${MESSAGE_COLUMNS}`,
-    values: [id, status, errorCode, at],
+    values: [carrier, carrierMessageId, status, errorCode, at],
   });
   return rows[0] ?? null;
 }

@@ -12,69 +12,70 @@
 import { bill } from '../billing/usage.sql.js';
 import type { HandlerRegistry } from '../carrier/process.js';
 import { NotReadyError } from '../carrier/process.js';
+import { together } from '../db/tx.js';
 import { numberAtCarrier } from '../numbers/numbers.sql.js';
 import { keywordOf, optIn, optOut } from '../optouts/optouts.js';
 import { emit } from '../outbox/outbox.js';
 import { messageResource } from './messages.js';
-import {
-  historyRecord,
-  messageByCarrierId,
-  messageById,
-  messageFinalize,
-  messageInsertInbound,
-} from './messages.sql.js';
+import { historyRecord, messageByCarrierId, messageFinalize, messageInsertInbound } from './messages.sql.js';
 import { segmentsOf } from './segments.js';
 
 export const messageHandlers: HandlerRegistry = {
   'message.receipt': async (tx, ev, ctx) => {
-    const m = await messageByCarrierId(tx, ctx.carrier, ev.carrierMessageId);
-    if (!m) {
-      if (!ctx.waitedOut) throw new NotReadyError(`no message with ${ctx.carrier} id ${ev.carrierMessageId} yet`);
-      return { outcome: 'rejected', reason: `no message has ${ctx.carrier} id ${ev.carrierMessageId}` };
-    }
     const history = {
-      messageId: m.id,
       source: ev.source === 'reconciliation' ? ('reconciliation' as const) : ('carrier' as const),
       carrierEventId: ctx.eventRowId,
       carrierStatus: ev.carrierStatus,
       errorCode: ev.errorCode,
       occurredAt: ev.occurredAt,
     };
-
-    if (ev.status !== 'delivered' && ev.status !== 'failed') {
-      // sent / queued / sending / delivery_unconfirmed: worth knowing, never a second message.sent
-      await historyRecord(tx, { ...history, status: m.status, effect: 'informational' });
-      return { outcome: 'ignored', reason: `${ev.carrierStatus} changes nothing` };
-    }
-
-    const done = await messageFinalize(
-      tx,
-      m.id,
-      ev.status,
-      ev.status === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null,
-      ev.occurredAt,
-    );
+    const terminal = ev.status === 'delivered' || ev.status === 'failed' ? ev.status : null;
+    // The common case first, in one statement: the receipt that finalizes its message.
+    const done = terminal
+      ? await messageFinalize(
+          tx,
+          ctx.carrier,
+          ev.carrierMessageId,
+          terminal,
+          terminal === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null,
+          ev.occurredAt,
+        )
+      : null;
     if (!done) {
-      // Read again: the row we looked up first may predate the transition that won
-      // (the guarded UPDATE waited for its lock and then saw it).
-      const now = (await messageById(tx, m.id))!;
+      // Read after the guarded UPDATE: it waited for any transition holding the row, and this sees what won.
+      const m = await messageByCarrierId(tx, ctx.carrier, ev.carrierMessageId);
+      if (!m) {
+        if (!ctx.waitedOut) throw new NotReadyError(`no message with ${ctx.carrier} id ${ev.carrierMessageId} yet`);
+        return { outcome: 'rejected', reason: `no message has ${ctx.carrier} id ${ev.carrierMessageId}` };
+      }
+      if (!terminal) {
+        // sent / queued / sending / delivery_unconfirmed: worth knowing, never a second message.sent
+        await historyRecord(tx, { ...history, messageId: m.id, status: m.status, effect: 'informational' });
+        return { outcome: 'ignored', reason: `${ev.carrierStatus} changes nothing` };
+      }
       await historyRecord(tx, {
         ...history,
-        status: ev.status,
+        messageId: m.id,
+        status: terminal,
         effect: 'refused',
-        note: `message already ${now.status}`,
+        note: `message already ${m.status}`,
       });
-      return { outcome: 'ignored', reason: `message already ${now.status}` };
+      return { outcome: 'ignored', reason: `message already ${m.status}` };
     }
-    await historyRecord(tx, { ...history, status: done.status, effect: 'applied' });
-    await emit(tx, {
-      accountId: done.account_id,
-      tenantId: done.tenant_id,
-      type: done.status === 'delivered' ? 'message.delivered' : 'message.failed',
-      subjectId: done.id,
-      data: messageResource(done),
-      occurredAt: ev.occurredAt,
-    });
+    // What the transition earned, in one round trip: its history and its customer event.
+    await together(
+      tx,
+      () => historyRecord(tx, { ...history, messageId: done.id, status: done.status, effect: 'applied' }),
+      () =>
+        emit(tx, {
+          accountId: done.account_id,
+          tenantId: done.tenant_id,
+          type: done.status === 'delivered' ? 'message.delivered' : 'message.failed',
+          subjectId: done.id,
+          data: messageResource(done),
+          occurredAt: ev.occurredAt,
+        }),
+    );
     return { outcome: 'applied' };
   },
 

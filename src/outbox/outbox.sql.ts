@@ -63,16 +63,26 @@ const EVENT_COLUMNS = 'id, account_id, tenant_id, type, subject_id, data, occurr
 /** The column list the row above is typed from, held to the table by a test. */
 export const EVENT_TABLE_COLUMNS = { outbound_events: EVENT_COLUMNS };
 
-export async function eventInsert(
-  tx: Tx,
-  e: { accountId: string; tenantId: string | null; type: EventType; subjectId: string; data: object; occurredAt: Date },
-): Promise<OutboundEventRow> {
+export interface NewEvent {
+  accountId: string;
+  tenantId: string | null;
+  type: EventType;
+  /** The resource the event is about (msg_…, call_…). */
+  subjectId: string;
+  /** The resource after the transition, as the API shows it. */
+  data: object;
+  /** When the transition happened; the event body's `timestamp`. */
+  occurredAt: Date;
+}
+
+/** Inserts an event under the id its caller made (db/ids.ts), so statements about it can go beside this one. */
+export async function eventInsert(tx: Tx, e: NewEvent & { id: string }): Promise<OutboundEventRow> {
   const { rows } = await tx.query<OutboundEventRow>({
     name: 'event_insert',
-    text: `INSERT INTO outbound_events (account_id, tenant_id, type, subject_id, data, occurred_at)
-           VALUES ($1, $2, $3, $4, $5::jsonb, $6)
+    text: `INSERT INTO outbound_events (id, account_id, tenant_id, type, subject_id, data, occurred_at)
+           VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)
            RETURNING ${EVENT_COLUMNS}`,
-    values: [e.accountId, e.tenantId, e.type, e.subjectId, JSON.stringify(e.data), e.occurredAt],
+    values: [e.id, e.accountId, e.tenantId, e.type, e.subjectId, JSON.stringify(e.data), e.occurredAt],
   });
   return rows[0]!;
 }

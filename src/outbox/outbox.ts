@@ -8,33 +8,34 @@
 // batch the healthy endpoints' deliveries are leased to that worker's relay
 // instead of announced (delivery/handoff.ts).
 
-import type { Tx } from '../db/tx.js';
+import { newId } from '../db/ids.js';
+import { together, type Tx } from '../db/tx.js';
 import { deliveriesFanOut } from '../delivery/deliveries.sql.js';
 import { handOffOf } from '../delivery/handoff.js';
 import { scheduleDeliveries } from '../delivery/schedule.js';
-import { eventInsert, type EventType, type OutboundEventRow } from './outbox.sql.js';
+import { eventInsert, type NewEvent, type OutboundEventRow } from './outbox.sql.js';
 
 export { EVENT_TYPES, type EventType, type OutboundEventRow } from './outbox.sql.js';
 
-export interface EmitInput {
-  accountId: string;
-  tenantId: string | null;
-  type: EventType;
-  /** The resource the event is about (msg_…, call_…). */
-  subjectId: string;
-  /** The resource after the transition, as the API shows it. */
-  data: object;
-  /** When the transition happened; the event body's `timestamp`. */
-  occurredAt: Date;
-}
+export type EmitInput = NewEvent;
 
 export async function emit(tx: Tx, e: EmitInput): Promise<{ eventId: string; deliveries: number }> {
-  const event = await eventInsert(tx, e);
   const handOff = handOffOf(tx);
-  const deliveries = await deliveriesFanOut(tx, event, handOff?.leaseUntil ?? null);
+  // The id is made here so the fan-out need not wait for the insert: one round trip for both.
+  const id = newId('evt');
+  const [event, deliveries] = await together(
+    tx,
+    () => eventInsert(tx, { ...e, id }),
+    () =>
+      deliveriesFanOut(
+        tx,
+        { id, account_id: e.accountId, type: e.type, subject_id: e.subjectId },
+        handOff?.leaseUntil ?? null,
+      ),
+  );
   if (handOff) {
     for (const d of deliveries) {
-      if (d.work) handOff.add(tx, d.work);
+      if (d.work) handOff.add(tx, { ...d.work, event });
     }
   }
   await scheduleDeliveries(

@@ -153,10 +153,10 @@ describe('messageFinalize: sent → delivered | failed, the first terminal word 
   it('a sent message is finalized once; a second receipt finds nothing to do', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'sent' });
-      const delivered = await messageFinalize(tx, m.id, 'delivered', null, later(5));
+      const delivered = await messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'delivered', null, later(5));
       expect(delivered).toEqual({ ...m, sequence: m.sequence + 1, status: 'delivered', completed_at: later(5) });
-      expect(await messageFinalize(tx, m.id, 'failed', '40300', later(6))).toBeNull();
-      expect(await messageFinalize(tx, m.id, 'delivered', null, later(7))).toBeNull();
+      expect(await messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'failed', '40300', later(6))).toBeNull();
+      expect(await messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'delivered', null, later(7))).toBeNull();
       expect(await reread(tx, 'messages', m)).toEqual(delivered);
     }));
 
@@ -164,7 +164,10 @@ describe('messageFinalize: sent → delivered | failed, the first terminal word 
     inRolledBackTx(db.pool, async (tx) => {
       for (const status of ['delivered', 'failed', 'received'] as const) {
         const m = await message(tx, { status });
-        expect(await messageFinalize(tx, m.id, 'delivered', null, later(9)), status).toBeNull();
+        expect(
+          await messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'delivered', null, later(9)),
+          status,
+        ).toBeNull();
         expect(await reread(tx, 'messages', m), status).toEqual(m);
       }
     }));
@@ -174,8 +177,11 @@ describe('messageFinalize: sent → delivered | failed, the first terminal word 
   it('a message that was never sent refuses a receipt', () =>
     inRolledBackTx(db.pool, async (tx) => {
       for (const status of allBut(MESSAGE_STATUSES, 'sent', 'delivered', 'failed', 'received')) {
-        const m = await message(tx, { status });
-        expect(await messageFinalize(tx, m.id, 'delivered', null, later(9)), status).toBeNull();
+        const m = await message(tx, { status, carrier_message_id: `never-sent-${status}` });
+        expect(
+          await messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'delivered', null, later(9)),
+          status,
+        ).toBeNull();
         expect(await reread(tx, 'messages', m), status).toEqual(m);
       }
     }));
