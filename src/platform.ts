@@ -168,7 +168,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const runners: JobRunner[] = [];
   const relays: Relay[] = [];
   /** A pool for one role's work, with that role's statement and lock timeouts. */
-  const pool = (role: Role, max: number, name: string = role) => {
+  const pool = (role: Role, max: number, name: string = role, pipeline = false) => {
     const { statementMs, lockMs } = config.databaseTimeouts[role];
     const p = createPool(opts.databaseUrl, {
       max,
@@ -176,8 +176,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       log,
       statementTimeoutMs: statementMs,
       lockTimeoutMs: lockMs,
-      // A worker's transactions are long chains of short statements (db/tx.ts).
-      pipeline: role === 'worker',
+      pipeline,
     });
     pools.push(p);
     return p;
@@ -266,8 +265,10 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     if (roles.includes('worker')) {
       // Two runners, each with its pool and its own slots: carrier events, sends,
       // dials and call commands never wait behind a customer's slow endpoints.
-      // Each relay loop holds one of the pool's connections during a batch (its listener has its own).
-      const workerPool = pool('worker', config.workerConcurrency * 2 + 4 + RELAY_LOOPS);
+      const workerPool = pool('worker', config.workerConcurrency * 2 + 4);
+      // The carrier-event relay's own: each loop holds one during a batch (its listener has its own).
+      // A batch is a long chain of short statements, sent pipelined (db/tx.ts); the runners' are not.
+      const relayPool = pool('worker', RELAY_LOOPS, 'relay', true);
       // The delivery runner's jobs, the delivery relay's claims and lease renewals, and the attempts'
       // records (successes batched, one write at a time; a failure's transaction one each); the relay's
       // listener has its own. No connection is held during an attempt's HTTP exchange.
@@ -300,7 +301,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         disableAfter: config.endpointDisableAfter,
       };
       const processing: ProcessDeps = {
-        pool: workerPool,
+        pool: relayPool,
         carriers,
         handlers: opts.handlers ?? { ...messageHandlers, ...callHandlers, ...recordingHandlers },
         log,
