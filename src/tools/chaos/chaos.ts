@@ -128,7 +128,13 @@ const SMS_PLAN = [
   { to: '+15555550104', status: 'sent', events: ['message.sent'] },
   { to: '+15555550105', status: 'sent', events: ['message.sent'] },
 ];
-/** Answers after 1 s and talks 400 simulated seconds: long enough for its recording to start under the storm. */
+/**
+ * Answers after 1 s and talks 1,200 simulated seconds (a minute at the default time
+ * scale): long enough for its recording to start under the storm. At 400 (20 s) a
+ * record_start reached the carrier 21 s after the answer, once the answer had been
+ * held back 5 s and its call.record job caught by kills and cuts for 17 s: the
+ * call had ended, and the recording failed as the product should say it did.
+ */
 const TALKS_LONG = '+15555550131';
 const CALL_PLAN: { to: string[]; status: string; events: string[]; record?: boolean }[] = [
   {
@@ -204,7 +210,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       log: opts.log,
     });
     cleanups.push(() => sim.close());
-    sim.setPersona(TALKS_LONG, { call: { answerAfterMs: 1000, talkMs: 400_000 } });
+    sim.setPersona(TALKS_LONG, { call: { answerAfterMs: 1000, talkMs: 1_200_000 } });
     const env = {
       HANDSET_HOST: '127.0.0.1',
       HANDSET_API_PORT: '0',
