@@ -30,20 +30,26 @@ export const messageHandlers: HandlerRegistry = {
       occurredAt: ev.occurredAt,
     };
     const terminal = ev.status === 'delivered' || ev.status === 'failed' ? ev.status : null;
+    const finalize = (to: 'delivered' | 'failed') =>
+      messageFinalize(
+        tx,
+        ctx.carrier,
+        ev.carrierMessageId,
+        to,
+        to === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null,
+        ev.occurredAt,
+      );
     // The common case first, in one statement: the receipt that finalizes its message.
-    const done = terminal
-      ? await messageFinalize(
-          tx,
-          ctx.carrier,
-          ev.carrierMessageId,
-          terminal,
-          terminal === 'failed' ? (ev.errorCode ?? ev.carrierStatus) : null,
-          ev.occurredAt,
-        )
-      : null;
+    let done = terminal ? await finalize(terminal) : null;
+    // Read after the guarded UPDATE: it waited for any transition holding the row, and this sees what won.
+    let m = done ? null : await messageByCarrierId(tx, ctx.carrier, ev.carrierMessageId);
+    if (terminal && !done && m?.status === 'sent') {
+      // Each statement reads what was committed when it began: the dispatcher stamped the
+      // carrier id after the UPDATE looked and before this read. The UPDATE sees it now.
+      done = await finalize(terminal);
+      if (!done) m = await messageByCarrierId(tx, ctx.carrier, ev.carrierMessageId);
+    }
     if (!done) {
-      // Read after the guarded UPDATE: it waited for any transition holding the row, and this sees what won.
-      const m = await messageByCarrierId(tx, ctx.carrier, ev.carrierMessageId);
       if (!m) {
         if (!ctx.waitedOut) throw new NotReadyError(`no message with ${ctx.carrier} id ${ev.carrierMessageId} yet`);
         return { outcome: 'rejected', reason: `no message has ${ctx.carrier} id ${ev.carrierMessageId}` };

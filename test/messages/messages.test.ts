@@ -242,6 +242,64 @@ describe('outbound receipts', () => {
     ]);
   });
 
+  it('a receipt whose message got its carrier id after the finalizing UPDATE looked is applied, not refused', async () => {
+    const { id, carrierId } = await sendAndWaitSent(SILENT);
+    // As before the dispatcher's commit: no carrier id yet.
+    await db.pool.query(`UPDATE messages SET status = 'queued', carrier_message_id = NULL WHERE id = $1`, [id]);
+    const eventId = randomUUID();
+    const body = telnyxWebhook.messageFinalized({
+      messageId: carrierId,
+      from: OUR_NUMBER,
+      to: SILENT,
+      status: 'delivered',
+      eventId,
+    });
+    // Held back from the relay (run_after), so the run below is the only one.
+    const { rows } = await db.pool.query(
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload, run_after)
+         VALUES ($1, 'message.finalized', $2::jsonb, 'infinity') RETURNING id`,
+      [eventId, body],
+    );
+    // The dispatcher's stamp, not committed yet: the UPDATE cannot see it, and does not wait for it.
+    const dispatcher = await db.pool.connect();
+    try {
+      await dispatcher.query('BEGIN');
+      await dispatcher.query(`UPDATE messages SET status = 'sent', carrier_message_id = $2 WHERE id = $1`, [
+        id,
+        carrierId,
+      ]);
+      // It commits between the receipt's UPDATE and the read after it.
+      const pool = new Proxy(db.pool, {
+        get(target, key) {
+          if (key !== 'connect') return Reflect.get(target, key);
+          return async () => {
+            const client = await target.connect();
+            const { query, release } = { query: client.query.bind(client), release: client.release };
+            Object.assign(client, {
+              query: async (q: { name?: string }, ...rest: unknown[]) => {
+                if (q?.name === 'message_by_carrier_id') await dispatcher.query('COMMIT').catch(() => undefined);
+                return (query as (...a: unknown[]) => unknown)(q, ...rest);
+              },
+              release: (err?: Error) => {
+                delete (client as { query?: unknown }).query; // the prototype's again
+                client.release = release;
+                client.release(err);
+              },
+            });
+            return client;
+          };
+        },
+      });
+      const deps = { pool, carriers: telnyxCarriers(), handlers: messageHandlers, log, notReady: policies.notReady };
+      expect(await processCarrierEvent(deps, rows[0].id)).toBe('applied');
+    } finally {
+      await dispatcher.query('ROLLBACK').catch(() => undefined);
+      dispatcher.release();
+    }
+    expect((await message(id)).status).toBe('delivered');
+    expect(await events(id, 'message.delivered')).toBe(1);
+  });
+
   it('two workers racing on the same receipt, under two event ids, make one transition', async () => {
     const { id, carrierId } = await sendAndWaitSent(SILENT);
     {
