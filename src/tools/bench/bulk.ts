@@ -118,8 +118,17 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
         WHERE d.status = 'pending' AND e.subject_id = ANY($1)`,
       [[...startedAt.keys()]],
     );
+    // What the carrier said about a message still short of its end, as stored and as applied.
+    const { rows: told } = await opts.pool.query<{ event_type: string; processed: boolean; error: string | null }>(
+      `SELECT ce.event_type, ce.processed_at IS NOT NULL AS processed, ce.error
+         FROM messages m JOIN carrier_events ce ON ce.subject = m.carrier_message_id
+        WHERE m.id = ANY($1) AND m.status NOT IN ('delivered', 'failed')
+        ORDER BY ce.id LIMIT 6`,
+      [[...startedAt.keys()]],
+    );
+    const events = told.map((e) => `${e.event_type} ${e.processed ? 'processed' : 'pending'}${e.error ? ` (${e.error})` : ''}`);
     const given = opts.carrierCounts().failedDeliveries - before.failedDeliveries;
-    return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given}`;
+    return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given}; carrier events about the unfinished: ${events.join(', ') || 'none'}`;
   });
   const end = performance.now();
   const ours = opts.receiver.arrivals.filter((a) => startedAt.has(a.subjectId));
