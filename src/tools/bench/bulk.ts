@@ -126,7 +126,9 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
         ORDER BY ce.id LIMIT 6`,
       [[...startedAt.keys()]],
     );
-    const events = told.map((e) => `${e.event_type} ${e.processed ? 'processed' : 'pending'}${e.error ? ` (${e.error})` : ''}`);
+    const events = told.map(
+      (e) => `${e.event_type} ${e.processed ? 'processed' : 'pending'}${e.error ? ` (${e.error})` : ''}`,
+    );
     const given = opts.carrierCounts().failedDeliveries - before.failedDeliveries;
     return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given}; carrier events about the unfinished: ${events.join(', ') || 'none'}`;
   });
