@@ -73,6 +73,26 @@ const allProcessed = () =>
   );
 const carrierSends = () => sim.requests.filter((r) => r.method === 'POST' && r.path === '/v2/messages').length;
 
+/** A receipt stored but held back from the relay (run_after), so the runs a test makes are the only ones. */
+async function heldReceipt(carrierId: string, to: string, status: 'delivered' | 'delivery_failed'): Promise<string> {
+  const eventId = randomUUID();
+  const body = telnyxWebhook.messageFinalized({ messageId: carrierId, from: OUR_NUMBER, to, status, eventId });
+  const { rows } = await db.pool.query(
+    `INSERT INTO carrier_events (carrier_event_id, event_type, payload, run_after)
+       VALUES ($1, 'message.finalized', $2::jsonb, 'infinity') RETURNING id`,
+    [eventId, body],
+  );
+  return rows[0].id;
+}
+/** What processCarrierEvent needs to run receipts through `pool`. */
+const receiptDeps = (pool: typeof db.pool = db.pool) => ({
+  pool,
+  carriers: telnyxCarriers(),
+  handlers: messageHandlers,
+  log,
+  notReady: policies.notReady,
+});
+
 async function sendAndWaitSent(to: string, body = 'Hello there!'): Promise<{ id: string; carrierId: string }> {
   const res = await acme.post('/v1/messages', { from: OUR_NUMBER, to, body });
   expect(res.status).toBe(201);
@@ -203,33 +223,13 @@ describe('outbound receipts', () => {
 
   it('a refused receipt names the status that won, not the one read before the row lock', async () => {
     const { id, carrierId } = await sendAndWaitSent(SILENT);
-    const eventId = randomUUID();
-    const body = telnyxWebhook.messageFinalized({
-      messageId: carrierId,
-      from: OUR_NUMBER,
-      to: SILENT,
-      status: 'delivery_failed',
-      eventId,
-    });
-    // Held back from the relay (run_after), so the run below is the only one.
-    const { rows } = await db.pool.query(
-      `INSERT INTO carrier_events (carrier_event_id, event_type, payload, run_after)
-         VALUES ($1, 'message.finalized', $2::jsonb, 'infinity') RETURNING id`,
-      [eventId, body],
-    );
+    const rowId = await heldReceipt(carrierId, SILENT, 'delivery_failed');
     // Another receipt's transaction has made the message delivered and not committed yet.
     const locker = await db.pool.connect();
     try {
       await locker.query('BEGIN');
       await locker.query(`UPDATE messages SET status = 'delivered', completed_at = now() WHERE id = $1`, [id]);
-      const deps = {
-        pool: db.pool,
-        carriers: telnyxCarriers(),
-        handlers: messageHandlers,
-        log,
-        notReady: policies.notReady,
-      };
-      const processing = processCarrierEvent(deps, rows[0].id);
+      const processing = processCarrierEvent(receiptDeps(), rowId);
       await new Promise((r) => setTimeout(r, 300)); // it has read the message as sent and waits on the lock
       await locker.query('COMMIT');
       expect(await processing).toBe('ignored');
@@ -246,20 +246,7 @@ describe('outbound receipts', () => {
     const { id, carrierId } = await sendAndWaitSent(SILENT);
     // As before the dispatcher's commit: no carrier id yet.
     await db.pool.query(`UPDATE messages SET status = 'queued', carrier_message_id = NULL WHERE id = $1`, [id]);
-    const eventId = randomUUID();
-    const body = telnyxWebhook.messageFinalized({
-      messageId: carrierId,
-      from: OUR_NUMBER,
-      to: SILENT,
-      status: 'delivered',
-      eventId,
-    });
-    // Held back from the relay (run_after), so the run below is the only one.
-    const { rows } = await db.pool.query(
-      `INSERT INTO carrier_events (carrier_event_id, event_type, payload, run_after)
-         VALUES ($1, 'message.finalized', $2::jsonb, 'infinity') RETURNING id`,
-      [eventId, body],
-    );
+    const rowId = await heldReceipt(carrierId, SILENT, 'delivered');
     // The dispatcher's stamp, not committed yet: the UPDATE cannot see it, and does not wait for it.
     const dispatcher = await db.pool.connect();
     try {
@@ -290,8 +277,7 @@ describe('outbound receipts', () => {
           };
         },
       });
-      const deps = { pool, carriers: telnyxCarriers(), handlers: messageHandlers, log, notReady: policies.notReady };
-      expect(await processCarrierEvent(deps, rows[0].id)).toBe('applied');
+      expect(await processCarrierEvent(receiptDeps(pool), rowId)).toBe('applied');
     } finally {
       await dispatcher.query('ROLLBACK').catch(() => undefined);
       dispatcher.release();
@@ -303,30 +289,11 @@ describe('outbound receipts', () => {
   it('two workers racing on the same receipt, under two event ids, make one transition', async () => {
     const { id, carrierId } = await sendAndWaitSent(SILENT);
     {
-      // Held back from the relay (run_after), so the racing workers below are the only ones that see them.
-      const facts = { messageId: carrierId, from: OUR_NUMBER, to: SILENT };
+      // Held back from the relay, so the racing workers below are the only ones that see them.
       const rowIds: string[] = [];
-      for (let i = 0; i < 4; i++) {
-        const eventId = randomUUID();
-        const body = telnyxWebhook.messageFinalized({
-          ...facts,
-          status: i % 2 ? 'delivery_failed' : 'delivered',
-          eventId,
-        });
-        const { rows } = await db.pool.query(
-          `INSERT INTO carrier_events (carrier_event_id, event_type, payload, run_after)
-         VALUES ($1, 'message.finalized', $2::jsonb, 'infinity') RETURNING id`,
-          [eventId, body],
-        );
-        rowIds.push(rows[0].id);
-      }
-      const deps = {
-        pool: db.pool,
-        carriers: telnyxCarriers(),
-        handlers: messageHandlers,
-        log,
-        notReady: policies.notReady,
-      };
+      for (let i = 0; i < 4; i++)
+        rowIds.push(await heldReceipt(carrierId, SILENT, i % 2 ? 'delivery_failed' : 'delivered'));
+      const deps = receiptDeps();
       const outcomes = await Promise.all([...rowIds, ...rowIds].map((row) => processCarrierEvent(deps, row)));
       expect(outcomes.filter((o) => o === 'applied')).toHaveLength(1);
       expect((await events(id, 'message.delivered')) + (await events(id, 'message.failed'))).toBe(1);
