@@ -89,7 +89,8 @@ function pipelining(client: pg.PoolClient): boolean {
  * pipelining connection they go out in one write and are answered in one round
  * trip (each step's first statement; a step that goes on after its answer goes
  * on concurrently with the others), elsewhere one after another. A failure fails
- * the statements behind it too; the first failing step's error is thrown.
+ * the statements behind it too, with "transaction aborted"; the error thrown is
+ * the one that caused it.
  */
 export async function together<T extends readonly (() => Promise<unknown>)[]>(
   tx: Tx,
