@@ -33,11 +33,19 @@ export interface IngestDeps {
   nowSeconds?: () => number;
   /** How concurrent webhooks share a write (group-commit.ts); the defaults suit production. */
   groupCommit?: GroupCommitOptions;
+  /**
+   * Where verified events go; a CarrierEventWriter on `pool` unless given. The
+   * bench's floor (baseline H) gives one without a database, to weigh the rest.
+   */
+  events?: EventStore;
   /** A body larger than this, in bytes, is refused with 413. Defaults to DEFAULT_BODY_LIMIT. */
   bodyLimit?: number;
   /** Bytes that bodies still arriving may hold together (body.ts). Defaults to DEFAULT_HELD_BODY_BUDGET. */
   heldBodyBudget?: number;
 }
+
+/** What the server needs of a CarrierEventWriter. */
+export type EventStore = Pick<CarrierEventWriter, 'store' | 'waiting'>;
 
 const EMPTY = Buffer.alloc(0);
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -47,7 +55,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const bodyLimit = deps.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const heldBodies = new HeldBodies(deps.heldBodyBudget ?? DEFAULT_HELD_BODY_BUDGET);
-  const writer = new CarrierEventWriter(pool, deps.groupCommit);
+  const writer = deps.events ?? new CarrierEventWriter(pool, deps.groupCommit);
   metrics.observeIngestQueue(() => writer.waiting);
   const app = Fastify({
     bodyLimit,

@@ -6,7 +6,8 @@
 // number to bench/results/<time>.json (and latest.json).
 //
 // Phases (each can be picked with --only): ingest (unique events at several
-// concurrencies with baselines A, A1, B; duplicates; half-peak latency),
+// concurrencies with baselines A, A1, B over pg and H, ingest's server without its
+// database; duplicates; half-peak latency),
 // pipeline (queue floor, receipts → customer webhooks), delivery (1 and 8
 // endpoints), bulk (a campaign end to end: API → simulator → receipts → customer), growth (10k vs 1M stored carrier events), scale (1, 2, 4 ingest
 // processes, each against as many writers over pg).
@@ -44,6 +45,7 @@ import { createCustomer, runDelivery, runPipeline, type Customer } from './pipel
 import { measureQueueFloor } from './queue.js';
 import { startReceiver, type Receiver } from './receiver.js';
 import {
+  cpuPerAnswered,
   cpuPerStored,
   evaluateTargets,
   renderTable,
@@ -52,7 +54,7 @@ import {
   type IngestPoint,
   type Measured,
 } from './report.js';
-import { spawnRole, type BenchRole, type RoleProcess } from './roles.js';
+import { spawnFloor, spawnRole, type BenchRole, type RoleProcess } from './roles.js';
 import { runBulkSend } from './bulk.js';
 import { measureVerify } from './verify.js';
 import { ReceiptFactory, type SignedWebhook } from './webhooks.js';
@@ -96,6 +98,20 @@ class Bench {
     return p;
   }
 
+  /** Baseline H (http-floor.ts): ingest's server with nothing written. */
+  async startFloor(): Promise<RoleProcess> {
+    const p = await spawnFloor(
+      {
+        databaseUrl: this.db.url,
+        telnyxPublicKey: this.factory.publicKeyBase64,
+        secretKey: this.secretKeyBase64,
+      },
+      { profileDir: this.profileDir() },
+    );
+    this.running.add(p);
+    return p;
+  }
+
   async stop(...ps: RoleProcess[]): Promise<void> {
     await Promise.all(ps.map((p) => p.stop()));
     for (const p of ps) this.running.delete(p);
@@ -127,11 +143,13 @@ class Bench {
   }
 
   /** The same, replaying webhooks that are already stored (each a duplicate). */
-  async replay(ps: RoleProcess[], c: number, sent: SignedWebhook[]): Promise<Measured> {
-    const need = Math.ceil(10_000 * (this.opts.duration + this.opts.warmup)); // more than any duplicate rate seen
+  async replay(ps: RoleProcess[], c: number, sent: SignedWebhook[], perSecond = 10_000): Promise<Measured> {
+    const need = Math.ceil(perSecond * (this.opts.duration + this.opts.warmup)); // more than the rate ever seen
     const webhooks: SignedWebhook[] = [];
     while (webhooks.length < need) webhooks.push(...sent);
     const { from: _from, used: _used, ...r } = await this.load(ps, c, webhooks);
+    if (r.exhausted)
+      this.report.notes.push(`${ps[0]!.role} c=${c}: the replayed requests ran out; the run ended early`);
     return r;
   }
 
@@ -222,6 +240,7 @@ async function ingestPhase(b: Bench): Promise<void> {
     `  verify (${b.report.verify.bodyBytes} B): libsodium ${v.libsodium?.toFixed(1)} µs, node:crypto ${v['node:crypto']?.toFixed(1)} µs`,
   );
   const ingest = await b.start('ingest');
+  const floor = await b.startFloor();
   try {
     for (const c of b.opts.concurrencies) {
       const A = await b.statement('A', c);
@@ -236,7 +255,18 @@ async function ingestPhase(b: Bench): Promise<void> {
       const { sent, ...measured } = run;
       const perStored = cpuPerStored(measured);
       log(`  c=${c} ingest       ${fmt(measured)}  stored ${measured.stored}, CPU ${perStored?.toFixed(0)} µs/webhook`);
-      const point: IngestPoint = { concurrency: c, ingest: measured, A, B, ...(A1 ? { A1 } : {}), ...(N ? { N } : {}) };
+      // The floor verifies what it answers but keeps nothing, so the same signed webhooks serve again.
+      const H = c > 1 ? await b.replay([floor], c, sent, 30_000) : undefined;
+      if (H) log(`  c=${c} H, no database ${fmt(H)}  CPU ${cpuPerAnswered(H)?.toFixed(0)} µs/request`);
+      const point: IngestPoint = {
+        concurrency: c,
+        ingest: measured,
+        A,
+        B,
+        ...(A1 ? { A1 } : {}),
+        ...(N ? { N } : {}),
+        ...(H ? { H } : {}),
+      };
       b.report.ingest.push(point);
 
       if (c === Math.max(...b.opts.concurrencies)) {
@@ -263,7 +293,7 @@ async function ingestPhase(b: Bench): Promise<void> {
     b.report.halfPeak = { offered, ingest: { ...r, cpu: watch.stop() } };
     log(`  half peak (${offered}/s) ${fmt(b.report.halfPeak.ingest)}`);
   } finally {
-    await b.stop(ingest);
+    await b.stop(ingest, floor);
     await resetIngestTables(b.db.pool);
   }
 }

@@ -1,12 +1,14 @@
 // Handset roles as the bench runs them: real OS processes of the built CLI,
 // `handset serve --roles ingest|api|worker`, configured only through the
 // environment, exactly as an operator would start them. Optionally under
-// `node --cpu-prof`, which writes a .cpuprofile when the process exits.
+// `node --cpu-prof`, which writes a .cpuprofile when the process exits. And
+// baseline H, ingest's server without its database (http-floor.ts), the same way.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const HANDSET_BIN = fileURLToPath(new URL('../../cli/handset.js', import.meta.url));
+const FLOOR_BIN = fileURLToPath(new URL('./http-floor.js', import.meta.url));
 
 export interface RoleEnv {
   databaseUrl: string;
@@ -20,7 +22,7 @@ export interface RoleEnv {
 export type BenchRole = 'ingest' | 'api' | 'worker';
 
 export interface RoleProcess {
-  role: BenchRole;
+  role: BenchRole | 'floor';
   pid: number;
   /** The base URL (http://127.0.0.1:port) of ingest or the API; null for a worker. */
   url: string | null;
@@ -34,27 +36,42 @@ export interface SpawnOptions {
 }
 
 export async function spawnRole(role: BenchRole, env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
+  return start(role, [HANDSET_BIN, 'serve', '--roles', role], opts, {
+    DATABASE_URL: env.databaseUrl,
+    HANDSET_HOST: '127.0.0.1',
+    HANDSET_INGEST_PORT: '0',
+    HANDSET_API_PORT: '0',
+    TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
+    HANDSET_SECRET_KEY: env.secretKey,
+    // The worker needs a carrier API; the bench sends only in its bulk phase (which sets its own).
+    TELNYX_API_KEY: 'KEY_bench',
+    TELNYX_API_URL: 'http://127.0.0.1:9/v2',
+    HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+    LOG_LEVEL: 'info',
+    ...env.extra,
+  });
+}
+
+/** Baseline H (http-floor.ts): ingest's server with nothing written, as its own process. */
+export async function spawnFloor(env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
+  return start('floor', [FLOOR_BIN], opts, {
+    DATABASE_URL: env.databaseUrl,
+    TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
+  });
+}
+
+async function start(
+  role: RoleProcess['role'],
+  args: string[],
+  opts: SpawnOptions,
+  env: Record<string, string | undefined>,
+): Promise<RoleProcess> {
   const nodeArgs = [
     '--unhandled-rejections=strict',
     ...(opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : []),
   ];
-  const child = spawn(process.execPath, [...nodeArgs, HANDSET_BIN, 'serve', '--roles', role], {
-    env: {
-      PATH: process.env['PATH'],
-      HOME: process.env['HOME'],
-      DATABASE_URL: env.databaseUrl,
-      HANDSET_HOST: '127.0.0.1',
-      HANDSET_INGEST_PORT: '0',
-      HANDSET_API_PORT: '0',
-      TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
-      HANDSET_SECRET_KEY: env.secretKey,
-      // The worker needs a carrier API; the bench sends only in its bulk phase (which sets its own).
-      TELNYX_API_KEY: 'KEY_bench',
-      TELNYX_API_URL: 'http://127.0.0.1:9/v2',
-      HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
-      LOG_LEVEL: 'info',
-      ...env.extra,
-    },
+  const child = spawn(process.execPath, [...nodeArgs, ...args], {
+    env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
