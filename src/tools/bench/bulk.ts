@@ -4,7 +4,11 @@
 // `delivered` receipts come back through ingest with half of them duplicated,
 // until the customer's endpoint has verified one message.sent and one
 // message.delivered per message. Reports messages fully completed per second and
-// the latency of each step (the database's timestamps, the receiver's arrivals).
+// the latency of each step, on this machine's clock: the database's timestamps
+// (when a message was created and dispatched, when ingest stored each receipt) and
+// the receiver's arrivals. Not the carrier's stated sent_at and completed_at: the
+// simulator's timelines run 1/timeScale as fast as the wall clock, so the times it
+// states are simulated ones (a 1 s delivery stated 1 s after sending, 10 ms later).
 
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
@@ -27,11 +31,11 @@ export interface BulkResult {
     create: LatencySummary;
     /** created_at → dispatched_at (the worker took the send job). */
     queuedToDispatched: LatencySummary;
-    /** dispatched_at → sent_at (the carrier's `sent` time). */
+    /** dispatched_at → ingest stored the carrier's first `message.sent` receipt. */
     dispatchedToSent: LatencySummary;
-    /** sent_at → completed_at (the carrier's `delivered` time). */
+    /** The `sent` receipt stored → the first `delivered` (message.finalized) receipt stored. */
     sentToDelivered: LatencySummary;
-    /** completed_at → the customer's endpoint verified message.delivered. */
+    /** The `delivered` receipt stored → the customer's endpoint verified message.delivered. */
     deliveredToWebhook: LatencySummary;
     /** Create request sent → message.delivered verified at the endpoint. */
     endToEnd: LatencySummary;
@@ -65,8 +69,9 @@ interface Row {
   id: string;
   created_at: Date;
   dispatched_at: Date | null;
-  sent_at: Date | null;
-  completed_at: Date | null;
+  /** When ingest stored the first receipt of each kind (carrier_events.created_at). */
+  sent_stored: Date | null;
+  delivered_stored: Date | null;
 }
 
 export async function runBulkSend(opts: BulkOptions): Promise<BulkResult> {
@@ -139,7 +144,13 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
     if (a.type === 'message.delivered' && !deliveredAt.has(a.subjectId)) deliveredAt.set(a.subjectId, a.at);
 
   const { rows } = await opts.pool.query<Row>(
-    'SELECT id, created_at, dispatched_at, sent_at, completed_at FROM messages WHERE id = ANY($1)',
+    `SELECT m.id, m.created_at, m.dispatched_at,
+            min(e.created_at) FILTER (WHERE e.event_type = 'message.sent') AS sent_stored,
+            min(e.created_at) FILTER (WHERE e.event_type = 'message.finalized') AS delivered_stored
+       FROM messages m
+       LEFT JOIN carrier_events e ON e.carrier = m.carrier AND e.subject = m.carrier_message_id
+      WHERE m.id = ANY($1)
+      GROUP BY m.id`,
     [[...startedAt.keys()]],
   );
   const between = (pick: (r: Row) => number | null) => {
@@ -161,11 +172,11 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
     steps: {
       create: create.summary(),
       queuedToDispatched: between((r) => diff(ms(r.created_at), ms(r.dispatched_at))),
-      dispatchedToSent: between((r) => diff(ms(r.dispatched_at), ms(r.sent_at))),
-      sentToDelivered: between((r) => diff(ms(r.sent_at), ms(r.completed_at))),
+      dispatchedToSent: between((r) => diff(ms(r.dispatched_at), ms(r.sent_stored))),
+      sentToDelivered: between((r) => diff(ms(r.sent_stored), ms(r.delivered_stored))),
       deliveredToWebhook: between((r) => {
         const at = deliveredAt.get(r.id);
-        return at === undefined ? null : diff(ms(r.completed_at), epoch(at));
+        return at === undefined ? null : diff(ms(r.delivered_stored), epoch(at));
       }),
       endToEnd: between((r) => {
         const at = deliveredAt.get(r.id);

@@ -367,9 +367,9 @@ export function renderTable(r: BenchReport): string {
     const steps: [string, LatencySummary][] = [
       ['  POST /v1/messages (client)', k.steps.create],
       ['  created → dispatched', k.steps.queuedToDispatched],
-      ['  dispatched → sent (carrier)', k.steps.dispatchedToSent],
-      ['  sent → delivered (carrier)', k.steps.sentToDelivered],
-      ['  delivered → customer webhook', k.steps.deliveredToWebhook],
+      ['  dispatched → sent receipt stored', k.steps.dispatchedToSent],
+      ['  sent → delivered receipt stored', k.steps.sentToDelivered],
+      ['  delivered receipt → customer webhook', k.steps.deliveredToWebhook],
     ];
     for (const [label, l] of steps) add(label, '', '', ...latencyCells(l), '', '');
   }
