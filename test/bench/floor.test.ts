@@ -19,7 +19,7 @@ const factory = new ReceiptFactory();
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  floor = await spawnFloor({ databaseUrl: db.url, telnyxPublicKey: factory.publicKeyBase64, secretKey: '' });
+  floor = await spawnFloor({ databaseUrl: db.url, telnyxPublicKey: factory.publicKeyBase64 });
 });
 afterAll(async () => {
   await floor?.stop();

@@ -8,7 +8,8 @@
 // (when a message was created and dispatched, when ingest stored each receipt) and
 // the receiver's arrivals. Not the carrier's stated sent_at and completed_at: the
 // simulator's timelines run 1/timeScale as fast as the wall clock, so the times it
-// states are simulated ones (a 1 s delivery stated 1 s after sending, 10 ms later).
+// states are simulated ones (its 1 s delivery is stated 1 s after the send, and
+// happens timeScale × 1 s after it).
 
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';

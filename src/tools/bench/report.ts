@@ -124,9 +124,9 @@ export function cpuPerStored(m: Measured & { stored?: number }): number | null {
   return (cores * m.seconds * 1e6) / m.stored;
 }
 
-/** The same per request answered, for a process that stores nothing (baseline H). */
+/** The same per request answered 200, for a process that stores nothing (baseline H). */
 export function cpuPerAnswered(m: Measured): number | null {
-  return cpuPerStored({ ...m, stored: m.requests });
+  return cpuPerStored({ ...m, stored: m.statuses['200'] ?? 0 });
 }
 
 const micros = (v: number | null | undefined) => (v === null || v === undefined ? '-' : `${Math.round(v)} µs`);
@@ -181,7 +181,7 @@ export function renderTable(r: BenchReport): string {
       );
       if (p.H)
         add(
-          `  H: ingest's server, no database`,
+          `  H: ingest's server, nothing stored`,
           p.concurrency,
           rate(p.H.rate),
           ...latencyCells(p.H.latency),
@@ -368,7 +368,7 @@ export function renderTable(r: BenchReport): string {
       ['  POST /v1/messages (client)', k.steps.create],
       ['  created → dispatched', k.steps.queuedToDispatched],
       ['  dispatched → sent receipt stored', k.steps.dispatchedToSent],
-      ['  sent → delivered receipt stored', k.steps.sentToDelivered],
+      ['  sent receipt → delivered receipt stored', k.steps.sentToDelivered],
       ['  delivered receipt → customer webhook', k.steps.deliveredToWebhook],
     ];
     for (const [label, l] of steps) add(label, '', '', ...latencyCells(l), '', '');
@@ -491,7 +491,7 @@ export function evaluateTargets(r: BenchReport): Target[] {
       value:
         cpu === null
           ? 'not measured'
-          : `${cpu.toFixed(0)} µs${floor === null ? '' : ` (H, no database: ${floor.toFixed(0)} µs)`}`,
+          : `${cpu.toFixed(0)} µs${floor === null ? '' : ` (H, nothing stored: ${floor.toFixed(0)} µs)`}`,
       met: cpu === null ? null : cpu <= t.cpuMicros,
     });
   }

@@ -24,7 +24,7 @@ export type BenchRole = 'ingest' | 'api' | 'worker';
 export interface RoleProcess {
   role: BenchRole | 'floor';
   pid: number;
-  /** The base URL (http://127.0.0.1:port) of ingest or the API; null for a worker. */
+  /** The base URL (http://127.0.0.1:port) of ingest, the API or the floor; null for a worker. */
   url: string | null;
   output(): string;
   stop(): Promise<void>;
@@ -53,7 +53,10 @@ export async function spawnRole(role: BenchRole, env: RoleEnv, opts: SpawnOption
 }
 
 /** Baseline H (http-floor.ts): ingest's server with nothing written, as its own process. */
-export async function spawnFloor(env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
+export async function spawnFloor(
+  env: Pick<RoleEnv, 'databaseUrl' | 'telnyxPublicKey'>,
+  opts: SpawnOptions = {},
+): Promise<RoleProcess> {
   return start('floor', [FLOOR_BIN], opts, {
     DATABASE_URL: env.databaseUrl,
     TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
@@ -83,7 +86,7 @@ async function start(
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
 
   const ready = new RegExp(`^.*"msg":"${role === 'worker' ? 'worker running' : `${role} listening`}".*\n`, 'm');
-  const line = (await waitForOutput(child, () => out, ready, 30_000))[0];
+  const line = (await waitForOutput(role, child, () => out, ready, 30_000))[0];
   return {
     role,
     pid: child.pid!,
@@ -100,6 +103,7 @@ async function start(
 }
 
 function waitForOutput(
+  role: string,
   child: ChildProcess,
   out: () => string,
   pattern: RegExp,
@@ -115,12 +119,12 @@ function waitForOutput(
     };
     const onExit = () => {
       cleanup();
-      reject(new Error(`handset exited before it was ready:\n${out().slice(-2000)}`));
+      reject(new Error(`${role} exited before it was ready:\n${out().slice(-2000)}`));
     };
     const timer = setTimeout(() => {
       cleanup();
       child.kill('SIGKILL');
-      reject(new Error(`handset not ready within ${timeoutMs} ms:\n${out().slice(-2000)}`));
+      reject(new Error(`${role} not ready within ${timeoutMs} ms:\n${out().slice(-2000)}`));
     }, timeoutMs);
     const cleanup = () => {
       clearTimeout(timer);
