@@ -35,7 +35,7 @@ export interface IngestDeps {
   groupCommit?: GroupCommitOptions;
   /**
    * Where verified events go; a CarrierEventWriter on `pool` unless given. The
-   * bench's floor (baseline H) gives one without a database, to weigh the rest.
+   * bench's floor (baseline H) gives one that stores nothing, to weigh the rest.
    */
   events?: EventStore;
   /** A body larger than this, in bytes, is refused with 413. Defaults to DEFAULT_BODY_LIMIT. */

@@ -1,4 +1,4 @@
-// Baseline H, run as its own process: ingest without its database. The same
+// Baseline H, run as its own process: ingest with nothing stored. The same
 // server as `handset serve --roles ingest` (buildIngestServer: Fastify with its
 // settings, the body reader, the signature check, the parse, the metrics), except
 // that a verified event is answered "stored" on the next turn of the event loop

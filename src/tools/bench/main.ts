@@ -6,8 +6,8 @@
 // number to bench/results/<time>.json (and latest.json).
 //
 // Phases (each can be picked with --only): ingest (unique events at several
-// concurrencies with baselines A, A1, B over pg and H, ingest's server without its
-// database; duplicates; half-peak latency),
+// concurrencies with baselines A, A1, B over pg and H, ingest's server with nothing
+// stored; duplicates; half-peak latency),
 // pipeline (queue floor, receipts → customer webhooks), delivery (1 and 8
 // endpoints), bulk (a campaign end to end: API → simulator → receipts → customer), growth (10k vs 1M stored carrier events), scale (1, 2, 4 ingest
 // processes, each against as many writers over pg).

@@ -26,7 +26,7 @@ export interface IngestPoint {
   B: Measured;
   A1?: Measured;
   N?: Measured;
-  /** Baseline H: ingest's server answering without its database (http-floor.ts). */
+  /** Baseline H: ingest's server with nothing stored (http-floor.ts). */
   H?: Measured;
 }
 

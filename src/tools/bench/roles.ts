@@ -2,7 +2,7 @@
 // `handset serve --roles ingest|api|worker`, configured only through the
 // environment, exactly as an operator would start them. Optionally under
 // `node --cpu-prof`, which writes a .cpuprofile when the process exits. And
-// baseline H, ingest's server without its database (http-floor.ts), the same way.
+// baseline H, ingest's server with nothing stored (http-floor.ts), the same way.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
