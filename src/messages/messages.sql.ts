@@ -267,10 +267,10 @@ export async function messageCancel(tx: Tx, accountId: string, id: string, at: D
   return rows[0] ?? null;
 }
 
-/** The first terminal word from the carrier wins; nothing moves a message after it. */
 /**
  * sent → delivered | failed, for the message the carrier knows by `carrierMessageId`:
- * the receipt's transition in one statement, with no lookup before it.
+ * the receipt's transition in one statement, with no lookup before it. The first
+ * terminal word from the carrier wins; nothing moves a message after it.
  */
 export async function messageFinalize(
   tx: Tx,

@@ -127,7 +127,7 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
     // What the carrier said about a message still short of its end, as stored and as applied.
     const { rows: told } = await opts.pool.query<{ event_type: string; processed: boolean; error: string | null }>(
       `SELECT ce.event_type, ce.processed_at IS NOT NULL AS processed, ce.error
-         FROM messages m JOIN carrier_events ce ON ce.subject = m.carrier_message_id
+         FROM messages m JOIN carrier_events ce ON ce.carrier = m.carrier AND ce.subject = m.carrier_message_id
         WHERE m.id = ANY($1) AND m.status NOT IN ('delivered', 'failed')
         ORDER BY ce.id LIMIT 6`,
       [[...startedAt.keys()]],
