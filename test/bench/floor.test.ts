@@ -3,6 +3,7 @@
 // nothing. Run as the bench runs it, from the build, as its own process.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cpuPerAnswered, type Measured } from '../../src/tools/bench/report.js';
 import type { RoleProcess } from '../../src/tools/bench/roles.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
 
@@ -40,5 +41,21 @@ describe('baseline H, ingest without its database', () => {
     expect([refused.status, await refused.json()]).toEqual([401, { error: 'bad_signature' }]);
 
     expect(await count(db.pool, 'SELECT 1 FROM carrier_events')).toBe(0);
+  });
+
+  it('is weighed per request answered 200: a refused signature is a cheap answer and not counted as one', () => {
+    const latency = { count: 200, p50: 1, p99: 1, p999: 1, max: 1, mean: 1 };
+    const run: Measured = {
+      requests: 200,
+      seconds: 1,
+      rate: 200,
+      statuses: { '200': 100, '401': 100 },
+      errors: 0,
+      latency,
+      exhausted: false,
+      cpu: { machine: 0.02, client: 0, postgres: 0, roles: { floor0: 0.01 } },
+    };
+    // 0.01 core for a second is 10,000 µs, over the 100 requests answered 200.
+    expect(cpuPerAnswered(run)).toBe(100);
   });
 });
