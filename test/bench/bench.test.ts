@@ -51,6 +51,17 @@ describe('a short bench run', () => {
     expect(p.half!.offered).toBe(2 * Math.max(5, Math.round(p.sustained.messagesPerSecond / 2)));
   });
 
+  it('times each pipeline run’s three legs for every message it timed end to end', () => {
+    const p = report.pipeline!;
+    for (const [name, run] of Object.entries({ sustained: p.sustained, paced: p.paced, half: p.half! })) {
+      const legs = run.stages;
+      expect({
+        name,
+        counts: [legs.storedToClaimed, legs.claimedToSent, legs.sentToVerified].map((l) => l.count),
+      }).toEqual({ name, counts: Array(3).fill(run.latency.count) });
+    }
+  });
+
   it('delivers to one and to eight endpoints, every webhook verified, and judges each figure it has a target for', () => {
     expect(report.delivery.map((d) => [d.endpoints, d.events, d.rejected])).toEqual([
       [1, 50, 0],

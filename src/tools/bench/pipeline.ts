@@ -125,8 +125,8 @@ export interface PipelineResult {
   /** Of those, the types of events other than the message's first (a second event: a double effect). */
   otherEvents: string[];
   deliveredInDb: number;
-  /** The sustained run's legs. */
-  stages?: PipelineStages;
+  /** Where each message's time went. */
+  stages: PipelineStages;
   seconds: number;
 }
 
@@ -278,7 +278,7 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     `SELECT count(*)::int AS n FROM messages WHERE id = ANY($1) AND status = 'delivered'`,
     [used],
   );
-  const stages = mode.kind === 'window' ? await stagesOf(opts.pool, used, byMessage, indexOf) : undefined;
+  const stages = await stagesOf(opts.pool, used, byMessage, indexOf);
   return {
     mode: mode.kind,
     messages: originals,
@@ -296,7 +296,7 @@ export async function runPipeline(opts: PipelineOptions): Promise<PipelineResult
     otherEvents,
     deliveredInDb: rows[0]!.n,
     seconds,
-    ...(stages ? { stages } : {}),
+    stages,
   };
 }
 

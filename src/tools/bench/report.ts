@@ -7,7 +7,7 @@ import { DEFAULT_DELIVERY_CONCURRENCY } from '../../config.js';
 import type { LoadResult } from './http-load.js';
 import type { CpuSplit, MachineInfo } from './machine.js';
 import type { BenchOptions } from './options.js';
-import type { DeliveryResult, PipelineResult } from './pipeline.js';
+import type { DeliveryResult, PipelineResult, PipelineStages } from './pipeline.js';
 import type { QueueFloor } from './queue.js';
 import { round, type LatencySummary } from './stats.js';
 import type { VerifyBench } from './verify.js';
@@ -151,6 +151,16 @@ export function renderTable(r: BenchReport): string {
   const rows: Cell[][] = [];
   const add = (...cells: Cell[]) => rows.push(cells);
   const section = (title: string) => rows.push([title]);
+  /** A pipeline run's three legs, under its row. */
+  const addLegs = (legs: PipelineStages) => {
+    for (const [label, leg] of [
+      ['stored → claimed by the relay', legs.storedToClaimed],
+      ['claimed → attempt sent (batch)', legs.claimedToSent],
+      ['attempt sent → verified', legs.sentToVerified],
+    ] as const) {
+      add(`    ${label}`, '', '', ...latencyCells(leg), '', '');
+    }
+  };
 
   if (r.ingest.length) {
     section('1. ingest, unique events (pre-signed message.finalized, keep-alive)');
@@ -283,16 +293,7 @@ export function renderTable(r: BenchReport): string {
         q ? `floor ${ratio(sustained.messagesPerSecond, q.burnDown / 2)}` : '',
         cpuCell(sustained.cpu),
       );
-      const legs = sustained.stages;
-      if (legs) {
-        for (const [label, leg] of [
-          ['stored → claimed by the relay', legs.storedToClaimed],
-          ['claimed → attempt sent (batch)', legs.claimedToSent],
-          ['attempt sent → verified', legs.sentToVerified],
-        ] as const) {
-          add(`    ${label}`, '', '', ...latencyCells(leg), '', '');
-        }
-      }
+      addLegs(sustained.stages);
       add(
         `paced, ${rate(paced.offered)} receipts/s`,
         r.options.pipelineConcurrency,
@@ -311,6 +312,7 @@ export function renderTable(r: BenchReport): string {
           `offered ${rate(h.offered)}`,
           cpuCell(h.cpu),
         );
+        addLegs(h.stages);
       }
       const n = r.pipeline.neighbour;
       if (n) {
