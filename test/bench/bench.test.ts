@@ -85,5 +85,7 @@ describe('a short bench run', () => {
     for (const [step, l] of Object.entries(k.steps))
       expect({ step, count: l.count, ordered: l.p50 >= 0 }).toEqual({ step, count: 20, ordered: true });
     expect(k.steps.deliveredToWebhook.p50).toBeGreaterThan(0);
+    // The carrier ran as `handset sim`, a process of its own, and its CPU was weighed apart.
+    expect(k.carrierCores).toBeGreaterThan(0);
   });
 });

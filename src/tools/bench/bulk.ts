@@ -63,7 +63,14 @@ export interface BulkOptions {
   /** Gives up when no customer webhook has arrived for this long. */
   stallMs: number;
   /** The simulator's counters, read before and after. */
-  carrierCounts: () => { attempts: number; duplicates: number; failedDeliveries: number };
+  carrierCounts: () => Promise<CarrierCounts>;
+}
+
+/** The simulator's counters the bulk send reads: webhooks it sent, of them duplicates, and those it gave up on. */
+export interface CarrierCounts {
+  attempts: number;
+  duplicates: number;
+  failedDeliveries: number;
 }
 
 interface Row {
@@ -86,7 +93,7 @@ export async function runBulkSend(opts: BulkOptions): Promise<BulkResult> {
 
 async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
   const hs = createClient({ apiKey: opts.apiKey, baseUrl: opts.apiUrl });
-  const before = opts.carrierCounts();
+  const before = await opts.carrierCounts();
   opts.receiver.reset();
   const create = new Latencies();
   const startedAt = new Map<string, number>(); // message id → performance.now() at its request
@@ -135,7 +142,7 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
     const events = told.map(
       (e) => `${e.event_type} ${e.processed ? 'processed' : 'pending'}${e.error ? ` (${e.error})` : ''}`,
     );
-    const given = opts.carrierCounts().failedDeliveries - before.failedDeliveries;
+    const given = (await opts.carrierCounts()).failedDeliveries - before.failedDeliveries;
     return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given}; carrier events about the unfinished: ${events.join(', ') || 'none'}`;
   });
   const end = performance.now();
@@ -164,7 +171,7 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
   };
   const ms = (d: Date | null) => (d ? d.getTime() : null);
   const epoch = (perfAt: number) => performance.timeOrigin + perfAt;
-  const after = opts.carrierCounts();
+  const after = await opts.carrierCounts();
   return {
     messages: startedAt.size,
     seconds: (end - t0) / 1000,

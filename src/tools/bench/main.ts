@@ -19,7 +19,6 @@ import path from 'node:path';
 import { apiKeyCreate } from '../../accounts/accounts.js';
 import { createClient } from '../../client/client.js';
 import { newId } from '../../db/ids.js';
-import { startSimulator } from '../../sim/simulator.js';
 import { withTx } from '../../db/tx.js';
 import { endpointInsert } from '../../delivery/endpoints.sql.js';
 import { keyring, newSecretKey } from '../../delivery/keyring.js';
@@ -54,8 +53,15 @@ import {
   type IngestPoint,
   type Measured,
 } from './report.js';
-import { spawnFloor, spawnRole, type BenchRole, type RoleProcess } from './roles.js';
-import { runBulkSend } from './bulk.js';
+import {
+  spawnFloor,
+  spawnRole,
+  spawnSimulator,
+  type BenchRole,
+  type RoleProcess,
+  type SimulatorProcess,
+} from './roles.js';
+import { runBulkSend, type CarrierCounts } from './bulk.js';
 import { measureVerify } from './verify.js';
 import { ReceiptFactory, type SignedWebhook } from './webhooks.js';
 
@@ -104,6 +110,13 @@ class Bench {
       { databaseUrl: this.db.url, telnyxPublicKey: this.factory.publicKeyBase64 },
       { profileDir: this.profileDir() },
     );
+    this.running.add(p);
+    return p;
+  }
+
+  /** The carrier, `handset sim` with these flags, as a process of its own. */
+  async startSimulator(flags: string[]): Promise<SimulatorProcess> {
+    const p = await spawnSimulator(flags, { profileDir: this.profileDir() });
     this.running.add(p);
     return p;
   }
@@ -304,24 +317,36 @@ async function ingestPhase(b: Bench): Promise<void> {
 
 /**
  * The bulk send (bulk.ts), against the simulator as the carrier: it answers sends,
- * says `sent` and `delivered` for each, and duplicates half of those webhooks.
+ * says `sent` and `delivered` for each, and duplicates half of those webhooks. It
+ * runs as `handset sim` in a process of its own, so that its answers do not wait
+ * on the load generator's event loop and its CPU is its own.
  */
 async function bulkPhase(b: Bench): Promise<void> {
-  const sim = await startSimulator({
-    webhookUrl: null,
-    timeScale: 0.01,
-    seed: 'bench-bulk',
-    behaviour: { duplicateRate: 0.5 },
-    historyLimit: 1_000,
-  });
-  const carrier: Record<string, string> = { ...sim.carrierEnv() };
-  // One customer's campaign: its key and address must not be what limits it.
-  const env = { ...carrier, HANDSET_API_RATE_LIMIT: '1000000', HANDSET_ADDRESS_RATE_LIMIT: '1000000' };
   const roles: RoleProcess[] = [];
+  const sim = await b.startSimulator([
+    '--webhook-url',
+    '',
+    '--time-scale',
+    '0.01',
+    '--seed',
+    'bench-bulk',
+    '--duplicate-rate',
+    '0.5',
+  ]);
+  const control = async (method: 'GET' | 'PUT', route: string, body?: object) => {
+    const res = await fetch(`${sim.url}${route}`, {
+      method,
+      ...(body ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {}),
+    });
+    if (!res.ok) throw new Error(`simulator: ${method} ${route} answered ${res.status}: ${await res.text()}`);
+    return res.json() as Promise<unknown>;
+  };
   try {
+    // One customer's campaign: its key and address must not be what limits it.
+    const env = { ...sim.carrierEnv, HANDSET_API_RATE_LIMIT: '1000000', HANDSET_ADDRESS_RATE_LIMIT: '1000000' };
     for (const role of ['ingest', 'api', 'worker'] as const) roles.push(await b.start(role, env));
     const [ingest, api, worker] = roles as [RoleProcess, RoleProcess, RoleProcess];
-    sim.setWebhookUrl(`${ingest.url}/webhooks/telnyx`);
+    await control('PUT', '/webhook_url', { url: `${ingest.url}/webhooks/telnyx` });
     const { receiver, apiKey } = await b.freshCustomer('bulk');
     const from = '+13125550142';
     const added = await createClient({ apiKey, baseUrl: api.url! }).POST('/v1/phone_numbers', {
@@ -329,6 +354,7 @@ async function bulkPhase(b: Bench): Promise<void> {
     });
     if (!added.data) throw new Error(`bulk: could not add ${from}: ${JSON.stringify(added.error)}`);
     const watch = watchCpu({ ingest: ingest.pid, api: api.pid, worker: worker.pid }, b.postmaster);
+    const carrierWatch = watchCpu({ sim: sim.pid }, null);
     const r = await runBulkSend({
       pool: b.db.pool,
       apiUrl: api.url!,
@@ -338,9 +364,9 @@ async function bulkPhase(b: Bench): Promise<void> {
       messages: b.opts.bulkMessages,
       concurrency: 32,
       stallMs: 120_000,
-      carrierCounts: () => sim.counts,
+      carrierCounts: async () => ((await control('GET', '/state')) as { counts: CarrierCounts }).counts,
     });
-    b.report.bulk = { ...r, cpu: watch.stop() };
+    b.report.bulk = { ...r, cpu: watch.stop(), carrierCores: carrierWatch.stop().roles['sim'] ?? null };
     if (r.extraEvents !== 0)
       b.report.notes.push(`bulk: ${r.extraEvents} customer events beyond one sent and one delivered per message`);
     if (r.refusedCreates) b.report.notes.push(`bulk: ${r.refusedCreates} creates refused`);
@@ -352,8 +378,7 @@ async function bulkPhase(b: Bench): Promise<void> {
         `(created ${Math.round(r.createdPerSecond)}/s), end to end p50 ${r.steps.endToEnd.p50.toFixed(0)} ms p99 ${r.steps.endToEnd.p99.toFixed(0)} ms`,
     );
   } finally {
-    await b.stop(...roles);
-    await sim.close();
+    await b.stop(...roles, sim);
   }
 }
 

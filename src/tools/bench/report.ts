@@ -60,7 +60,8 @@ export interface BenchReport {
   machine: MachineInfo;
   options: BenchOptions;
   ingest: IngestPoint[];
-  bulk?: BulkResult & { cpu: CpuSplit };
+  /** carrierCores: the simulator's process, in "anything else" of the cores cell. */
+  bulk?: BulkResult & { cpu: CpuSplit; carrierCores?: number | null };
   /** CPU per Ed25519 check, by engine (the verify micro-benchmark). */
   verify?: VerifyBench;
   duplicates?: { concurrency: number; ingest: Measured; A: Measured };
@@ -363,7 +364,7 @@ export function renderTable(r: BenchReport): string {
       32,
       `${rate(k.completedPerSecond)} msg`,
       ...latencyCells(k.steps.endToEnd),
-      `created ${rate(k.createdPerSecond)}/s`,
+      `created ${rate(k.createdPerSecond)}/s${k.carrierCores == null ? '' : `, sim ${cores(k.carrierCores)}`}`,
       cpuCell(k.cpu),
     );
     const steps: [string, LatencySummary][] = [

@@ -2,7 +2,9 @@
 // `handset serve --roles ingest|api|worker`, configured only through the
 // environment, exactly as an operator would start them. Optionally under
 // `node --cpu-prof`, which writes a .cpuprofile when the process exits. And
-// baseline H, ingest's server with nothing stored (http-floor.ts), the same way.
+// baseline H, ingest's server with nothing stored (http-floor.ts), and the
+// carrier (`handset sim`), the same way: a process of its own, as the carrier's
+// side of the wire would be, its CPU apart from the load generator's.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -22,9 +24,9 @@ export interface RoleEnv {
 export type BenchRole = 'ingest' | 'api' | 'worker';
 
 export interface RoleProcess {
-  role: BenchRole | 'floor';
+  role: BenchRole | 'floor' | 'sim';
   pid: number;
-  /** The base URL (http://127.0.0.1:port) of ingest, the API or the floor; null for a worker. */
+  /** The base URL (http://127.0.0.1:port) of ingest, the API, the floor or the simulator; null for a worker. */
   url: string | null;
   output(): string;
   stop(): Promise<void>;
@@ -35,8 +37,14 @@ export interface SpawnOptions {
   profileDir?: string | undefined;
 }
 
+/** A role's JSON log line that says it is ready; ingest, the API and the floor say where they listen. */
+const readyLine = (role: BenchRole | 'floor'): Ready => ({
+  pattern: new RegExp(`^.*"msg":"${role === 'worker' ? 'worker running' : `${role} listening`}".*\n`, 'm'),
+  url: (m) => (role === 'worker' ? null : (JSON.parse(m[0]) as { url: string }).url),
+});
+
 export async function spawnRole(role: BenchRole, env: RoleEnv, opts: SpawnOptions = {}): Promise<RoleProcess> {
-  return start(role, [HANDSET_BIN, 'serve', '--roles', role], opts, {
+  return start(role, [HANDSET_BIN, 'serve', '--roles', role], readyLine(role), opts, {
     DATABASE_URL: env.databaseUrl,
     HANDSET_HOST: '127.0.0.1',
     HANDSET_INGEST_PORT: '0',
@@ -57,15 +65,55 @@ export async function spawnFloor(
   env: Pick<RoleEnv, 'databaseUrl' | 'telnyxPublicKey'>,
   opts: SpawnOptions = {},
 ): Promise<RoleProcess> {
-  return start('floor', [FLOOR_BIN], opts, {
+  return start('floor', [FLOOR_BIN], readyLine('floor'), opts, {
     DATABASE_URL: env.databaseUrl,
     TELNYX_PUBLIC_KEY: env.telnyxPublicKey,
   });
 }
 
+export interface SimulatorProcess extends RoleProcess {
+  /** TELNYX_API_URL, TELNYX_API_KEY and TELNYX_PUBLIC_KEY, as `handset sim` printed them. */
+  carrierEnv: Record<string, string>;
+}
+
+/** `handset sim` with the given flags, on a free port; `url` is its control API (…/_sim). */
+export async function spawnSimulator(flags: string[], opts: SpawnOptions = {}): Promise<SimulatorProcess> {
+  let printed = '';
+  const p = await start(
+    'sim',
+    [HANDSET_BIN, 'sim', '--port', '0', ...flags],
+    {
+      // The last line it prints before it runs.
+      pattern: /^Telnyx simulator listening[\s\S]*?^ {2}behaviour → .*\n/m,
+      url: (m) => {
+        printed = m[0];
+        const control = /^ {2}control {3}→ (\S+)\/state$/m.exec(printed);
+        if (!control) throw new Error(`handset sim printed no control URL:\n${printed}`);
+        return control[1]!;
+      },
+    },
+    opts,
+    { LOG_LEVEL: 'warn' },
+  );
+  const carrierEnv = Object.fromEntries(
+    [...printed.matchAll(/^ {2}(TELNYX_[A-Z_]+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!] as const),
+  );
+  for (const name of ['TELNYX_API_URL', 'TELNYX_API_KEY', 'TELNYX_PUBLIC_KEY'])
+    if (!carrierEnv[name]) throw new Error(`handset sim did not print ${name}:\n${printed}`);
+  return { ...p, carrierEnv };
+}
+
+interface Ready {
+  /** Matched against everything the process wrote so far. */
+  pattern: RegExp;
+  /** Its base URL from the match; null when it serves nothing. */
+  url: (m: RegExpMatchArray) => string | null;
+}
+
 async function start(
   role: RoleProcess['role'],
   args: string[],
+  ready: Ready,
   opts: SpawnOptions,
   env: Record<string, string | undefined>,
 ): Promise<RoleProcess> {
@@ -85,12 +133,11 @@ async function start(
   child.stderr!.on('data', onData);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
 
-  const ready = new RegExp(`^.*"msg":"${role === 'worker' ? 'worker running' : `${role} listening`}".*\n`, 'm');
-  const line = (await waitForOutput(role, child, () => out, ready, 30_000))[0];
+  const url = ready.url(await waitForOutput(role, child, () => out, ready.pattern, 30_000));
   return {
     role,
     pid: child.pid!,
-    url: role === 'worker' ? null : (JSON.parse(line) as { url: string }).url,
+    url,
     output: () => out,
     async stop() {
       if (child.exitCode !== null) return;
