@@ -360,6 +360,8 @@ export async function runDelivery(opts: {
   receiver: Receiver;
   customers: Customer[];
   events: number;
+  /** Called once the events are committed, when the measurement starts (the emit itself is set-up). */
+  onCommitted?: () => void;
 }): Promise<DeliveryResult> {
   opts.receiver.reset();
   const ids = await withTx(opts.pool, async (tx) => {
@@ -380,6 +382,7 @@ export async function runDelivery(opts: {
     return out;
   });
   const committed = performance.now();
+  opts.onCommitted?.();
   await opts.receiver.waitFor(opts.events, 60_000 + opts.events * 30);
   for (;;) {
     const { rows } = await opts.pool.query<{ n: number }>(
