@@ -26,7 +26,10 @@ export type BenchRole = 'ingest' | 'api' | 'worker';
 export interface RoleProcess {
   role: BenchRole | 'floor' | 'sim';
   pid: number;
-  /** The base URL (http://127.0.0.1:port) of ingest, the API, the floor or the simulator; null for a worker. */
+  /**
+   * The base URL (http://127.0.0.1:port) of ingest, the API or the floor; the
+   * simulator's control API (…/_sim); null for a worker.
+   */
   url: string | null;
   output(): string;
   stop(): Promise<void>;
