@@ -434,18 +434,14 @@ async function pipelinePhase(b: Bench, withPipeline: boolean, withDelivery: bool
         [8, b.opts.deliveries],
       ] as const) {
         const { receiver, customers } = await b.customersAndReceiver(endpoints);
-        // From the events' commit, as the rate: emitting them is the bench's work, not the delivery's.
-        let watch: CpuWatch | undefined;
         const d = await runDelivery({
           pool: b.db.pool,
           receiver,
           customers,
           events,
-          onCommitted: () => {
-            watch = watchCpu({ worker: worker.pid }, b.postmaster);
-          },
+          watchCpu: () => watchCpu({ worker: worker.pid }, b.postmaster),
         });
-        b.report.delivery.push({ ...d, cpu: watch!.stop() });
+        b.report.delivery.push(d);
         if (d.rejected) b.report.notes.push(`delivery: ${d.rejected} webhooks failed verification`);
         log(`  delivery, ${endpoints} endpoint${endpoints > 1 ? 's' : ''}: ${Math.round(d.rate)} events/s`);
       }

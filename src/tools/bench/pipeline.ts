@@ -23,6 +23,7 @@ import { secretAdd } from '../../delivery/secrets.sql.js';
 import { newEndpointSecret } from '../../delivery/signature.js';
 import { emit } from '../../outbox/outbox.js';
 import { drive, WebhookClient } from './http-load.js';
+import type { CpuSplit, CpuWatch } from './machine.js';
 import type { Arrival, Receiver } from './receiver.js';
 import { Latencies, summarize, type LatencySummary } from './stats.js';
 import type { ReceiptFactory, SignedWebhook } from './webhooks.js';
@@ -354,15 +355,18 @@ export interface DeliveryResult {
   rejected: number;
 }
 
-/** Emits `events` outbound events at once, round-robin over the customers (one endpoint each). */
+/**
+ * Emits `events` outbound events at once, round-robin over the customers (one
+ * endpoint each), and measures their delivery from the emit's commit: the rate,
+ * and the CPU split of the watch it starts then (emitting them is set-up).
+ */
 export async function runDelivery(opts: {
   pool: pg.Pool;
   receiver: Receiver;
   customers: Customer[];
   events: number;
-  /** Called once the events are committed, when the measurement starts (the emit itself is set-up). */
-  onCommitted?: () => void;
-}): Promise<DeliveryResult> {
+  watchCpu: () => CpuWatch;
+}): Promise<DeliveryResult & { cpu: CpuSplit }> {
   opts.receiver.reset();
   const ids = await withTx(opts.pool, async (tx) => {
     const out: string[] = [];
@@ -382,7 +386,7 @@ export async function runDelivery(opts: {
     return out;
   });
   const committed = performance.now();
-  opts.onCommitted?.();
+  const watch = opts.watchCpu();
   await opts.receiver.waitFor(opts.events, 60_000 + opts.events * 30);
   for (;;) {
     const { rows } = await opts.pool.query<{ n: number }>(
@@ -400,5 +404,6 @@ export async function runDelivery(opts: {
     seconds,
     latency: summarize(opts.receiver.arrivals.map((a) => a.at - committed)),
     rejected: opts.receiver.rejected,
+    cpu: watch.stop(),
   };
 }
