@@ -30,7 +30,7 @@ afterAll(async () => {
 const post = (body: Buffer, headers: Record<string, string>) =>
   fetch(`${floor.url}/webhooks/telnyx`, { method: 'POST', body, headers });
 
-describe('baseline H, ingest without its database', () => {
+describe('baseline H, ingest’s server with nothing stored', () => {
   it('answers a well-signed webhook as stored and a forged one 401, and stores neither', async () => {
     const [good] = factory.unique(1);
     const ok = await post(good!.body, good!.headers);

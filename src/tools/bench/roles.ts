@@ -81,28 +81,22 @@ export interface SimulatorProcess extends RoleProcess {
 
 /** `handset sim` with the given flags, on a free port; `url` is its control API (…/_sim). */
 export async function spawnSimulator(flags: string[], opts: SpawnOptions = {}): Promise<SimulatorProcess> {
-  let printed = '';
   const p = await start(
     'sim',
     [HANDSET_BIN, 'sim', '--port', '0', ...flags],
-    {
-      // The last line it prints before it runs.
-      pattern: /^Telnyx simulator listening[\s\S]*?^ {2}behaviour → .*\n/m,
-      url: (m) => {
-        printed = m[0];
-        const control = /^ {2}control {3}→ (\S+)\/state$/m.exec(printed);
-        if (!control) throw new Error(`handset sim printed no control URL:\n${printed}`);
-        return control[1]!;
-      },
-    },
+    // Its banner, up to the last line it prints before it runs.
+    { pattern: /^ {2}control {3}→ (\S+)\/state\n[\s\S]*?^ {2}behaviour → .*\n/m, url: (m) => m[1]! },
     opts,
     { LOG_LEVEL: 'warn' },
   );
   const carrierEnv = Object.fromEntries(
-    [...printed.matchAll(/^ {2}(TELNYX_[A-Z_]+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!] as const),
+    [...p.output().matchAll(/^ {2}(TELNYX_[A-Z_]+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!] as const),
   );
   for (const name of ['TELNYX_API_URL', 'TELNYX_API_KEY', 'TELNYX_PUBLIC_KEY'])
-    if (!carrierEnv[name]) throw new Error(`handset sim did not print ${name}:\n${printed}`);
+    if (!carrierEnv[name]) {
+      await p.stop();
+      throw new Error(`handset sim did not print ${name}:\n${p.output()}`);
+    }
   return { ...p, carrierEnv };
 }
 
