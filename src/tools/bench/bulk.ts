@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { createClient } from '../../client/client.js';
 import type { Receiver } from './receiver.js';
+import { RECEIPTS_OF_MESSAGE } from './database.js';
 import { Latencies, type LatencySummary } from './stats.js';
 
 /** The simulator's persona that takes a message and delivers it. */
@@ -134,7 +135,7 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
     // What the carrier said about a message still short of its end, as stored and as applied.
     const { rows: told } = await opts.pool.query<{ event_type: string; processed: boolean; error: string | null }>(
       `SELECT ce.event_type, ce.processed_at IS NOT NULL AS processed, ce.error
-         FROM messages m JOIN carrier_events ce ON ce.carrier = m.carrier AND ce.subject = m.carrier_message_id
+         FROM messages m JOIN carrier_events ce ON ${RECEIPTS_OF_MESSAGE}
         WHERE m.id = ANY($1) AND m.status NOT IN ('delivered', 'failed')
         ORDER BY ce.id LIMIT 6`,
       [[...startedAt.keys()]],
@@ -153,10 +154,10 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
 
   const { rows } = await opts.pool.query<Row>(
     `SELECT m.id, m.created_at, m.dispatched_at,
-            min(e.created_at) FILTER (WHERE e.event_type = 'message.sent') AS sent_stored,
-            min(e.created_at) FILTER (WHERE e.event_type = 'message.finalized') AS delivered_stored
+            min(ce.created_at) FILTER (WHERE ce.event_type = 'message.sent') AS sent_stored,
+            min(ce.created_at) FILTER (WHERE ce.event_type = 'message.finalized') AS delivered_stored
        FROM messages m
-       LEFT JOIN carrier_events e ON e.carrier = m.carrier AND e.subject = m.carrier_message_id
+       LEFT JOIN carrier_events ce ON ${RECEIPTS_OF_MESSAGE}
       WHERE m.id = ANY($1)
       GROUP BY m.id`,
     [[...startedAt.keys()]],

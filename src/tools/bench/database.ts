@@ -77,6 +77,13 @@ export async function resetIngestTables(pool: pg.Pool): Promise<void> {
   await checkpoint(pool);
 }
 
+/**
+ * The join condition from a message (alias `m`) to the carrier events about it
+ * (alias `ce`), its receipts: the carrier's subject is the message's carrier id,
+ * on the same carrier. One definition for the bench's timings of both.
+ */
+export const RECEIPTS_OF_MESSAGE = 'ce.carrier = m.carrier AND ce.subject = m.carrier_message_id';
+
 /** CHECKPOINT needs superuser (or pg_checkpoint on 15+); without it the bench goes on regardless. */
 export async function checkpoint(pool: pg.Pool): Promise<void> {
   await pool.query('CHECKPOINT').catch(() => undefined);

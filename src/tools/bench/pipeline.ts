@@ -22,6 +22,7 @@ import type { Keyring } from '../../delivery/keyring.js';
 import { secretAdd } from '../../delivery/secrets.sql.js';
 import { newEndpointSecret } from '../../delivery/signature.js';
 import { emit } from '../../outbox/outbox.js';
+import { RECEIPTS_OF_MESSAGE } from './database.js';
 import { drive, WebhookClient } from './http-load.js';
 import type { CpuSplit, CpuWatch } from './machine.js';
 import type { Arrival, Receiver } from './receiver.js';
@@ -320,7 +321,7 @@ async function stagesOf(
   const { rows } = await pool.query<{ id: string; stored: Date; claimed: Date; sent: Date }>(
     `SELECT m.id, ce.created_at AS stored, ce.processed_at AS claimed, a.started_at AS sent
        FROM messages m
-       JOIN carrier_events ce ON ce.carrier = m.carrier AND ce.subject = m.carrier_message_id
+       JOIN carrier_events ce ON ${RECEIPTS_OF_MESSAGE}
        JOIN outbound_events oe ON oe.subject_id = m.id
        JOIN webhook_deliveries d ON d.event_id = oe.id
        JOIN webhook_attempts a ON a.delivery_id = d.id AND a.attempt = 1
