@@ -65,8 +65,9 @@ function rowsOf(plan: PlanNode, table: string): number {
 
 /**
  * Runs `use` on one connection of `pool`; its `watch(table, call)` counts the
- * rows of `table` read by every statement `call` runs on that connection, by
- * the plans they actually ran with (auto_explain, sent back as notices). So a
+ * rows of `table` read by every statement `call` runs on that connection, and by
+ * the statements of the functions those call, by the plans they actually ran
+ * with (auto_explain, sent back as notices). So a
  * plan the connection kept from earlier runs of a prepared statement is the one
  * measured: for the rule "a plan made on a small table still reads its own rows
  * once the table grew".
@@ -86,7 +87,8 @@ export async function onOneConnection<T>(
   const watch = async (table: string, call: () => Promise<unknown>) => {
     await client.query(`LOAD 'auto_explain'`);
     await client.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on;
-                        SET auto_explain.log_format = json; SET auto_explain.log_level = notice`);
+                        SET auto_explain.log_format = json; SET auto_explain.log_level = notice;
+                        SET auto_explain.log_nested_statements = on`);
     plans.length = 0;
     try {
       await call();
