@@ -386,10 +386,12 @@ export async function deliveryClaim(
                FROM (SELECT due.*, (SELECT e.account_id FROM webhook_endpoints e WHERE e.id = due.endpoint_id) AS account_id
                        FROM due) AS due
            ), take AS (
-             -- driven from the window, by primary key, in the window's order: never a walk of the backlog
+             -- driven from the window, by primary key, in the window's order: never a walk of the backlog.
+             -- Still due once locked (another claim may have leased it since), read so that the relay
+             -- index cannot serve it: the planner took that index, row after row, on young statistics.
              SELECT d.id FROM ranked r JOIN webhook_deliveries d ON d.id = r.id
               WHERE r.nth_of_endpoint <= r.endpoint_room AND r.nth_of_account <= r.account_room
-                AND d.relay_after <= $1
+                AND coalesce(d.relay_after, 'infinity') <= $1
               ORDER BY r.relay_after, r.id
               LIMIT $3
                 FOR UPDATE OF d SKIP LOCKED

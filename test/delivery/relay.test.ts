@@ -524,6 +524,28 @@ describe('the delivery relay', () => {
     expect(read).toBeLessThan(50);
   });
 
+  it('a claim passing over the backlog of an account with no room reads it once, not once for each row it takes', async () => {
+    const full = await aYoungTable();
+    const { c: other } = await customer();
+    await emitMany(full, 1_000); // due first, and its account has no room
+    await emitMany(other, 1_000);
+    const now = new Date(Date.now() + 1000);
+    const room = {
+      ...anyRoom(DELIVERY_RELAY_BATCH),
+      endpoints: [full.endpointId],
+      endpointRooms: [0],
+      accounts: [full.accountId],
+      accountRooms: [0],
+    };
+    const read = await rowsRead(db.pool, 'webhook_deliveries', (pool) =>
+      deliveryClaim(pool, now, new Date(now.getTime() + 60_000), room),
+    ).finally(() => db.pool.query(`ALTER TABLE webhook_deliveries RESET (autovacuum_enabled)`));
+    const claimed = await deliveryClaim(db.pool, now, new Date(now.getTime() + 60_000), room);
+    expect(new Set(claimed.map((w) => w.endpoint.id))).toEqual(new Set([other.endpointId]));
+    // The 1,000 passed over, the window and the rows taken: not a walk of the backlog for each row taken.
+    expect(read).toBeLessThan(1_500);
+  });
+
   it('a claim from the relay’s floor does not walk the deliveries finished below it', async () => {
     const { c } = await customer();
     // A busy minute: thousands delivered (their relay index entries dead, no VACUUM yet), then one new one.
