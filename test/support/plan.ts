@@ -6,29 +6,22 @@ import type pg from 'pg';
 type PlanNode = Record<string, unknown> & { Plans?: PlanNode[] };
 
 /**
- * Runs `call` with a pool whose first statement is EXPLAIN ANALYZEd instead (it
- * answers no rows, and later statements are not run), and counts the rows of
- * `table` that statement's scans produced or filtered out, through any index.
+ * Runs `call` on one connection of `pool` and counts the rows of `table` its
+ * statements' scans produced or filtered out, through any index, by the plans
+ * they ran with: those of the functions they call included (onOneConnection).
  */
-export async function rowsRead(pool: pg.Pool, table: string, call: (db: pg.Pool) => Promise<unknown>): Promise<number> {
-  let plan: PlanNode | null = null;
-  const explaining = {
-    query: async (q: { text: string; values?: unknown[] }) => {
-      if (!plan) {
-        const r = await pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${q.text}`, q.values);
-        plan = (r.rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
-      }
-      return { rows: [], rowCount: 0 };
-    },
-  } as unknown as pg.Pool;
-  await call(explaining);
-  if (!plan) throw new Error('the call ran no statement');
-  return rowsOf(plan, table);
+export async function rowsRead(
+  pool: pg.Pool,
+  table: string,
+  call: (db: pg.PoolClient) => Promise<unknown>,
+): Promise<number> {
+  return onOneConnection(pool, (client, watch) => watch(table, () => call(client)));
 }
 
 /**
- * Runs `call` as rowsRead does, and counts the buffer pages its first statement
- * touched (in shared buffers or read in): dead index entries, which no row count
+ * Runs `call` with a pool whose first statement is EXPLAIN ANALYZEd instead (it
+ * answers no rows, and later statements are not run), and counts the buffer pages
+ * it touched (in shared buffers or read in): dead index entries, which no row count
  * shows, cost their pages here.
  */
 export async function pagesRead(pool: pg.Pool, call: (db: pg.Pool) => Promise<unknown>): Promise<number> {
