@@ -56,8 +56,12 @@ export function readBody(stream: IncomingMessage, limit: number, bodies: HeldBod
       stream.off('end', onEnd);
       stream.off('error', onError);
       stream.off('close', onClose);
-      if (err) reject(err);
-      else resolve(whole ?? Buffer.from(held, 'latin1'));
+      // Refused: read no more of it. What a paused socket has not read stays in the
+      // kernel and goes with the connection, instead of through the C heap.
+      if (err) {
+        stream.pause();
+        reject(err);
+      } else resolve(whole ?? Buffer.from(held, 'latin1'));
       held = '';
       whole = null;
     };

@@ -17,6 +17,7 @@
 //     500, and a slowloris crowd does not keep a real webhook from being stored.
 
 import http from 'node:http';
+import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -318,6 +319,50 @@ describe('slow and stalled requests', () => {
 });
 
 // Regression: bug B6 (fixed). Node's and Fastify's protocol-level refusals bypass the API's problem+json handler.
+describe('the held-body budget', () => {
+  it('a body refused for the budget is answered 503 and closed, the rest of it never read', async () => {
+    const small = buildIngestServer({
+      pool: db.pool,
+      carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })]]),
+      log,
+      metrics: new Metrics({ defaultMetrics: false }),
+      heldBodyBudget: 1024,
+    });
+    const read: net.Socket[] = [];
+    small.server.on('connection', (socket: net.Socket) => read.push(socket));
+    const { host, port, path } = urlParts(`${await listen(small)}/webhooks/telnyx`);
+    try {
+      const head = envelope('over-budget', 'message.received', { text: '' });
+      const body = Buffer.from(head.replace('"text":""', `"text":"${'x'.repeat(200 * 1024)}"`));
+      const sent = body.length - 1024;
+      const answer = await exchange(
+        host,
+        port,
+        (socket) => {
+          socket.write(
+            requestHead('POST', path, [
+              ['host', `${host}:${port}`],
+              ['content-type', 'application/json'],
+              ['content-length', String(body.length)],
+              ...signed(body),
+            ]),
+          );
+          socket.write(body.subarray(0, sent)); // all but the last KiB, then nothing
+        },
+        5000,
+      );
+      expect({ status: answer.status, closed: answer.closedByServer }).toEqual({ status: 503, closed: true });
+      expect(JSON.parse(answer.body)).toEqual({ error: 'unavailable', detail: 'try again' });
+      // Reading stopped at the refusal: well short of what was sent (one read is at most 64 KiB).
+      expect(read.length).toBe(1);
+      expect(read[0]!.bytesRead).toBeLessThan(sent / 2);
+      expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id = 'over-budget'`)).toBe(0);
+    } finally {
+      await small.close();
+    }
+  });
+});
+
 describe('regressions: bugs these tests found, now fixed', () => {
   it('B6: the API answers protocol-level refusals (431 header flood, 400 unparseable head) as problem+json like every other error', async () => {
     const url = `${apiUrl}/v1/tenants`;

@@ -4,9 +4,9 @@
 // are closed as soon as they connect) and cuts them off at its request timeout
 // with a 408. Bodies as large as ingest accepts: what they hold together stays
 // within the held-body budget (the bodies past it are refused with a 503 at once),
-// and afterwards resident memory is within 20% of what it was before the storm, in
-// the same run, whether or not V8 has collected yet. Neither storm gets a 2xx or
-// stores anything, and a webhook after them is stored.
+// and once V8 has collected, resident memory is within 10% of what it was before the
+// storm, collected the same way, in the same run. Neither storm gets a 2xx or stores
+// anything, and a webhook after them is stored.
 
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +15,8 @@ import { loadConfig } from '../../src/config.js';
 import { DEFAULT_HELD_BODY_BUDGET } from '../../src/ingest/body.js';
 import { DEFAULT_BODY_LIMIT } from '../../src/ingest/server.js';
 import { envelope, postWebhook, telnyxKeys } from '../support/carrier.js';
-import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
+import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
+import { collectGarbage, INSPECTABLE } from '../support/inspector.js';
 import { serveRoles, type Served } from '../support/process.js';
 import { exchange, requestHead, type RawAnswer } from './support/raw-http.js';
 
@@ -33,7 +34,11 @@ const rss = () =>
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  served = await serveRoles('ingest', { DATABASE_URL: db.url, TELNYX_PUBLIC_KEY: keys.publicKeyBase64 });
+  served = await serveRoles('ingest', {
+    DATABASE_URL: db.url,
+    TELNYX_PUBLIC_KEY: keys.publicKeyBase64,
+    ...INSPECTABLE,
+  });
   base = served.ingestUrl!;
 }, 60_000);
 afterAll(async () => {
@@ -117,12 +122,12 @@ describe.runIf(process.platform === 'linux')('a slow-body storm', () => {
     });
   }, 60_000);
 
-  it('holds no more than its held-body budget, refuses the bodies past it at once, and leaves memory within 20% of its baseline', async () => {
+  it('holds no more than its held-body budget, refuses the bodies past it at once, and once collected is within 10% of its baseline', async () => {
     // Warm up: the process has served webhooks before its baseline is taken.
     for (let i = 0; i < 50; i++) {
       expect((await postWebhook(`${base}/webhooks/telnyx`, keys, envelope(`warm-${i}`))).status).toBe(200);
     }
-    await new Promise((r) => setTimeout(r, 1000));
+    await collectGarbage(served.proc);
     const baseline = await median(rss);
     const sent = DEFAULT_BODY_LIMIT - 1024;
 
@@ -147,23 +152,18 @@ describe.runIf(process.platform === 'linux')('a slow-body storm', () => {
     expect(JSON.parse(overBudget[0]!.body)).toEqual({ error: 'unavailable', detail: 'try again' });
     expect(await metric('handset_ingest_requests_total{outcome="held_bodies_full"}')).toBe(overBudget.length);
 
-    // Memory back: within 20% of the baseline (measured, not assumed, in this run).
-    let after = Number.POSITIVE_INFINITY;
-    await eventually(
-      async () => {
-        after = await median(rss);
-        return after <= baseline * 1.2;
-      },
-      60_000,
-      500,
-    ).catch(() => undefined);
+    // Memory back: within 10% of the baseline once collected. The held pieces are V8
+    // strings, which a collection gives back, and a refused body is read no further:
+    // bytes read into Buffers, even only to be dropped, leave the C heap grown.
+    await collectGarbage(served.proc);
+    const after = await median(rss);
     console.log(
       `slow-body storm: ${senders} senders × ${sent} bytes, budget ${DEFAULT_HELD_BODY_BUDGET} bytes: ` +
         `${overBudget.length} refused (503), ${cutOff.length} cut off (408) after ${Math.round(firstCutOff)} ms; ` +
-        `RSS baseline ${baseline.toFixed(1)} MiB, peak ${peak.toFixed(1)} MiB, after ${after.toFixed(1)} MiB ` +
-        `(${Math.round(performance.now() - started)} ms after the storm began)`,
+        `RSS collected baseline ${baseline.toFixed(1)} MiB, peak ${peak.toFixed(1)} MiB, ` +
+        `collected after ${after.toFixed(1)} MiB (${Math.round(performance.now() - started)} ms after the storm began)`,
     );
-    expect(after).toBeLessThanOrEqual(baseline * 1.2);
+    expect(after).toBeLessThanOrEqual(baseline * 1.1);
 
     // Still serving: a webhook after the storm is stored.
     expect((await postWebhook(`${base}/webhooks/telnyx`, keys, envelope('after-the-storm'))).json).toEqual({
