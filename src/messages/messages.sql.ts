@@ -271,6 +271,12 @@ export async function messageCancel(tx: Tx, accountId: string, id: string, at: D
  * sent → delivered | failed, for the message the carrier knows by `carrierMessageId`:
  * the receipt's transition in one statement, with no lookup before it. The first
  * terminal word from the carrier wins; nothing moves a message after it.
+ *
+ * The row is found and locked by its carrier key alone, and the guard read from the
+ * locked row (its latest version): a `status = 'sent'` beside the key let the
+ * planner, on statistics from before a campaign (none sent), walk the partial index
+ * of sent messages, every message in flight, for each receipt. Unnamed, so it is
+ * planned at each run: a plan kept from when the table was small scans all of it.
  */
 export async function messageFinalize(
   tx: Tx,
@@ -281,9 +287,12 @@ export async function messageFinalize(
   at: Date,
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
-    name: 'message_finalize',
-    text: `UPDATE messages SET status = $3, error_code = $4, completed_at = $5, sequence = sequence + 1
-            WHERE carrier = $1 AND carrier_message_id = $2 AND status = 'sent'
+    text: `WITH target AS (
+             SELECT id AS target_id, status AS target_status FROM messages
+              WHERE carrier = $1 AND carrier_message_id = $2 FOR NO KEY UPDATE
+           )
+           UPDATE messages SET status = $3, error_code = $4, completed_at = $5, sequence = sequence + 1
+             FROM target WHERE id = target_id AND target_status = 'sent'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [carrier, carrierMessageId, status, errorCode, at],
   });
@@ -315,11 +324,15 @@ export async function messagesAwaitingReceipt(
   return rows;
 }
 
-/** Records that the carrier was asked about the message (bookkeeping for reconciliation, not its status). */
+/**
+ * Records that the carrier was asked about the message (bookkeeping for
+ * reconciliation, not its status). Found by key and guarded on the locked row, as
+ * messageFinalize is, and for the same reason.
+ */
 export async function messageMarkChecked(db: Db, id: string, at: Date): Promise<void> {
   await db.query({
-    name: 'message_mark_checked',
-    text: `UPDATE messages SET checked_at = $2 WHERE id = $1 AND status = 'sent'`,
+    text: `WITH target AS (SELECT id AS target_id, status AS target_status FROM messages WHERE id = $1 FOR NO KEY UPDATE)
+           UPDATE messages SET checked_at = $2 FROM target WHERE id = target_id AND target_status = 'sent'`,
     values: [id, at],
   });
 }

@@ -16,8 +16,10 @@ import {
   messageMarkSent,
 } from '../../src/messages/messages.sql.js';
 import { optOutEndById, optOutEndForPair, optOutInsert } from '../../src/optouts/optouts.sql.js';
+import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { allBut, inRolledBackTx, later, message, reread, T0, unique } from '../support/factory.js';
+import { account, allBut, inRolledBackTx, later, message, reread, T0, unique } from '../support/factory.js';
+import { onOneConnection } from '../support/plan.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -185,6 +187,52 @@ describe('messageFinalize: sent → delivered | failed, the first terminal word 
         expect(await reread(tx, 'messages', m), status).toEqual(m);
       }
     }));
+});
+
+describe('a receipt or a reconciliation reads its own message, not the messages in flight', () => {
+  /** `n` outbound messages of one account, sent and awaiting their receipts. */
+  const sentMessages = async (n: number, tag: string): Promise<{ id: string; carrier_message_id: string }[]> => {
+    const { id } = await account(db.pool as unknown as Tx);
+    const { rows } = await db.pool.query<{ id: string; carrier_message_id: string }>(
+      `INSERT INTO messages (account_id, direction, from_number, to_number, body, status, encoding, segments,
+                             carrier_message_id, sent_at)
+       SELECT $1, 'outbound', '+13125550142', '+15555550100', 'in flight', 'sent', 'GSM-7', 1,
+              $2 || '-' || i || '-' || gen_random_uuid(), now()
+         FROM generate_series(1, $3) i
+       RETURNING id, carrier_message_id`,
+      [id, tag, n],
+    );
+    return rows;
+  };
+
+  // The connection prepares its statements while few messages are sent at once, on
+  // statistics taken when none was (a campaign's creates), then the campaign puts
+  // thousands in flight.
+  it.each([
+    [
+      'a delivered receipt (messageFinalize)',
+      (db: Tx, m: { carrier_message_id: string }) =>
+        messageFinalize(db, 'telnyx', m.carrier_message_id, 'delivered', null, later(5)),
+    ],
+    ['a reconciliation (messageMarkChecked)', (db: Tx, m: { id: string }) => messageMarkChecked(db, m.id, later(5))],
+  ])('%s with 2,000 messages in flight reads its own message', async (_, apply) => {
+    await db.pool.query('ALTER TABLE messages SET (autovacuum_enabled = false)');
+    try {
+      await sentMessages(20, 'young');
+      await db.pool.query(`UPDATE messages SET status = 'delivered' WHERE body = 'in flight'`);
+      await db.pool.query('ANALYZE messages');
+      const read = await onOneConnection(db.pool, async (client, watch) => {
+        for (const m of await sentMessages(10, 'early')) await apply(client as unknown as Tx, m);
+        const [last] = await sentMessages(2_000, 'campaign');
+        return watch('messages', () => apply(client as unknown as Tx, last!));
+      });
+      expect(read).toBeGreaterThan(0);
+      expect(read).toBeLessThan(10);
+    } finally {
+      await db.pool.query('ALTER TABLE messages RESET (autovacuum_enabled)');
+      await db.pool.query(`DELETE FROM messages WHERE body = 'in flight'`);
+    }
+  });
 });
 
 describe('messageInsertInbound: one message per carrier message id', () => {
