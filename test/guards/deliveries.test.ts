@@ -22,6 +22,7 @@ import {
 } from '../../src/delivery/endpoints.sql.js';
 import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { onOneConnection } from '../support/plan.js';
 import {
   account,
   allBut,
@@ -131,6 +132,48 @@ describe('deliverySkipPending: a disabled endpoint’s pending deliveries stop',
       }
       expect(await reread(tx, 'webhook_deliveries', elsewhere)).toEqual(elsewhere);
     }));
+});
+
+describe('a delivery’s transition reads its own delivery, not the pending backlog', () => {
+  /** `n` pending deliveries of `endpointId` (of `accountId`), each of an event of its own; their ids. */
+  const pendingDeliveries = async (accountId: string, endpointId: string, n: number): Promise<string[]> => {
+    const { rows } = await db.pool.query<{ id: string }>(
+      `WITH e AS (
+         INSERT INTO outbound_events (account_id, type, subject_id, data, occurred_at)
+         SELECT $1, 'message.sent', 'msg_backlog_' || i, '{}', now() FROM generate_series(1, $3) i RETURNING id
+       )
+       INSERT INTO webhook_deliveries (event_id, endpoint_id, status) SELECT id, $2, 'pending' FROM e RETURNING id`,
+      [accountId, endpointId, n],
+    );
+    return rows.map((r) => r.id);
+  };
+
+  // The connection runs the statement from its first moments, on statistics taken
+  // when nothing was pending; then an endpoint's backlog of 2,000 builds up.
+  it.each([
+    ['deliveryFinish', (tx: Tx, id: string) => deliveryFinish(tx, id, 'failed')],
+    ['deliveryScheduleRetry', (tx: Tx, id: string) => deliveryScheduleRetry(tx, id, later(60))],
+    ['deliverySkipForEndpoint', (tx: Tx, id: string) => deliverySkipForEndpoint(tx, id)],
+  ])('%s with 2,000 pending reads its own delivery', async (_, apply) => {
+    const owner = await account(db.pool as unknown as Tx);
+    const target = await endpoint(db.pool as unknown as Tx, { account_id: owner.id, state: 'disabled' });
+    await db.pool.query('ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)');
+    try {
+      await pendingDeliveries(owner.id, target.id, 20);
+      await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded' WHERE endpoint_id = $1`, [target.id]);
+      await db.pool.query('ANALYZE webhook_deliveries');
+      const read = await onOneConnection(db.pool, async (client, watch) => {
+        for (const id of await pendingDeliveries(owner.id, target.id, 10)) await apply(client as unknown as Tx, id);
+        const [last] = await pendingDeliveries(owner.id, target.id, 2_000);
+        return watch('webhook_deliveries', () => apply(client as unknown as Tx, last!));
+      });
+      expect(read).toBeGreaterThan(0);
+      expect(read).toBeLessThan(10);
+    } finally {
+      await db.pool.query('ALTER TABLE webhook_deliveries RESET (autovacuum_enabled)');
+      await db.pool.query('DELETE FROM webhook_deliveries WHERE endpoint_id = $1', [target.id]);
+    }
+  });
 });
 
 describe('deliveryMarkRedelivered: a redelivery’s 2xx makes the delivery succeeded, whatever it was', () => {
