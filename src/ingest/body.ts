@@ -56,12 +56,8 @@ export function readBody(stream: IncomingMessage, limit: number, bodies: HeldBod
       stream.off('end', onEnd);
       stream.off('error', onError);
       stream.off('close', onClose);
-      // Refused: read no more of it. What a paused socket has not read stays in the
-      // kernel and goes with the connection, instead of through the C heap.
-      if (err) {
-        stream.pause();
-        reject(err);
-      } else resolve(whole ?? Buffer.from(held, 'latin1'));
+      if (err) reject(err);
+      else resolve(whole ?? Buffer.from(held, 'latin1'));
       held = '';
       whole = null;
     };
