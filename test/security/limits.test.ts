@@ -14,11 +14,12 @@
 //     the way the fix would set them show the cut-off (408) and that a cut-off
 //     webhook stores nothing;
 //   - a huge header or thousands of headers get 431 promptly, never a hang or a
-//     500, and a slowloris crowd does not keep a real webhook from being stored.
+//     500, and a slowloris crowd does not keep a real webhook from being stored;
+//   - a body refused for the held-body budget is answered 503 and its connection
+//     closed, the rest of it never read.
 
 import http from 'node:http';
-import type net from 'node:net';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tenantRoutes } from '../../src/accounts/routes.js';
@@ -44,12 +45,13 @@ let client: ApiClient;
 
 const log = createLogger('silent');
 
-function buildIngest() {
+function buildIngest(limits: { heldBodyBudget?: number } = {}) {
   return buildIngestServer({
     pool: db.pool,
     carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })]]),
     log,
     metrics: new Metrics({ defaultMetrics: false }),
+    ...limits,
   });
 }
 
@@ -318,18 +320,11 @@ describe('slow and stalled requests', () => {
   );
 });
 
-// Regression: bug B6 (fixed). Node's and Fastify's protocol-level refusals bypass the API's problem+json handler.
 describe('the held-body budget', () => {
   it('a body refused for the budget is answered 503 and closed, the rest of it never read', async () => {
-    const small = buildIngestServer({
-      pool: db.pool,
-      carriers: new Map([['telnyx', telnyxAdapter({ publicKey: keys.publicKeyBase64, toleranceSeconds: 300 })]]),
-      log,
-      metrics: new Metrics({ defaultMetrics: false }),
-      heldBodyBudget: 1024,
-    });
-    const read: net.Socket[] = [];
-    small.server.on('connection', (socket: net.Socket) => read.push(socket));
+    const small = buildIngest({ heldBodyBudget: 1024 });
+    const read: Socket[] = [];
+    small.server.on('connection', (socket: Socket) => read.push(socket));
     const { host, port, path } = urlParts(`${await listen(small)}/webhooks/telnyx`);
     try {
       const head = envelope('over-budget', 'message.received', { text: '' });
@@ -363,6 +358,7 @@ describe('the held-body budget', () => {
   });
 });
 
+// Regression: bug B6 (fixed). Node's and Fastify's protocol-level refusals bypass the API's problem+json handler.
 describe('regressions: bugs these tests found, now fixed', () => {
   it('B6: the API answers protocol-level refusals (431 header flood, 400 unparseable head) as problem+json like every other error', async () => {
     const url = `${apiUrl}/v1/tenants`;
