@@ -31,6 +31,7 @@ import {
   ENDPOINT_STATES,
   inRolledBackTx,
   later,
+  racing,
   reread,
 } from '../support/factory.js';
 
@@ -132,6 +133,28 @@ describe('deliverySkipPending: a disabled endpoint’s pending deliveries stop',
       }
       expect(await reread(tx, 'webhook_deliveries', elsewhere)).toEqual(elsewhere);
     }));
+});
+
+describe('a delivery’s transition between transactions: it judges the row as it is once locked', () => {
+  it.each([
+    ['deliveryFinish', (tx: Tx, id: string) => deliveryFinish(tx, id, 'succeeded')],
+    ['deliveryScheduleRetry', (tx: Tx, id: string) => deliveryScheduleRetry(tx, id, later(60))],
+    ['deliverySkipForEndpoint', (tx: Tx, id: string) => deliverySkipForEndpoint(tx, id)],
+  ])('%s that waited for a commit finishing the delivery finds it finished and changes nothing', async (_, second) => {
+    const target = await endpoint(db.pool as unknown as Tx, { state: 'disabled' });
+    const d = await delivery(db.pool as unknown as Tx, { endpoint_id: target.id });
+    const [finished, changed] = await racing(
+      db.pool,
+      (tx) => deliveryFinish(tx, d.id, 'failed'),
+      (tx) => second(tx, d.id),
+    );
+    expect([finished, changed]).toEqual([true, false]);
+    const after = await reread(db.pool as unknown as Tx, 'webhook_deliveries', d);
+    expect({ status: after.status, next_attempt_at: after.next_attempt_at }).toEqual({
+      status: 'failed',
+      next_attempt_at: null,
+    });
+  });
 });
 
 describe('a delivery’s transition reads its own delivery, not the pending backlog', () => {

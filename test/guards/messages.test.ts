@@ -14,11 +14,12 @@ import {
   messageMarkChecked,
   messageMarkRejected,
   messageMarkSent,
+  historyRecord,
 } from '../../src/messages/messages.sql.js';
 import { optOutEndById, optOutEndForPair, optOutInsert } from '../../src/optouts/optouts.sql.js';
 import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { account, allBut, inRolledBackTx, later, message, reread, T0, unique } from '../support/factory.js';
+import { account, allBut, inRolledBackTx, later, message, racing, reread, T0, unique } from '../support/factory.js';
 import { onOneConnection } from '../support/plan.js';
 
 let db: TestDatabase;
@@ -187,6 +188,38 @@ describe('messageFinalize: sent → delivered | failed, the first terminal word 
         expect(await reread(tx, 'messages', m), status).toEqual(m);
       }
     }));
+});
+
+describe('messageFinalize between transactions: it judges the row as it is once locked', () => {
+  it('two receipts racing: the one that waited for the other’s commit finds the message finalized and changes nothing', async () => {
+    const m = await message(db.pool as unknown as Tx, { status: 'sent' });
+    const [delivered, failed] = await racing(
+      db.pool,
+      (tx) => messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'delivered', null, later(5)),
+      (tx) => messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'failed', '30003', later(6)),
+    );
+    expect(delivered?.status).toBe('delivered');
+    expect(failed).toBeNull();
+    expect(await reread(db.pool as unknown as Tx, 'messages', m)).toEqual(delivered);
+  });
+
+  it('a receipt being applied does not hold up history another transaction writes about the same message', async () => {
+    const m = await message(db.pool as unknown as Tx, { status: 'sent' });
+    await inRolledBackTx(db.pool, async (tx) => {
+      expect(await messageFinalize(tx, 'telnyx', m.carrier_message_id!, 'delivered', null, later(5))).not.toBeNull();
+      // Its row lock is the one an UPDATE takes: a foreign-key check (FOR KEY SHARE) passes it.
+      await inRolledBackTx(db.pool, async (other) => {
+        await other.query(`SET LOCAL lock_timeout = '2s'`);
+        await historyRecord(other, {
+          messageId: m.id,
+          source: 'carrier',
+          status: 'sent',
+          effect: 'informational',
+          occurredAt: later(4),
+        });
+      });
+    });
+  });
 });
 
 describe('a receipt or a reconciliation reads its own message, not the messages in flight', () => {

@@ -21,6 +21,7 @@ import { ENDPOINT_TABLE_COLUMNS, type EndpointRow } from '../../src/delivery/end
 import { MESSAGE_TABLE_COLUMNS, type MessageRow, type MessageStatus } from '../../src/messages/messages.sql.js';
 import { NUMBER_TABLE_COLUMNS, type PhoneNumberRow } from '../../src/numbers/numbers.sql.js';
 import { EVENT_TABLE_COLUMNS, type OutboundEventRow } from '../../src/outbox/outbox.sql.js';
+import { eventually } from './db.js';
 
 /** The moment factory rows happened at; tests pass times relative to it. */
 export const T0 = new Date('2026-03-02T10:00:00.000Z');
@@ -44,6 +45,43 @@ export async function inRolledBackTx<T>(pool: pg.Pool, fn: (tx: Tx) => Promise<T
     if (err !== rollback) throw err;
   }
   return result as T;
+}
+
+/**
+ * Two transitions racing over the same row: `first` runs in a transaction left
+ * open, `second` in another that then waits on the first's row lock; once it is
+ * seen waiting, the first commits. Answers both results, the second's as the
+ * statement saw the row after the first's commit.
+ */
+export async function racing<A, B>(
+  pool: pg.Pool,
+  first: (tx: Tx) => Promise<A>,
+  second: (tx: Tx) => Promise<B>,
+): Promise<[A, B]> {
+  const [a, b] = [await pool.connect(), await pool.connect()];
+  try {
+    await a.query('BEGIN');
+    const firstResult = await first(a as unknown as Tx);
+    const bPid = (await b.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    await b.query('BEGIN');
+    const secondResult = second(b as unknown as Tx);
+    secondResult.catch(() => undefined); // awaited below, after the first commits
+    await eventually(async () => {
+      const { rows } = await pool.query('SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted', [bPid]);
+      return rows.length > 0;
+    });
+    await a.query('COMMIT');
+    const result = await secondResult;
+    await b.query('COMMIT');
+    return [firstResult, result];
+  } catch (err) {
+    await a.query('ROLLBACK').catch(() => undefined);
+    await b.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    a.release();
+    b.release();
+  }
 }
 
 /** The states of a list other than those a transition starts from: the ones it must refuse. */
