@@ -31,7 +31,7 @@ import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
 import { createCustomer, type Customer } from '../../src/tools/bench/pipeline.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
-import { onOneConnection, pagesRead, rowsRead } from '../support/plan.js';
+import { onOneConnection, onStatisticsOfNow, pagesRead, rowsRead } from '../support/plan.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 
 let db: TestDatabase;
@@ -448,10 +448,9 @@ describe('the delivery relay', () => {
 
   /**
    * A customer, and a deliveries table as young as a worker's first moments: 20
-   * finished deliveries, analyzed. Statistics that know most deliveries finish (no
-   * relay_after): the plan made now is the question, not them. Kept so until the
-   * test resets it: an autovacuum ANALYZE midway would re-plan a named statement
-   * anyway, and would give the planner statistics the test does not choose.
+   * finished deliveries, to be analyzed (onStatisticsOfNow). Statistics that know
+   * most deliveries finish (no relay_after): the plan made now is the question, not
+   * them.
    */
   const aYoungTable = async () => {
     const { c } = await customer();
@@ -459,10 +458,9 @@ describe('the delivery relay', () => {
     await db.pool.query(`DELETE FROM webhook_deliveries`);
     await emitMany(c, 20);
     await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL`);
-    await db.pool.query(`ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`);
-    await db.pool.query(`ANALYZE webhook_deliveries`);
     return c;
   };
+  const onYoungStatistics = <T>(use: () => Promise<T>) => onStatisticsOfNow(db.pool, 'webhook_deliveries', use);
 
   // The claim used to be a named statement: its connection kept a generic plan made
   // on the young table, which then scanned the grown one (18,151 rows read here with 3,000; 1.6
@@ -473,29 +471,31 @@ describe('the delivery relay', () => {
     // on a young table, which then filled with finished deliveries.
     const c = await aYoungTable();
     await emitMany(c, 2);
-    const read = await onOneConnection(db.pool, async (client, watch) => {
-      // The floor as the relay looks it up (once a second, from the head: not what is measured here).
-      const floorNow = async () => {
-        const oldest = await deliveryRelayOldest(client);
-        return new Date(floorOf(oldest?.getTime() ?? null, new Date(), (at) => at.getTime()));
-      };
-      const claim = (floor: Date) => {
-        const now = new Date();
-        return deliveryClaim(client, now, new Date(now.getTime() - 1), anyRoom(1), floor); // a lease already over
-      };
-      for (let i = 0; i < 10; i++) await claim(await floorNow());
-      // Ten thousand: on a table of a few thousand rows a scan costs the planner about as much as the ten
-      // primary-key probes it assumes for the lease, and it may take either (seen once in a busy full suite).
-      await emitMany(c, 10_000);
-      await db.pool.query(
-        `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL WHERE status = 'pending'`,
-      );
-      // A busy second ago: past the floor's margin, those finished deliveries are below the floor.
-      await new Promise((r) => setTimeout(r, FLOOR_MARGIN_MS + 100));
-      await emitMany(c, 5);
-      const floor = await floorNow();
-      return watch('webhook_deliveries', () => claim(floor));
-    }).finally(() => db.pool.query(`ALTER TABLE webhook_deliveries RESET (autovacuum_enabled)`));
+    const read = await onYoungStatistics(() =>
+      onOneConnection(db.pool, async (client, watch) => {
+        // The floor as the relay looks it up (once a second, from the head: not what is measured here).
+        const floorNow = async () => {
+          const oldest = await deliveryRelayOldest(client);
+          return new Date(floorOf(oldest?.getTime() ?? null, new Date(), (at) => at.getTime()));
+        };
+        const claim = (floor: Date) => {
+          const now = new Date();
+          return deliveryClaim(client, now, new Date(now.getTime() - 1), anyRoom(1), floor); // a lease already over
+        };
+        for (let i = 0; i < 10; i++) await claim(await floorNow());
+        // Ten thousand: on a table of a few thousand rows a scan costs the planner about as much as the ten
+        // primary-key probes it assumes for the lease, and it may take either (seen once in a busy full suite).
+        await emitMany(c, 10_000);
+        await db.pool.query(
+          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL WHERE status = 'pending'`,
+        );
+        // A busy second ago: past the floor's margin, those finished deliveries are below the floor.
+        await new Promise((r) => setTimeout(r, FLOOR_MARGIN_MS + 100));
+        await emitMany(c, 5);
+        const floor = await floorNow();
+        return watch('webhook_deliveries', () => claim(floor));
+      }),
+    );
     // One row claimed from a window of four among five due: a handful read, not the 10,000 finished.
     expect(read).toBeGreaterThan(0);
     expect(read).toBeLessThan(50);
@@ -507,19 +507,21 @@ describe('the delivery relay', () => {
       (
         await db.pool.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id`)
       ).rows.map((r) => r.id);
-    const read = await onOneConnection(db.pool, async (client, watch) => {
-      // As a relay's connection does from its first moments: hand-backs and renewals of a few rows.
-      await emitMany(c, 2);
-      const few = await pendingIds();
-      for (let i = 0; i < 10; i++) await deliveryRelayAt(client, few, new Date());
-      await emitMany(c, 10_000);
-      await db.pool.query(
-        `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL WHERE status = 'pending'`,
-      );
-      await emitMany(c, 3);
-      const three = await pendingIds();
-      return watch('webhook_deliveries', () => deliveryRelayAt(client, three, new Date()));
-    }).finally(() => db.pool.query(`ALTER TABLE webhook_deliveries RESET (autovacuum_enabled)`));
+    const read = await onYoungStatistics(() =>
+      onOneConnection(db.pool, async (client, watch) => {
+        // As a relay's connection does from its first moments: hand-backs and renewals of a few rows.
+        await emitMany(c, 2);
+        const few = await pendingIds();
+        for (let i = 0; i < 10; i++) await deliveryRelayAt(client, few, new Date());
+        await emitMany(c, 10_000);
+        await db.pool.query(
+          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, relay_after = NULL WHERE status = 'pending'`,
+        );
+        await emitMany(c, 3);
+        const three = await pendingIds();
+        return watch('webhook_deliveries', () => deliveryRelayAt(client, three, new Date()));
+      }),
+    );
     expect(read).toBeGreaterThan(0);
     expect(read).toBeLessThan(50);
   });
@@ -527,8 +529,6 @@ describe('the delivery relay', () => {
   it('a claim passing over the backlog of an account with no room reads it once, not once for each row it takes', async () => {
     const full = await aYoungTable();
     const { c: other } = await customer();
-    await emitMany(full, 1_000); // due first, and its account has no room
-    await emitMany(other, 1_000);
     const now = new Date(Date.now() + 1000);
     const room = {
       ...anyRoom(DELIVERY_RELAY_BATCH),
@@ -537,9 +537,13 @@ describe('the delivery relay', () => {
       accounts: [full.accountId],
       accountRooms: [0],
     };
-    const read = await rowsRead(db.pool, 'webhook_deliveries', (pool) =>
-      deliveryClaim(pool, now, new Date(now.getTime() + 60_000), room),
-    ).finally(() => db.pool.query(`ALTER TABLE webhook_deliveries RESET (autovacuum_enabled)`));
+    const read = await onYoungStatistics(async () => {
+      await emitMany(full, 1_000); // due first, and its account has no room
+      await emitMany(other, 1_000);
+      return rowsRead(db.pool, 'webhook_deliveries', (pool) =>
+        deliveryClaim(pool, now, new Date(now.getTime() + 60_000), room),
+      );
+    });
     const claimed = await deliveryClaim(db.pool, now, new Date(now.getTime() + 60_000), room);
     expect(new Set(claimed.map((w) => w.endpoint.id))).toEqual(new Set([other.endpointId]));
     // The 1,000 passed over, the window and the rows taken: not a walk of the backlog for each row taken.

@@ -18,7 +18,7 @@ import {
 } from '../../src/carrier/events.sql.js';
 import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { onOneConnection, pagesRead } from '../support/plan.js';
+import { onOneConnection, onStatisticsOfNow, pagesRead } from '../support/plan.js';
 import { carrierEvent, inRolledBackTx, later, reread, T0, unique } from '../support/factory.js';
 
 let db: TestDatabase;
@@ -53,23 +53,17 @@ const insertEvents = async (n: number, tag: string): Promise<string[]> =>
     )
   ).rows.map((r) => r.id);
 
-/**
- * A young table: a few events, processed, analyzed, and kept so until
- * afterAYoungTable (an autovacuum ANALYZE midway would re-plan, with statistics
- * the test does not choose).
- */
-const aYoungTable = async () => {
+/** Runs `use` on a young table: a few events, processed, and its statistics taken then (onStatisticsOfNow). */
+const onAYoungTable = async <T>(use: () => Promise<T>): Promise<T> => {
   await db.pool.query('DELETE FROM carrier_events');
   await insertEvents(20, 'young');
   await db.pool.query('UPDATE carrier_events SET processed_at = now()');
-  await db.pool.query('ALTER TABLE carrier_events SET (autovacuum_enabled = false)');
-  await db.pool.query('ANALYZE carrier_events');
-};
-
-const afterAYoungTable = async () => {
-  await db.pool.query('ALTER TABLE carrier_events RESET (autovacuum_enabled)');
-  await db.pool.query('DELETE FROM carrier_events');
-  await db.pool.query('VACUUM carrier_events'); // later tests walk the pending index from a recent id
+  try {
+    return await onStatisticsOfNow(db.pool, 'carrier_events', use);
+  } finally {
+    await db.pool.query('DELETE FROM carrier_events');
+    await db.pool.query('VACUUM carrier_events'); // later tests walk the pending index from a recent id
+  }
 };
 
 describe('carrierEventStore: one pending row per (carrier, carrier event id)', () => {
@@ -160,21 +154,22 @@ describe('carrierEventMarkProcessed: an event is processed once', () => {
     }));
 
   it('marking a batch on a connection that marked while the table was young reads the batch, not the 5,000 pending since', async () => {
-    await aYoungTable();
-    const read = await onOneConnection(db.pool, async (client, watch) => {
-      const mark = (ids: string[]) =>
-        carrierEventMarkProcessed(
-          client as unknown as Tx,
-          ids.map((id) => ({ id, error: null })),
-          new Date(),
-        );
-      // As a relay's connection does from its first moments: batches of a few events.
-      for (let i = 0; i < 10; i++) await mark(await insertEvents(3, 'early'));
-      // A backlog the relay has yet to reach, its rows in the pending indexes.
-      await insertEvents(5_000, 'backlog');
-      const batch = await insertEvents(3, 'batch');
-      return watch('carrier_events', () => mark(batch));
-    }).finally(afterAYoungTable);
+    const read = await onAYoungTable(() =>
+      onOneConnection(db.pool, async (client, watch) => {
+        const mark = (ids: string[]) =>
+          carrierEventMarkProcessed(
+            client as unknown as Tx,
+            ids.map((id) => ({ id, error: null })),
+            new Date(),
+          );
+        // As a relay's connection does from its first moments: batches of a few events.
+        for (let i = 0; i < 10; i++) await mark(await insertEvents(3, 'early'));
+        // A backlog the relay has yet to reach, its rows in the pending indexes.
+        await insertEvents(5_000, 'backlog');
+        const batch = await insertEvents(3, 'batch');
+        return watch('carrier_events', () => mark(batch));
+      }),
+    );
     expect(read).toBeGreaterThan(0);
     expect(read).toBeLessThan(50);
   });
@@ -236,18 +231,19 @@ describe('carrierEventClaim: a pending event is claimed when due, by one transac
   });
 
   it('a claim on a connection that claimed while the table was young reads its batch, not the 5,000 pending behind it', async () => {
-    await aYoungTable();
-    const read = await onOneConnection(db.pool, async (client, watch) => {
-      const claim = () => carrierEventClaim(client as unknown as Tx, new Date(Date.now() + 1000), 50, '');
-      // As a relay's connection does from its first moments: claims of the few events there are.
-      for (let i = 0; i < 10; i++) {
-        await insertEvents(3, 'early');
-        await claim();
-        await db.pool.query('UPDATE carrier_events SET processed_at = now() WHERE processed_at IS NULL');
-      }
-      await insertEvents(5_000, 'backlog');
-      return watch('carrier_events', claim);
-    }).finally(afterAYoungTable);
+    const read = await onAYoungTable(() =>
+      onOneConnection(db.pool, async (client, watch) => {
+        const claim = () => carrierEventClaim(client as unknown as Tx, new Date(Date.now() + 1000), 50, '');
+        // As a relay's connection does from its first moments: claims of the few events there are.
+        for (let i = 0; i < 10; i++) {
+          await insertEvents(3, 'early');
+          await claim();
+          await db.pool.query('UPDATE carrier_events SET processed_at = now() WHERE processed_at IS NULL');
+        }
+        await insertEvents(5_000, 'backlog');
+        return watch('carrier_events', claim);
+      }),
+    );
     expect(read).toBeGreaterThan(0);
     expect(read).toBeLessThan(150);
   });

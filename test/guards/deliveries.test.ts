@@ -22,7 +22,7 @@ import {
 } from '../../src/delivery/endpoints.sql.js';
 import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { onOneConnection } from '../support/plan.js';
+import { onOneConnection, onStatisticsOfNow } from '../support/plan.js';
 import {
   account,
   allBut,
@@ -180,22 +180,17 @@ describe('a delivery’s transition reads its own delivery, not the pending back
   ])('%s with 2,000 pending reads its own delivery', async (_, apply) => {
     const owner = await account(db.pool as unknown as Tx);
     const target = await endpoint(db.pool as unknown as Tx, { account_id: owner.id, state: 'disabled' });
-    await db.pool.query('ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)');
-    try {
-      await pendingDeliveries(owner.id, target.id, 20);
-      await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded' WHERE endpoint_id = $1`, [target.id]);
-      await db.pool.query('ANALYZE webhook_deliveries');
-      const read = await onOneConnection(db.pool, async (client, watch) => {
+    await pendingDeliveries(owner.id, target.id, 20);
+    await db.pool.query(`UPDATE webhook_deliveries SET status = 'succeeded' WHERE endpoint_id = $1`, [target.id]);
+    const read = await onStatisticsOfNow(db.pool, 'webhook_deliveries', () =>
+      onOneConnection(db.pool, async (client, watch) => {
         for (const id of await pendingDeliveries(owner.id, target.id, 10)) await apply(client as unknown as Tx, id);
         const [last] = await pendingDeliveries(owner.id, target.id, 2_000);
         return watch('webhook_deliveries', () => apply(client as unknown as Tx, last!));
-      });
-      expect(read).toBeGreaterThan(0);
-      expect(read).toBeLessThan(10);
-    } finally {
-      await db.pool.query('ALTER TABLE webhook_deliveries RESET (autovacuum_enabled)');
-      await db.pool.query('DELETE FROM webhook_deliveries WHERE endpoint_id = $1', [target.id]);
-    }
+      }),
+    ).finally(() => db.pool.query('DELETE FROM webhook_deliveries WHERE endpoint_id = $1', [target.id]));
+    expect(read).toBeGreaterThan(0);
+    expect(read).toBeLessThan(10);
   });
 });
 

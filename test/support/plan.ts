@@ -19,6 +19,21 @@ export async function rowsRead(
 }
 
 /**
+ * Runs `use` on `table`'s statistics as they are now: ANALYZEd first, and kept so
+ * until `use` ends (autovacuum off meanwhile: an ANALYZE midway would re-plan with
+ * statistics the test did not choose). For "taken before a burst".
+ */
+export async function onStatisticsOfNow<T>(pool: pg.Pool, table: string, use: () => Promise<T>): Promise<T> {
+  await pool.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+  try {
+    await pool.query(`ANALYZE ${table}`);
+    return await use();
+  } finally {
+    await pool.query(`ALTER TABLE ${table} RESET (autovacuum_enabled)`);
+  }
+}
+
+/**
  * Runs `call` with a pool whose first statement is EXPLAIN ANALYZEd instead (it
  * answers no rows, and later statements are not run), and counts the buffer pages
  * it touched (in shared buffers or read in): dead index entries, which no row count
