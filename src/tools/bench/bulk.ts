@@ -41,6 +41,8 @@ export interface BulkResult {
     deliveredToWebhook: LatencySummary;
     /** Create request sent → message.delivered verified at the endpoint. */
     endToEnd: LatencySummary;
+    /** Another account's single messages, sent while the campaign runs: created_at → dispatched_at. */
+    bystanderDispatched: LatencySummary;
   };
   carrier: { receipts: number; duplicates: number };
   /** Customer events beyond one message.sent and one message.delivered per message (0 is right). */
@@ -65,7 +67,12 @@ export interface BulkOptions {
   stallMs: number;
   /** The simulator's counters, read before and after. */
   carrierCounts: () => Promise<CarrierCounts>;
+  /** Another account, which sends one message every BYSTANDER_EVERY_MS while the campaign runs. */
+  bystander: { apiKey: string; from: string };
 }
+
+/** How often the other account sends during the campaign: a customer's one-off messages, not a load. */
+const BYSTANDER_EVERY_MS = 250;
 
 /** The simulator's counters the bulk send reads: webhooks it sent, of them duplicates, and those it gave up on. */
 export interface CarrierCounts {
@@ -100,6 +107,7 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
   const startedAt = new Map<string, number>(); // message id → performance.now() at its request
   let refused = 0;
   const t0 = performance.now();
+  const bystander = sendMeanwhile(opts);
   let next = 0;
   const lane = async () => {
     while (next < opts.messages) {
@@ -147,6 +155,7 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
     return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given}; carrier events about the unfinished: ${events.join(', ') || 'none'}`;
   });
   const end = performance.now();
+  const bystanderIds = await bystander.stop();
   const ours = opts.receiver.arrivals.filter((a) => startedAt.has(a.subjectId));
   const deliveredAt = new Map<string, number>();
   for (const a of ours)
@@ -162,9 +171,13 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
       GROUP BY m.id`,
     [[...startedAt.keys()]],
   );
-  const between = (pick: (r: Row) => number | null) => {
+  const { rows: theirs } = await opts.pool.query<Row>(
+    `SELECT id, created_at, dispatched_at FROM messages WHERE id = ANY($1)`,
+    [bystanderIds],
+  );
+  const between = (pick: (r: Row) => number | null, of: Row[] = rows) => {
     const l = new Latencies();
-    for (const r of rows) {
+    for (const r of of) {
       const v = pick(r);
       if (v !== null) l.record(v);
     }
@@ -192,10 +205,38 @@ async function measure(opts: BulkOptions): Promise<Omit<BulkResult, 'waits'>> {
         const sent = startedAt.get(r.id);
         return at === undefined || sent === undefined ? null : at - sent;
       }),
+      bystanderDispatched: between((r) => diff(ms(r.created_at), ms(r.dispatched_at)), theirs),
     },
     carrier: { receipts: after.attempts - before.attempts, duplicates: after.duplicates - before.duplicates },
     extraEvents: ours.length - wanted,
     refusedCreates: refused,
+  };
+}
+
+/**
+ * Another account's messages, one at a time every BYSTANDER_EVERY_MS until stopped:
+ * what a campaign does to everyone else's sends. Resolves with their ids.
+ */
+function sendMeanwhile(opts: BulkOptions) {
+  const hs = createClient({ apiKey: opts.bystander.apiKey, baseUrl: opts.apiUrl });
+  const ids: string[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const { data } = await hs.POST('/v1/messages', {
+        params: { header: { 'idempotency-key': randomUUID() } },
+        body: { from: opts.bystander.from, to: DELIVERS, body: 'Your code is 123456' },
+      });
+      if (data) ids.push(data.id);
+      await new Promise((r) => setTimeout(r, BYSTANDER_EVERY_MS));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
+      return ids;
+    },
   };
 }
 

@@ -353,6 +353,12 @@ async function bulkPhase(b: Bench): Promise<void> {
       body: { number: from },
     });
     if (!added.data) throw new Error(`bulk: could not add ${from}: ${JSON.stringify(added.error)}`);
+    const other = await b.freshCustomer('bulk-bystander');
+    const bystander = { apiKey: other.apiKey, from: '+13125550143' };
+    const theirs = await createClient({ apiKey: bystander.apiKey, baseUrl: api.url! }).POST('/v1/phone_numbers', {
+      body: { number: bystander.from },
+    });
+    if (!theirs.data) throw new Error(`bulk: could not add ${bystander.from}: ${JSON.stringify(theirs.error)}`);
     const watch = watchCpu({ ingest: ingest.pid, api: api.pid, worker: worker.pid }, b.postmaster);
     const carrierWatch = watchCpu({ sim: sim.pid }, null);
     const r = await runBulkSend({
@@ -364,6 +370,7 @@ async function bulkPhase(b: Bench): Promise<void> {
       messages: b.opts.bulkMessages,
       concurrency: 32,
       stallMs: 120_000,
+      bystander,
       carrierCounts: async () => ((await control('GET', '/state')) as { counts: CarrierCounts }).counts,
     });
     b.report.bulk = { ...r, cpu: watch.stop(), carrierCores: carrierWatch.stop().roles['sim'] ?? null };

@@ -375,6 +375,14 @@ export function renderTable(r: BenchReport): string {
       ['  delivered receipt → customer webhook', k.steps.deliveredToWebhook],
     ];
     for (const [label, l] of steps) add(label, '', '', ...latencyCells(l), '', '');
+    add(
+      "  another account's message meanwhile: created → dispatched",
+      '',
+      `${k.steps.bystanderDispatched.count} msg`,
+      ...latencyCells(k.steps.bystanderDispatched),
+      `the campaign's: p50 ${k.steps.queuedToDispatched.p50.toFixed(0)} ms`,
+      '',
+    );
   }
   if (r.growth.length) {
     section('5. cost growth: stored carrier events (c=16; pipeline paced)');
