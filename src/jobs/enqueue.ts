@@ -8,6 +8,9 @@ import type { TaskName } from './keys.js';
 
 export type { TaskName } from './keys.js';
 
+/** The largest job priority: graphile-worker keeps it in a smallint. Lower runs first. */
+export const MAX_PRIORITY = 32_767;
+
 export interface JobOptions {
   runAt?: Date;
   maxAttempts?: number;
@@ -17,6 +20,7 @@ export interface JobOptions {
   jobKeyMode?: 'replace' | 'preserve_run_at';
   /** Jobs in one named queue run one at a time. */
   queueName?: string | null;
+  /** 0 (the default) to MAX_PRIORITY; among due jobs, a lower one is taken first. */
   priority?: number;
 }
 

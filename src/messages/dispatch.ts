@@ -52,7 +52,15 @@ export interface DispatchDeps {
   now?: () => Date;
 }
 
-export type DispatchOutcome = 'sent' | 'rejected' | 'retrying' | 'gave_up' | 'not_due' | 'nothing_to_send';
+export type DispatchOutcome =
+  | 'sent'
+  | 'rejected'
+  | 'retrying'
+  | 'gave_up'
+  | 'not_due'
+  /** A scheduled message that fell due, put in line behind its account's backlog. */
+  | 'in_line'
+  | 'nothing_to_send';
 
 export const OUTCOME_UNKNOWN = 'carrier_outcome_unknown';
 export const OPTED_OUT = 'recipient_opted_out';
@@ -76,8 +84,16 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
       return 'not_due';
     }
     // Claim it first: once queued, a cancel is refused, so we never send a canceled message.
-    const claimed = await withTx(deps.pool, (tx) => messageClaimScheduled(tx, messageId, start));
-    if (!claimed) return 'nothing_to_send';
+    // Then it joins its account's backlog and takes its turn as if created now,
+    // always by a job of its own: sent at once, a scheduled campaign's messages would
+    // each find the backlog empty and all go out ahead of other accounts' messages.
+    const claimed = await withTx(deps.pool, async (tx) => {
+      const row = await messageClaimScheduled(tx, messageId, start);
+      const turn = { runAt: start, jobKey: jobKeys.dispatch(messageId), priority: row?.dispatch_rank ?? 0 };
+      if (row) await enqueue(tx, 'message.dispatch', { messageId }, turn);
+      return row;
+    });
+    return claimed ? 'in_line' : 'nothing_to_send';
   }
 
   const refused = await withTx(deps.pool, async (tx): Promise<DispatchOutcome | null> => {
@@ -154,7 +170,7 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
       tx,
       'message.dispatch',
       { messageId, attempt: attempt + 1 },
-      { runAt: next.runAt, jobKey: jobKeys.dispatch(messageId) },
+      { runAt: next.runAt, jobKey: jobKeys.dispatch(messageId), priority: m.dispatch_rank ?? 0 },
     ),
   );
   return 'retrying';

@@ -10,6 +10,7 @@
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
+import { MAX_PRIORITY } from '../jobs/enqueue.js';
 import type { Encoding } from './segments.js';
 
 export const MESSAGE_STATUSES = ['scheduled', 'queued', 'sent', 'delivered', 'failed', 'canceled', 'received'] as const;
@@ -51,10 +52,12 @@ export interface MessageRow {
   dispatched_at: Date | null;
   /** The parts the carrier said it split the text into (what it bills); `segments` is our estimate. */
   carrier_segments: number | null;
+  /** Its place in its account's dispatch backlog while queued (its dispatch job's priority); null otherwise. */
+  dispatch_rank: number | null;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
   segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence,
-  dispatched_at, carrier_segments`;
+  dispatched_at, carrier_segments, dispatch_rank`;
 
 export interface HistoryRow {
   id: string;
@@ -75,6 +78,16 @@ const HISTORY_COLUMNS =
 /** The column lists the rows above are typed from, held to the tables by a test. */
 export const MESSAGE_TABLE_COLUMNS = { messages: MESSAGE_COLUMNS, message_status_history: HISTORY_COLUMNS };
 
+/**
+ * A message's place as it joins its account's dispatch backlog: one after the
+ * account's last queued message, 0 when it has none, at most the job runner's
+ * largest priority (a backlog deeper than that keeps its order among equals).
+ * Reads the backlog index from its newest end: one entry, however deep the backlog.
+ */
+const NEXT_RANK = (account: string) =>
+  `(SELECT least(coalesce(max(b.dispatch_rank) + 1, 0), ${MAX_PRIORITY})
+      FROM messages b WHERE b.account_id = ${account} AND b.dispatch_rank IS NOT NULL)`;
+
 export interface NewOutbound {
   accountId: string;
   tenantId: string | null;
@@ -92,9 +105,9 @@ export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<Mes
   const { rows } = await tx.query<MessageRow>({
     name: 'message_insert_outbound',
     text: `INSERT INTO messages (account_id, tenant_id, direction, from_number, to_number, body, media_urls,
-                                 status, encoding, segments, send_at, carrier)
+                                 status, encoding, segments, send_at, carrier, dispatch_rank)
            VALUES ($1, $2, 'outbound', $3, $4, $5, $6, CASE WHEN $7::timestamptz IS NULL THEN 'queued' ELSE 'scheduled' END,
-                   $8, $9, $7, $10)
+                   $8, $9, $7, $10, CASE WHEN $7::timestamptz IS NULL THEN ${NEXT_RANK('$1')} END)
            RETURNING ${MESSAGE_COLUMNS}`,
     values: [m.accountId, m.tenantId, m.from, m.to, m.body, m.mediaUrls, m.sendAt, m.encoding, m.segments, m.carrier],
   });
@@ -196,7 +209,10 @@ export async function messageList(
 export async function messageClaimScheduled(tx: Tx, id: string, now: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_claim_scheduled',
-    text: `UPDATE messages SET status = 'queued', sequence = sequence + 1 WHERE id = $1 AND status = 'scheduled' AND send_at <= $2 RETURNING ${MESSAGE_COLUMNS}`,
+    text: `UPDATE messages SET status = 'queued', sequence = sequence + 1,
+                               dispatch_rank = ${NEXT_RANK('messages.account_id')}
+            WHERE id = $1 AND status = 'scheduled' AND send_at <= $2
+            RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, now],
   });
   return rows[0] ?? null;
@@ -236,7 +252,7 @@ export async function messageMarkSent(
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
     text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, carrier_segments = $3, sent_at = $4,
-                               sequence = sequence + 1
+                               sequence = sequence + 1, dispatch_rank = NULL
             WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, carrierMessageId, carrierSegments, at],
@@ -248,7 +264,8 @@ export async function messageMarkSent(
 export async function messageMarkRejected(tx: Tx, id: string, errorCode: string, at: Date): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_rejected',
-    text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3, sequence = sequence + 1
+    text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3, sequence = sequence + 1,
+                               dispatch_rank = NULL
             WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, errorCode, at],

@@ -14,8 +14,11 @@ import {
   messageMarkChecked,
   messageMarkRejected,
   messageMarkSent,
+  messageInsertOutbound,
   historyRecord,
+  type NewOutbound,
 } from '../../src/messages/messages.sql.js';
+import { MAX_PRIORITY } from '../../src/jobs/enqueue.js';
 import { optOutEndById, optOutEndForPair, optOutInsert } from '../../src/optouts/optouts.sql.js';
 import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
@@ -34,7 +37,12 @@ describe('messageClaimScheduled: scheduled → queued once send_at has come', ()
   it('a due scheduled message is claimed once; a second claim finds it queued', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const m = await message(tx, { status: 'scheduled', send_at: T0 });
-      expect(await messageClaimScheduled(tx, m.id, T0)).toEqual({ ...m, sequence: m.sequence + 1, status: 'queued' });
+      expect(await messageClaimScheduled(tx, m.id, T0)).toEqual({
+        ...m,
+        sequence: m.sequence + 1,
+        status: 'queued',
+        dispatch_rank: 0,
+      });
       expect(await messageClaimScheduled(tx, m.id, T0)).toBeNull();
       expect((await reread(tx, 'messages', m)).status).toBe('queued');
     }));
@@ -53,6 +61,88 @@ describe('messageClaimScheduled: scheduled → queued once send_at has come', ()
         expect(await messageClaimScheduled(tx, m.id, T0), status).toBeNull();
         expect(await reread(tx, 'messages', m), status).toEqual(m);
       }
+    }));
+});
+
+describe("dispatch_rank: a queued message's place in its account's backlog", () => {
+  const outbound = (accountId: string, sendAt: Date | null = null): NewOutbound => ({
+    accountId,
+    tenantId: null,
+    from: '+13125550142',
+    to: '+15555550100',
+    body: 'In line',
+    mediaUrls: [],
+    encoding: 'GSM-7',
+    segments: 1,
+    sendAt,
+    carrier: 'telnyx',
+  });
+
+  it("an account's messages join its backlog in order; another account's first message is first in line", () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const [acme, globex] = [await account(tx), await account(tx)];
+      const ranks = [];
+      for (let i = 0; i < 3; i++) ranks.push((await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank);
+      expect(ranks).toEqual([0, 1, 2]);
+      expect((await messageInsertOutbound(tx, outbound(globex.id))).dispatch_rank).toBe(0);
+    }));
+
+  it('a message leaves the backlog when it is sent or refused; the next joins after the last still queued', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const acme = await account(tx);
+      const [a, b, c] = [
+        await messageInsertOutbound(tx, outbound(acme.id)),
+        await messageInsertOutbound(tx, outbound(acme.id)),
+        await messageInsertOutbound(tx, outbound(acme.id)),
+      ];
+      expect((await messageMarkSent(tx, c.id, unique('carrier'), null, T0))?.dispatch_rank).toBeNull();
+      expect((await messageMarkRejected(tx, a.id, '40310', T0))?.dispatch_rank).toBeNull();
+      expect((await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank).toBe(b.dispatch_rank! + 1);
+      expect((await messageMarkSent(tx, b.id, unique('carrier'), null, T0))?.dispatch_rank).toBeNull();
+    }));
+
+  it('a scheduled message has no place until it falls due and is claimed, then joins behind the backlog', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const acme = await account(tx);
+      const scheduled = await messageInsertOutbound(tx, outbound(acme.id, later(60)));
+      expect(scheduled.dispatch_rank).toBeNull();
+      await messageInsertOutbound(tx, outbound(acme.id));
+      await messageInsertOutbound(tx, outbound(acme.id));
+      expect((await messageClaimScheduled(tx, scheduled.id, later(60)))?.dispatch_rank).toBe(2);
+    }));
+
+  // Statistics taken while the account had nothing queued (before its campaign), a
+  // connection that prepared the insert then, and 2,000 of its messages queued since.
+  it('a message joining a backlog of 2,000 reads one entry of it', async () => {
+    const acme = await account(db.pool as unknown as Tx);
+    const read = await onStatisticsOfNow(db.pool, 'messages', () =>
+      onOneConnection(db.pool, async (client, watch) => {
+        const tx = client as unknown as Tx;
+        for (let i = 0; i < 5; i++) await messageInsertOutbound(tx, outbound(acme.id));
+        await db.pool.query(
+          `INSERT INTO messages (account_id, direction, from_number, to_number, body, status, encoding, segments,
+                                 dispatch_rank)
+           SELECT $1, 'outbound', '+13125550142', '+15555550100', 'In line', 'queued', 'GSM-7', 1, 4 + i
+             FROM generate_series(1, 2000) i`,
+          [acme.id],
+        );
+        let rank: number | null = null;
+        const n = await watch('messages', async () => {
+          rank = (await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank;
+        });
+        expect(rank).toBe(2005);
+        return n;
+      }),
+    ).finally(() => db.pool.query(`DELETE FROM messages WHERE account_id = $1`, [acme.id]));
+    expect(read).toBeGreaterThan(0);
+    expect(read).toBeLessThan(10);
+  });
+
+  it('a backlog deeper than the largest job priority keeps its order among equals at the end of the line', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const acme = await account(tx);
+      await message(tx, { account_id: acme.id, status: 'queued', dispatch_rank: MAX_PRIORITY });
+      expect((await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank).toBe(MAX_PRIORITY);
     }));
 });
 

@@ -367,12 +367,18 @@ describe('scheduling', () => {
       ),
     ).toBe('not_due');
     expect(carrierSends()).toBe(before);
-    expect(
-      await dispatchMessage(
-        { pool: db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
-        res.json.id,
-      ),
-    ).toBe('sent');
+    const due = {
+      pool: db.pool,
+      carriers,
+      log,
+      policy: policies.dispatch,
+      now: () => new Date(sendAt.getTime() + 1000),
+    };
+    // Due: it joins its account's backlog (a cancel is refused from here), then its turn sends it.
+    expect(await dispatchMessage(due, res.json.id)).toBe('in_line');
+    expect(carrierSends()).toBe(before);
+    expect((await acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
+    expect(await dispatchMessage(due, res.json.id)).toBe('sent');
     expect(carrierSends()).toBe(before + 1);
     expect(await message(res.json.id)).toMatchObject({
       status: 'sent',
