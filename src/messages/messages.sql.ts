@@ -82,11 +82,10 @@ export const MESSAGE_TABLE_COLUMNS = { messages: MESSAGE_COLUMNS, message_status
  * A message's place as it joins its account's dispatch backlog: one after the
  * account's last queued message, 0 when it has none, at most the job runner's
  * largest priority (a backlog deeper than that keeps its order among equals).
- * Reads the backlog index from its newest end: one entry, however deep the backlog.
+ * The function (migration 0015) reads the backlog index from its newest end: one
+ * entry, however deep the backlog and whatever plan the statement keeps.
  */
-const NEXT_RANK = (account: string) =>
-  `(SELECT least(coalesce(max(b.dispatch_rank) + 1, 0), ${MAX_PRIORITY})
-      FROM messages b WHERE b.account_id = ${account} AND b.dispatch_rank IS NOT NULL)`;
+const NEXT_RANK = (account: string) => `messages_next_dispatch_rank(${account}, ${MAX_PRIORITY})`;
 
 export interface NewOutbound {
   accountId: string;
