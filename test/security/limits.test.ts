@@ -15,8 +15,8 @@
 //     webhook stores nothing;
 //   - a huge header or thousands of headers get 431 promptly, never a hang or a
 //     500, and a slowloris crowd does not keep a real webhook from being stored;
-//   - a body refused for the held-body budget is answered 503 and its connection
-//     closed, the rest of it never read.
+//   - a body refused for the held-body budget, or as over the size limit, is
+//     answered (503, 413) and its connection closed, the rest of it never read.
 
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -354,6 +354,52 @@ describe('the held-body budget', () => {
       expect(await count(db.pool, `SELECT * FROM carrier_events WHERE carrier_event_id = 'over-budget'`)).toBe(0);
     } finally {
       await small.close();
+    }
+  });
+});
+
+describe('an oversized body', () => {
+  // One MiB of a body that says it is 4 MiB (or says nothing, chunked): refused by
+  // its declared length at once, or once its running size passes the limit, and the
+  // connection closed (Fastify answers `connection: close`), so the rest is neither
+  // read nor waited for. Measured: 98 KB read by content-length, 326 KB chunked.
+  it.each([
+    ['declared by content-length', true],
+    ['found by its running size (chunked)', false],
+  ])('a body over the limit, %s, is answered 413 and closed, the rest of it never read', async (_, declared) => {
+    const read: Socket[] = [];
+    const onConnection = (socket: Socket) => read.push(socket);
+    ingest.server.on('connection', onConnection);
+    const { host, port, path } = urlParts(ingestUrl);
+    const sent = 1024 * 1024;
+    try {
+      const answer = await exchange(
+        host,
+        port,
+        (socket) => {
+          const length: [string, string][] = declared
+            ? [['content-length', String(4 * sent)]]
+            : [['transfer-encoding', 'chunked']];
+          socket.write(
+            requestHead('POST', path, [['host', `${host}:${port}`], ['content-type', 'application/json'], ...length]),
+          );
+          const piece = Buffer.alloc(64 * 1024, 'x');
+          for (let at = 0; at < sent; at += piece.length)
+            socket.write(
+              declared
+                ? piece
+                : Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')]),
+            );
+        },
+        3000,
+      );
+      expect({ status: answer.status, closed: answer.closedByServer }).toEqual({ status: 413, closed: true });
+      expect(JSON.parse(answer.body)).toMatchObject({ error: 'too_large' });
+      expect(read.length).toBe(1);
+      // The limit (256 KiB) and a read or two past it at most, of the MiB sent.
+      expect(read[0]!.bytesRead).toBeLessThan(sent / 2);
+    } finally {
+      ingest.server.off('connection', onConnection);
     }
   });
 });
