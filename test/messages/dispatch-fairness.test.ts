@@ -1,5 +1,5 @@
-// Fair dispatch: one account's campaign does not make another account's message
-// wait behind it. The messages are created while no worker runs, then one worker
+// Fair dispatch: one account's campaign does not make another account's message,
+// or its call's dial, wait behind it. The messages are created while no worker runs, then one worker
 // with a single slot sends them, so the order it takes them in is the order they
 // reach the carrier (dispatched_at), and the rules below count positions in it.
 
@@ -45,25 +45,30 @@ async function send(client: ApiClient, from: string, to: string, sendAt?: Date):
   return res.json.id;
 }
 
-/** Runs one worker with one slot until every given message went to the carrier; their ids in that order. */
-async function dispatchInOrder(ids: string[]): Promise<string[]> {
+/** Runs one worker with one slot until `done` says so; what it said. */
+async function oneSlot<T>(done: () => Promise<T | false>): Promise<T> {
   const worker = await startTestPlatform({
     databaseUrl: db.url,
     roles: ['worker'],
     env: { ...sim.carrierEnv(), HANDSET_WORKER_CONCURRENCY: '1' },
   });
   try {
-    return await eventually(async () => {
-      const { rows } = await db.pool.query<{ id: string }>(
-        `SELECT id FROM messages WHERE id = ANY($1::text[]) AND status <> 'queued' AND status <> 'scheduled'
-          ORDER BY dispatched_at`,
-        [ids],
-      );
-      return rows.length === ids.length && rows.map((r) => r.id);
-    }, 30_000);
+    return await eventually(done, 30_000);
   } finally {
     await worker.stop();
   }
+}
+
+/** Runs one worker with one slot until every given message went to the carrier; their ids in that order. */
+function dispatchInOrder(ids: string[]): Promise<string[]> {
+  return oneSlot(async () => {
+    const { rows } = await db.pool.query<{ id: string }>(
+      `SELECT id FROM messages WHERE id = ANY($1::text[]) AND status <> 'queued' AND status <> 'scheduled'
+          ORDER BY dispatched_at`,
+      [ids],
+    );
+    return rows.length === ids.length && rows.map((r) => r.id);
+  });
 }
 
 describe('fair dispatch between accounts', () => {
@@ -88,5 +93,25 @@ describe('fair dispatch between accounts', () => {
     const order = await dispatchInOrder([...campaign, alone]);
     expect(order.indexOf(alone)).toBeLessThanOrEqual(1);
     expect(order.filter((id) => id !== alone)).toEqual(campaign);
+  });
+
+  it("another account's call is dialed before a campaign queued ahead of it is sent", async () => {
+    const campaign: string[] = [];
+    for (let i = 0; i < CAMPAIGN; i++) campaign.push(await send(acme, '+13125550001', RECIPIENT(i)));
+    const placed = await globex.post('/v1/calls', { from: '+13125550002', to: [RECIPIENT(2)], ring_timeout_secs: 30 });
+    expect(placed.status).toBe(201);
+
+    // Sent before the dial, of the campaign, once the worker has done both.
+    const ahead = await oneSlot(async () => {
+      const { rows } = await db.pool.query<{ ahead: number | null }>(
+        `SELECT (SELECT count(*)::int FROM messages m WHERE m.id = ANY($2::text[]) AND m.dispatched_at < l.dialed_at) AS ahead
+           FROM call_legs l
+          WHERE l.call_id = $1 AND l.dialed_at IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = ANY($2::text[]) AND m.status = 'queued')`,
+        [placed.json.id, campaign],
+      );
+      return rows[0] ? { n: rows[0].ahead } : false;
+    });
+    expect(ahead.n).toBeLessThanOrEqual(1);
   });
 });
