@@ -58,7 +58,7 @@ export type DispatchOutcome =
   | 'retrying'
   | 'gave_up'
   | 'not_due'
-  /** A scheduled message that fell due, put in line behind its account's backlog. */
+  /** A scheduled message that fell due, put in the dispatch line. */
   | 'in_line'
   | 'nothing_to_send';
 
@@ -84,9 +84,9 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
       return 'not_due';
     }
     // Claim it first: once queued, a cancel is refused, so we never send a canceled message.
-    // Then it joins its account's backlog and takes its turn as if created now,
-    // always by a job of its own: sent at once, a scheduled campaign's messages would
-    // each find the backlog empty and all go out ahead of other accounts' messages.
+    // Then it joins the dispatch line and takes its turn as if created now, always
+    // by a job of its own: sent at once, a scheduled campaign's messages would each
+    // find their account's line empty and all go out ahead of other accounts' messages.
     const claimed = await withTx(deps.pool, async (tx) => {
       const row = await messageClaimScheduled(tx, messageId, start);
       const turn = { runAt: start, jobKey: jobKeys.dispatch(messageId), priority: row?.dispatch_rank ?? 0 };

@@ -52,7 +52,7 @@ export interface MessageRow {
   dispatched_at: Date | null;
   /** The parts the carrier said it split the text into (what it bills); `segments` is our estimate. */
   carrier_segments: number | null;
-  /** Its place in its account's dispatch backlog while queued (its dispatch job's priority); null otherwise. */
+  /** Its place in the dispatch line while queued (its dispatch job's priority); null otherwise. */
   dispatch_rank: number | null;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
@@ -79,11 +79,13 @@ const HISTORY_COLUMNS =
 export const MESSAGE_TABLE_COLUMNS = { messages: MESSAGE_COLUMNS, message_status_history: HISTORY_COLUMNS };
 
 /**
- * A message's place as it joins its account's dispatch backlog: one after the
- * account's last queued message, 0 when it has none, at most the job runner's
- * largest priority (a backlog deeper than that keeps its order among equals).
- * The function (migration 0015) reads the backlog index from its newest end: one
- * entry, however deep the backlog and whatever plan the statement keeps.
+ * The place a message takes as it joins the dispatch line: one after its account's
+ * last message still waiting to be handed to the carrier, or the current round
+ * (the lowest place any waiting message holds; 0 when nobody waits) when it has
+ * none, at most the job runner's largest priority (a line longer than that keeps
+ * its order among equals). The function (migration 0015) reads one end of an
+ * index for each: one entry, however long the line and whatever plan the
+ * statement keeps.
  */
 const NEXT_RANK = (account: string) => `messages_next_dispatch_rank(${account}, ${MAX_PRIORITY})`;
 

@@ -102,7 +102,7 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<M
     { messageId: message.id },
     {
       jobKey: jobKeys.dispatch(message.id),
-      // Its place in the account's backlog: every account's next message is taken before anyone's following one.
+      // Its place in the dispatch line: every account's next message is taken before anyone's following one.
       priority: message.dispatch_rank ?? 0,
       ...(m.sendAt ? { runAt: m.sendAt } : {}),
     },

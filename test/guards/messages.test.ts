@@ -64,7 +64,7 @@ describe('messageClaimScheduled: scheduled → queued once send_at has come', ()
     }));
 });
 
-describe("dispatch_rank: a queued message's place in its account's backlog", () => {
+describe("dispatch_rank: a queued message's place in the dispatch line", () => {
   const outbound = (accountId: string, sendAt: Date | null = null): NewOutbound => ({
     accountId,
     tenantId: null,
@@ -78,7 +78,7 @@ describe("dispatch_rank: a queued message's place in its account's backlog", () 
     carrier: 'telnyx',
   });
 
-  it("an account's messages join its backlog in order; another account's first message is first in line", () =>
+  it("an account's messages take consecutive places; another account's first takes the current round's", () =>
     inRolledBackTx(db.pool, async (tx) => {
       const [acme, globex] = [await account(tx), await account(tx)];
       const ranks = [];
@@ -87,7 +87,7 @@ describe("dispatch_rank: a queued message's place in its account's backlog", () 
       expect((await messageInsertOutbound(tx, outbound(globex.id))).dispatch_rank).toBe(0);
     }));
 
-  it('a message leaves the backlog when it is sent or refused; the next joins after the last still queued', () =>
+  it('a message leaves the line when it is sent or refused; the next joins after the last still waiting', () =>
     inRolledBackTx(db.pool, async (tx) => {
       const acme = await account(tx);
       const [a, b, c] = [
@@ -101,7 +101,7 @@ describe("dispatch_rank: a queued message's place in its account's backlog", () 
       expect((await messageMarkSent(tx, b.id, unique('carrier'), null, T0))?.dispatch_rank).toBeNull();
     }));
 
-  it('a scheduled message has no place until it falls due and is claimed, then joins behind the backlog', () =>
+  it("a scheduled message has no place until it falls due and is claimed, then joins behind its account's line", () =>
     inRolledBackTx(db.pool, async (tx) => {
       const acme = await account(tx);
       const scheduled = await messageInsertOutbound(tx, outbound(acme.id, later(60)));
@@ -109,6 +109,27 @@ describe("dispatch_rank: a queued message's place in its account's backlog", () 
       await messageInsertOutbound(tx, outbound(acme.id));
       await messageInsertOutbound(tx, outbound(acme.id));
       expect((await messageClaimScheduled(tx, scheduled.id, later(60)))?.dispatch_rank).toBe(2);
+    }));
+
+  it('a message handed to the carrier leaves the line: one still awaiting its answer does not keep its account back', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const [acme, globex] = [await account(tx), await account(tx)];
+      const stuck = await messageInsertOutbound(tx, outbound(acme.id));
+      await messageClearForDispatch(tx, stuck.id); // handed over; its answer lost, retried for hours
+      for (let i = 0; i < 3; i++) await messageInsertOutbound(tx, outbound(globex.id));
+      expect((await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank).toBe(0);
+    }));
+
+  it('a line started later takes the current round, not places ahead of a line already waiting', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const [acme, globex] = [await account(tx), await account(tx)];
+      const campaign = [];
+      for (let i = 0; i < 8; i++) campaign.push(await messageInsertOutbound(tx, outbound(acme.id)));
+      // Half of it handed to the carrier: the rest wait at places 4 to 7.
+      for (const m of campaign.slice(0, 4)) await messageClearForDispatch(tx, m.id);
+      const later = [];
+      for (let i = 0; i < 3; i++) later.push((await messageInsertOutbound(tx, outbound(globex.id))).dispatch_rank);
+      expect(later).toEqual([4, 5, 6]);
     }));
 
   // Statistics taken while the account had nothing queued (before its campaign), a
