@@ -44,6 +44,7 @@ export interface BulkResult {
     /** Another account's single messages, sent while the campaign runs: created_at → dispatched_at. */
     bystanderDispatched: LatencySummary;
   };
+  /** The carrier's webhooks during the phase, the other account's among them. */
   carrier: { receipts: number; duplicates: number };
   /** Customer events beyond one message.sent and one message.delivered per message (0 is right). */
   extraEvents: number;
@@ -92,23 +93,28 @@ interface Row {
 
 export async function runBulkSend(opts: BulkOptions): Promise<BulkResult> {
   const waits = sampleWaits(opts.pool);
-  const bystander = sendMeanwhile(opts);
+  let bystander: ReturnType<typeof sendMeanwhile> | undefined;
   try {
-    const measured = await measure(opts);
-    const bystanderDispatched = await dispatchedAfterCreation(opts.pool, await bystander.stop());
+    const before = await opts.carrierCounts();
+    opts.receiver.reset();
+    bystander = sendMeanwhile(opts);
+    const { campaign, ...measured } = await measure(opts, before);
+    const bystanderDispatched = await dispatchedWhileWaiting(opts.pool, await bystander.stop(), campaign);
     return { ...measured, steps: { ...measured.steps, bystanderDispatched }, waits: await waits.stop() };
   } finally {
-    await bystander.stop();
+    await bystander?.stop();
     await waits.stop();
   }
 }
 
-type Measured = Omit<BulkResult, 'waits' | 'steps'> & { steps: Omit<BulkResult['steps'], 'bystanderDispatched'> };
+type Measured = Omit<BulkResult, 'waits' | 'steps'> & {
+  steps: Omit<BulkResult['steps'], 'bystanderDispatched'>;
+  /** The campaign's message ids. */
+  campaign: string[];
+};
 
-async function measure(opts: BulkOptions): Promise<Measured> {
+async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measured> {
   const hs = createClient({ apiKey: opts.apiKey, baseUrl: opts.apiUrl });
-  const before = await opts.carrierCounts();
-  opts.receiver.reset();
   const create = new Latencies();
   const startedAt = new Map<string, number>(); // message id → performance.now() at its request
   let refused = 0;
@@ -212,6 +218,7 @@ async function measure(opts: BulkOptions): Promise<Measured> {
     carrier: { receipts: after.attempts - before.attempts, duplicates: after.duplicates - before.duplicates },
     extraEvents: ours.length - wanted,
     refusedCreates: refused,
+    campaign: [...startedAt.keys()],
   };
 }
 
@@ -242,12 +249,18 @@ function sendMeanwhile(opts: BulkOptions) {
   };
 }
 
-/** created_at → dispatched_at of these messages, those dispatched. */
-async function dispatchedAfterCreation(pool: pg.Pool, ids: string[]): Promise<LatencySummary> {
+/**
+ * created_at → dispatched_at of the other account's messages created while the
+ * campaign still had messages waiting to be dispatched (not those sent after its
+ * line was gone, which would flatter a dispatch that makes them wait).
+ */
+async function dispatchedWhileWaiting(pool: pg.Pool, ids: string[], campaign: string[]): Promise<LatencySummary> {
   const { rows } = await pool.query<{ ms: number }>(
     `SELECT extract(epoch FROM dispatched_at - created_at) * 1000 AS ms
-       FROM messages WHERE id = ANY($1) AND dispatched_at IS NOT NULL`,
-    [ids],
+       FROM messages
+      WHERE id = ANY($1) AND dispatched_at IS NOT NULL
+        AND created_at < (SELECT max(dispatched_at) FROM messages WHERE id = ANY($2))`,
+    [ids, campaign],
   );
   const l = new Latencies();
   for (const r of rows) l.record(Number(r.ms));

@@ -357,7 +357,7 @@ export function renderTable(r: BenchReport): string {
   if (r.bulk) {
     const k = r.bulk;
     section(
-      `4b. bulk send: ${k.messages} messages via the API → simulator → sent+delivered receipts (${k.carrier.duplicates} of ${k.carrier.receipts} webhooks duplicates) → customer`,
+      `4b. bulk send: ${k.messages} messages via the API → simulator → sent+delivered receipts (${k.carrier.duplicates} of ${k.carrier.receipts} webhooks duplicates, with the other account's) → customer`,
     );
     add(
       'completed (message.delivered verified at the endpoint)',
