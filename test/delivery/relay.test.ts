@@ -292,16 +292,23 @@ describe('the delivery relay', () => {
         events,
       ])
     ).rows.map((r) => r.id);
-    // Leave them in the heap out of id order, as concurrent fan-outs and claims do.
-    for (const id of [...byId].reverse()) {
-      await db.pool.query('UPDATE webhook_deliveries SET updated_at = now() WHERE id = $1', [id]);
-    }
-    const byPlace = (
-      await db.pool.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE id = ANY ($1) ORDER BY ctid', [byId])
-    ).rows.map((r) => r.id);
+    // Leave them in the heap out of id order, as concurrent fan-outs and claims do. Where a
+    // new row version lands depends on the free space the table has left by then (a version
+    // can land before one written earlier), so `lower` is moved again until it is behind another.
     // The success batch holds `lower` and goes on to `higher`; a walk of the heap meets `higher` first.
     const lower = byId[0]!;
-    const higher = byPlace.slice(0, byPlace.indexOf(lower)).find((id) => id > lower);
+    let higher: string | undefined;
+    for (let tries = 0; tries < 20 && higher === undefined; tries++) {
+      for (const id of tries === 0 ? [...byId].reverse() : [lower]) {
+        await db.pool.query('UPDATE webhook_deliveries SET updated_at = now() WHERE id = $1', [id]);
+      }
+      const byPlace = (
+        await db.pool.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE id = ANY ($1) ORDER BY ctid', [
+          byId,
+        ])
+      ).rows.map((r) => r.id);
+      higher = byPlace.slice(0, byPlace.indexOf(lower)).find((id) => id > lower);
+    }
     expect(higher, 'a row after `lower` in id order and before it in the heap').toBeDefined();
 
     const batch = await db.pool.connect();
