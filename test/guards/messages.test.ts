@@ -98,6 +98,10 @@ describe("dispatch_rank: a queued message's place in the dispatch line", () => {
       expect((await messageMarkSent(tx, c.id, unique('carrier'), null, T0))?.dispatch_rank).toBeNull();
       expect((await messageMarkRejected(tx, a.id, '40310', T0))?.dispatch_rank).toBeNull();
       expect((await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank).toBe(b.dispatch_rank! + 1);
+      // A refused message never reached the carrier (dispatched_at unset): were it still in
+      // the line, the round would stay at its place, behind everyone.
+      const globex = await account(tx);
+      expect((await messageInsertOutbound(tx, outbound(globex.id))).dispatch_rank).toBe(b.dispatch_rank);
       expect((await messageMarkSent(tx, b.id, unique('carrier'), null, T0))?.dispatch_rank).toBeNull();
     }));
 
