@@ -10,9 +10,14 @@
 // free them. We let it shut down, wait until the database answers again, unlock
 // the dead pool's jobs ourselves and start a new pool: those jobs run again at once,
 // and the guards in every handler make a re-run after a committed effect a no-op.
+// That shutdown can itself never finish: two batches it could not write in one
+// outage leave its count of batches in flight below zero, and it waits for that
+// count to reach zero (0.17.3 and 0.18.0 alike). So the supervisor waits for the
+// shutdown only until none of the pool's jobs has run for a moment, then gives the
+// pool up.
 
 import { EventEmitter } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setInterval as every, setTimeout as sleep } from 'node:timers/promises';
 import { run, type Runner, type Task, type WorkerEvents, type WorkerPool } from 'graphile-worker';
 import type pg from 'pg';
 import { workerLogger, type Logger } from '../telemetry/log.js';
@@ -57,6 +62,13 @@ export interface JobRunner {
 
 const DEFAULT_POLL_INTERVAL_MS = 1000;
 /**
+ * How long a pool shutting down after a fatal error may take once none of our jobs
+ * is running in it. Writing the last outcomes takes milliseconds; past this its
+ * shutdown is stuck and the pool is given up.
+ */
+const SHUTDOWN_GRACE_MS = 2000;
+const QUIET_CHECK_MS = 250;
+/**
  * graphile-worker asks for a worker's next job before that worker's completion is
  * written, and only an insert sends a NOTIFY: the next job of a named queue, its
  * queue still locked by the job just finished, would wait for the next poll — a
@@ -98,6 +110,20 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
       },
     );
   };
+  // Jobs inside a handler now, since when none has been, and when the current pool
+  // hit an error that shuts it down: what tells a stuck shutdown from a slow one.
+  let running = 0;
+  let idleSince = Date.now();
+  let fatalAt: number | null = null;
+  /** The pool hit such an error and none of its jobs has run for the grace since: its shutdown is stuck. */
+  const stuck = () =>
+    fatalAt !== null && running === 0 && Date.now() - Math.max(idleSince, fatalAt) >= SHUTDOWN_GRACE_MS;
+  const onFatal = () => {
+    fatalAt ??= Date.now();
+  };
+  events.on('pool:fatalError', onFatal);
+  events.on('worker:fatalError', onFatal);
+
   let workers: WorkerPool | null = null;
   const nudge = () => {
     try {
@@ -112,6 +138,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   });
   events.on('pool:create', ({ workerPool }) => {
     workers = workerPool;
+    fatalAt = null;
     poolId = workerPool.id;
     beat();
     clearInterval(beating);
@@ -131,6 +158,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   for (const [name, handler] of Object.entries(opts.tasks) as [TaskName, TaskHandler<TaskName>][]) {
     taskList[name] = async (payload, helpers) => {
       const end = metrics.jobDuration.startTimer({ task: name });
+      running++;
       try {
         await handler(payload as GraphileWorker.Tasks[TaskName], {
           jobId: helpers.job.id,
@@ -149,6 +177,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
         throw err;
       } finally {
         end();
+        if (--running === 0) idleSince = Date.now();
       }
     };
   }
@@ -187,9 +216,14 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   let stopping = false;
   const supervised = (async () => {
     for (;;) {
-      await current.promise.catch((err: Error) => {
-        if (!stopping) log.warn({ err: err.message }, 'the job runner stopped after an error');
-      });
+      const ended = await settledOrGivenUp(
+        current.promise.catch((err: Error) => {
+          if (!stopping) log.warn({ err: err.message }, 'the job runner stopped after an error');
+        }),
+        stuck,
+      );
+      if (!ended)
+        log.warn({ pool: poolId }, 'the job runner did not finish shutting down after an error; giving it up');
       const dead = poolId;
       poolId = null;
       clearInterval(beating);
@@ -232,11 +266,38 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
       return (async () => {
         clearInterval(sweeping);
         const last = poolId;
-        await current.stop().catch(() => undefined); // it may have stopped itself already
+        // It may have stopped itself already, or be stuck shutting down (see the top).
+        await settledOrGivenUp(
+          current.stop().catch(() => undefined),
+          stuck,
+        );
         await supervised;
         clearInterval(beating);
         if (last) await forgetHeartbeat(pool, last).catch(() => undefined);
       })();
     },
   };
+}
+
+/**
+ * Waits for `promise`, or until `givenUp()` holds (checked a few times a second),
+ * whichever comes first: true when the promise settled.
+ */
+async function settledOrGivenUp(promise: Promise<unknown>, givenUp: () => boolean): Promise<boolean> {
+  const checking = new AbortController();
+  const gaveUp = (async () => {
+    for await (const _ of every(QUIET_CHECK_MS, undefined, { signal: checking.signal })) if (givenUp()) break;
+    return false;
+  })().catch(() => false);
+  try {
+    return await Promise.race([
+      promise.then(
+        () => true,
+        () => true,
+      ),
+      gaveUp,
+    ]);
+  } finally {
+    checking.abort();
+  }
 }

@@ -42,6 +42,11 @@ function proxiedUrl(): string {
   return u.toString();
 }
 
+/** Jobs of the runner tests still in the queue: waiting, running or locked by a pool. */
+const maintenanceJobsLeft = async () =>
+  (await db.pool.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'maintenance'`))
+    .rows[0].n as number;
+
 const serve = (roles: string) =>
   serveRoles(roles, {
     DATABASE_URL: proxiedUrl(),
@@ -126,21 +131,68 @@ describe('a job whose completion cannot be written', () => {
     try {
       await db.pool.query(`SELECT graphile_worker.add_job('maintenance', '{}'::json)`);
       await eventually(async () => runs.length >= 2, 30_000);
-      await eventually(
-        async () =>
-          (
-            await db.pool.query(
-              `SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = 'maintenance'`,
-            )
-          ).rows[0].n === 0,
-        30_000,
-      );
+      await eventually(async () => (await maintenanceJobsLeft()) === 0, 30_000);
       expect(runs.length).toBe(2);
       expect((await metrics.runnerRestarts.get()).values[0]!.value).toBeGreaterThanOrEqual(1);
       // The restarted runner takes new work.
       await db.pool.query(`SELECT graphile_worker.add_job('maintenance', '{}'::json)`);
       await eventually(async () => runs.length === 3, 30_000);
     } finally {
+      await runner.stop();
+      await pool.end();
+    }
+  });
+});
+
+describe('two failures that cannot be written, while a third job still runs', () => {
+  // graphile-worker records failures in batches, and a batch it cannot write shuts
+  // the pool down. A second such batch in the same outage leaves its count of
+  // batches in flight below zero; a shutdown that gets to wait on that count (a job
+  // still running kept it open until then) waits forever, and the jobs stay locked
+  // by a pool that is alive and heartbeating. The runner must not wait on it.
+  it('the runner still restarts once the database is back, and the failed jobs run again', async () => {
+    const pool = createPool(proxiedUrl(), { max: 8, applicationName: 'blips-runner-2' });
+    const metrics = new Metrics({ defaultMetrics: false });
+    const runs: string[] = [];
+    // A job's first run waits here to be told how to end.
+    const gates = new Map<string, (end: 'fail' | 'succeed') => void>();
+    const runner = await startJobRunner({
+      pool,
+      log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
+      metrics,
+      concurrency: 3,
+      staleAfterMs: STALE_AFTER_MS,
+      tasks: {
+        maintenance: async (_payload, job) => {
+          runs.push(String(job.jobId));
+          if (job.attempts > 1) return;
+          const end = await new Promise<'fail' | 'succeed'>((resolve) => gates.set(String(job.jobId), resolve));
+          if (end === 'fail') throw new Error('failing while the database is away');
+        },
+      },
+    });
+    let fatal = 0;
+    runner.events.on('pool:fatalError', () => fatal++);
+    try {
+      await db.pool.query(`SELECT graphile_worker.add_job('maintenance', '{}'::json) FROM generate_series(1, 3)`);
+      await eventually(async () => gates.size === 3, 10_000, 10);
+      const [a, b, c] = [...gates.keys()] as [string, string, string];
+      proxy.cut();
+      gates.get(a)!('fail');
+      await eventually(async () => fatal === 1, 10_000, 10);
+      gates.get(b)!('fail');
+      await eventually(async () => fatal === 2, 10_000, 10);
+      proxy.restore();
+      gates.get(c)!('succeed');
+
+      // The two failed jobs run again, and nothing is left locked or waiting.
+      await eventually(async () => runs.length === 5, 30_000);
+      expect(runs.toSorted()).toEqual([a, a, b, b, c].toSorted());
+      await eventually(async () => (await maintenanceJobsLeft()) === 0, 30_000);
+      expect((await metrics.runnerRestarts.get()).values[0]!.value).toBe(1);
+    } finally {
+      proxy.restore();
+      for (const open of gates.values()) open('succeed');
       await runner.stop();
       await pool.end();
     }
