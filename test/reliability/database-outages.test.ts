@@ -33,6 +33,10 @@ const OUR = '+13125550500';
 const DELIVERED = '+15555550100';
 const RING = ['+15555550110', '+15555550113']; // never answers (timeout); answers after 2 s, talks 5 s
 const RECONCILE = { intervalMs: 1000, afterMs: 2000, messageAfterMs: 3000 };
+// How long everything may take to settle after the traffic; the traffic tests' own
+// timeout leaves room for it, so a failure says what is still waiting.
+const SETTLE_MS = 90_000;
+const TRAFFIC_TEST_MS = SETTLE_MS + 60_000;
 
 let stateDir: string;
 let server: EmbeddedPostgres;
@@ -165,20 +169,24 @@ async function trafficThrough(
   const callId = await load;
 
   // Everything settles: the carrier is idle, every outbound message and the call reached their end.
+  const waiting = `SELECT 'message' AS kind, id, status FROM messages WHERE direction = 'outbound' AND status NOT IN ('delivered', 'failed')
+     UNION ALL SELECT 'call', id, status FROM calls WHERE ended_at IS NULL
+     UNION ALL SELECT 'carrier event', id, event_type FROM carrier_events WHERE processed_at IS NULL`;
   await eventually(
     async () => {
       await w.sim.idle();
-      const busy = await count(
-        w.db,
-        `SELECT 1 FROM messages WHERE direction = 'outbound' AND status NOT IN ('delivered', 'failed')
-       UNION ALL SELECT 1 FROM calls WHERE ended_at IS NULL
-       UNION ALL SELECT 1 FROM carrier_events WHERE processed_at IS NULL`,
-      );
-      return busy === 0;
+      return (await count(w.db, waiting)) === 0;
     },
-    90_000,
+    SETTLE_MS,
     500,
-  );
+  ).catch(async (err: Error) => {
+    // What is still waiting, and the jobs that should be moving it, say why.
+    const still = (await w.db.query(waiting)).rows;
+    const jobs = (
+      await w.db.query('SELECT id, task_identifier, attempts, run_at, locked_at, locked_by FROM graphile_worker.jobs')
+    ).rows;
+    throw new Error(`${err.message}: still waiting ${JSON.stringify(still)}; jobs ${JSON.stringify(jobs)}`);
+  });
 
   // No process exited, and every one is ready again.
   for (const s of served) expect(s.alive(), s.proc.output().slice(-3000)).toBe(true);
@@ -261,7 +269,9 @@ const oneThenFive = (w: World) => async (watch: (fn: () => Promise<void>) => Pro
 };
 
 describe('database outages under traffic', () => {
-  it('all roles in one process: connections cut for 1 s, then 5 s, at random moments', async () => {
+  it('all roles in one process: connections cut for 1 s, then 5 s, at random moments', {
+    timeout: TRAFFIC_TEST_MS,
+  }, async () => {
     const w = await world();
     try {
       await trafficThrough(w, [await serve(w, 'ingest,api,worker')], oneThenFive(w));
@@ -272,7 +282,7 @@ describe('database outages under traffic', () => {
     }
   });
 
-  it('each role in its own process (ingest, api, worker): the same cuts', async () => {
+  it('each role in its own process (ingest, api, worker): the same cuts', { timeout: TRAFFIC_TEST_MS }, async () => {
     const w = await world();
     try {
       const served = await Promise.all([serve(w, 'ingest'), serve(w, 'api'), serve(w, 'worker')]);
@@ -284,7 +294,9 @@ describe('database outages under traffic', () => {
     }
   });
 
-  it('PostgreSQL itself restarted (fast shutdown, start) in the middle of the traffic', async () => {
+  it('PostgreSQL itself restarted (fast shutdown, start) in the middle of the traffic', {
+    timeout: TRAFFIC_TEST_MS,
+  }, async () => {
     const w = await world();
     try {
       await trafficThrough(w, [await serve(w, 'ingest,api,worker')], async (watch) => {
