@@ -16,7 +16,7 @@
 // reconstruct the past from timestamps, "subscribed at the time", says how it
 // can be wrong where it is defined.
 
-import { DELIVERY_KEY_PREFIX } from '../jobs/keys.js';
+import { DELIVERY_KEY_PREFIX, DISPATCH_KEY_PREFIX } from '../jobs/keys.js';
 import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE, UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
 
 export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11;
@@ -60,6 +60,10 @@ const BILLS_BY_SOURCE = `
          min(quantity) AS quantity
     FROM usage_records
    GROUP BY source_id`;
+
+// A job `j` that will still run: attempts left, or running now (a re-run after a
+// crash is the sweeper's). One out of attempts and not running never runs again.
+const JOB_CAN_RUN = '(j.attempts < j.max_attempts OR j.locked_at IS NOT NULL)';
 
 export const CHECKS: readonly CheckDef[] = [
   // 1 ───────────────────────────────────────────────────────────────────────
@@ -330,7 +334,7 @@ export const CHECKS: readonly CheckDef[] = [
         FROM webhook_deliveries d
         LEFT JOIN graphile_worker.jobs j
                ON j.key = $2 || d.id
-              AND (j.attempts < j.max_attempts OR j.locked_at IS NOT NULL)
+              AND ${JOB_CAN_RUN}
        WHERE d.status = 'pending'`,
     values: () => [DELIVERY_KEY_PREFIX],
   },
@@ -431,6 +435,24 @@ export const CHECKS: readonly CheckDef[] = [
         FROM messages
        WHERE status = 'sent'`,
     values: (o) => [o.messageBoundMs + o.graceSeconds * 1000],
+  },
+  {
+    // A queued or scheduled message moves on only through its dispatch job, keyed
+    // by jobKeys.dispatch (a re-enqueue while it runs re-keys a fresh job). With
+    // no job that can still run (none, or one out of attempts and not running)
+    // nothing will ever send, fail or ask about it.
+    key: 'messages.waiting_has_job',
+    invariant: 7,
+    name: 'a queued or scheduled message has its dispatch job',
+    unit: () => 'queued or scheduled messages',
+    subjects: `
+      SELECT m.id, j.id IS NOT NULL AS ok
+        FROM messages m
+        LEFT JOIN graphile_worker.jobs j
+               ON j.key = $2 || m.id
+              AND ${JOB_CAN_RUN}
+       WHERE m.status IN ('queued', 'scheduled')`,
+    values: () => [DISPATCH_KEY_PREFIX],
   },
   {
     // A completed call lasted from its answer to its end, both the carrier's

@@ -78,7 +78,7 @@ declare global {
 
 /** Job keys: a second enqueue under the same key replaces the waiting job instead of adding one. */
 export const jobKeys = {
-  dispatch: (messageId: string) => `message.dispatch:${messageId}`,
+  dispatch: (messageId: string) => `${DISPATCH_KEY_PREFIX}${messageId}`,
   dial: (legId: string) => `call.dial:${legId}`,
   connect: (callId: string) => `call.connect:${callId}`,
   /** One recording per call: the job key, and the command key the carrier de-duplicates record_start by. */
@@ -98,6 +98,8 @@ export const jobKeys = {
   maintenance: 'maintenance',
 } as const;
 
+/** The prefix of a message's dispatch job key (the audit looks for a waiting message's job by it). */
+export const DISPATCH_KEY_PREFIX = 'message.dispatch:';
 /** The prefix of a delivery's job key (the audit looks for a pending delivery's job by it). */
 export const DELIVERY_KEY_PREFIX = 'delivery:';
 

@@ -42,7 +42,7 @@ const TALKS_LONG = '+15555550130'; // answers, talks 500 simulated seconds: a ca
 const log = createLogger('silent');
 let source: { name: string; url: string };
 let clean: AuditReport;
-const traffic = { answeredCall: '', missedCall: '', ringingCall: '', duplicates: 0, resends: 0 };
+const traffic = { answeredCall: '', missedCall: '', ringingCall: '', scheduled: '', duplicates: 0, resends: 0 };
 
 // ─── databases ────────────────────────────────────────────────────────────────
 
@@ -144,6 +144,7 @@ beforeAll(async () => {
     await send(DELIVERS, { media_urls: ['https://example.com/cat.png'] });
     const scheduled = await send(DELIVERS, { send_at: new Date(Date.now() + 3_600_000).toISOString() });
     expect((await acme.post(`/v1/messages/${scheduled}/cancel`)).status).toBe(200);
+    traffic.scheduled = await send(DELIVERS, { send_at: new Date(Date.now() + 3_600_000).toISOString() });
     sim.injectInboundSms({ from: '+14155550123', to: OUR_NUMBER, text: 'Inbound, once' });
     sim.injectInboundSms({ from: '+14155550124', to: OUR_NUMBER, text: 'Inbound 👋 with emoji' });
     sim.injectInboundSms({ from: '+14155550125', to: OUR_NUMBER, text: 'And a third' });
@@ -256,9 +257,9 @@ const messageWhere = (db: pg.Pool, where: string) =>
 
 describe('a database with real traffic', () => {
   it('holds every invariant, and every check had something to examine', () => {
-    expect(formatAuditReport(clean)).toContain('✔ all 27 checks hold');
+    expect(formatAuditReport(clean)).toContain('✔ all 28 checks hold');
     expect(clean.ok).toBe(true);
-    expect(clean.checks).toHaveLength(27);
+    expect(clean.checks).toHaveLength(28);
     for (const c of clean.checks) {
       expect({ key: c.key, violations: c.violations }).toEqual({ key: c.key, violations: 0 });
       expect({ key: c.key, checked: c.checked > 0 }).toEqual({ key: c.key, checked: true });
@@ -276,7 +277,7 @@ describe('a database with real traffic', () => {
                 (SELECT count(*) FROM message_status_history WHERE effect = 'refused') > 0 AS receipts_refused`,
       );
       expect(rows[0]).toEqual({
-        message_statuses: ['canceled', 'delivered', 'failed', 'received', 'sent'],
+        message_statuses: ['canceled', 'delivered', 'failed', 'received', 'scheduled', 'sent'],
         bill_kinds: [
           'call_minute',
           'mms_outbound',
@@ -544,6 +545,25 @@ const plants: Plant[] = [
     },
   },
   {
+    what: 'a scheduled message whose dispatch job is gone (it would never be sent)',
+    check: 'messages.waiting_has_job',
+    async plant(db) {
+      await db.query(`SELECT graphile_worker.remove_job('message.dispatch:' || $1)`, [traffic.scheduled]);
+      return [traffic.scheduled];
+    },
+  },
+  {
+    what: 'a waiting message whose dispatch job has used up its attempts',
+    check: 'messages.waiting_has_job',
+    async plant(db) {
+      await db.query(
+        `UPDATE graphile_worker._private_jobs SET attempts = max_attempts WHERE key = 'message.dispatch:' || $1`,
+        [traffic.scheduled],
+      );
+      return [traffic.scheduled];
+    },
+  },
+  {
     what: 'a succeeded delivery the relay would still take',
     check: 'deliveries.relayed_pending',
     async plant(db) {
@@ -795,9 +815,9 @@ describe('handset audit (the command)', () => {
       const { code, stdout } = await command([], url);
       expect(code).toBe(0);
       const lines = stdout.trimEnd().split('\n');
-      expect(lines).toHaveLength(28);
-      expect(lines.slice(0, 27).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
-      expect(lines[27]).toBe('✔ all 27 checks hold');
+      expect(lines).toHaveLength(29);
+      expect(lines.slice(0, 28).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
+      expect(lines[28]).toBe('✔ all 28 checks hold');
     });
   });
 
@@ -810,13 +830,13 @@ describe('handset audit (the command)', () => {
       expect(text.code).toBe(1);
       expect(text.stdout).toContain(`✘ 4  message segments billed exactly once (checked `);
       expect(text.stdout).toContain(`: 1 violation: ${m.id}\n`);
-      expect(text.stdout).toMatch(/^✘ 1 of 27 checks broken: 1 violation \(invariant 4\)$/m);
+      expect(text.stdout).toMatch(/^✘ 1 of 28 checks broken: 1 violation \(invariant 4\)$/m);
 
       const json = await command(['--json'], url);
       expect(json.code).toBe(1);
       const report = JSON.parse(json.stdout) as AuditReport;
       expect(report.ok).toBe(false);
-      expect(report.checks).toHaveLength(27);
+      expect(report.checks).toHaveLength(28);
       expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({
         invariant: 4,
         violations: 1,
@@ -833,7 +853,7 @@ describe('handset audit (the command)', () => {
       const report = JSON.parse(stdout) as AuditReport;
       expect(report.ok).toBe(true);
       expect(report.checks.map((c) => c.invariant)).toEqual([
-        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 7, 7, 7, 7, 8, 9, 9, 9, 10, 10, 11,
+        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 8, 9, 9, 9, 10, 10, 11,
       ]);
     });
   });
