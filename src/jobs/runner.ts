@@ -110,21 +110,29 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
       },
     );
   };
+  let workers: WorkerPool | null = null;
   // Jobs inside a handler now, since when none has been, and when the current pool
   // hit an error that shuts it down: what tells a stuck shutdown from a slow one.
   let running = 0;
   let idleSince = Date.now();
   let fatalAt: number | null = null;
-  /** The pool hit such an error and none of its jobs has run for the grace since: its shutdown is stuck. */
+  /**
+   * The pool hit such an error, every one of its workers has left, and none of our
+   * jobs has run for the grace since: its shutdown is stuck, and nothing of it can
+   * still take or run a job.
+   */
   const stuck = () =>
-    fatalAt !== null && running === 0 && Date.now() - Math.max(idleSince, fatalAt) >= SHUTDOWN_GRACE_MS;
-  const onFatal = () => {
-    fatalAt ??= Date.now();
+    fatalAt !== null &&
+    running === 0 &&
+    workers?._workers.length === 0 &&
+    Date.now() - Math.max(idleSince, fatalAt) >= SHUTDOWN_GRACE_MS;
+  // Only the current pool's: a pool given up earlier may still report one late.
+  const onFatal = (from: WorkerPool) => {
+    if (from === workers) fatalAt ??= Date.now();
   };
-  events.on('pool:fatalError', onFatal);
-  events.on('worker:fatalError', onFatal);
+  events.on('pool:fatalError', ({ workerPool }) => onFatal(workerPool));
+  events.on('worker:fatalError', ({ worker }) => onFatal(worker.workerPool));
 
-  let workers: WorkerPool | null = null;
   const nudge = () => {
     try {
       if (workers && !workers._shuttingDown) workers.nudge(1);
@@ -222,8 +230,11 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
         }),
         stuck,
       );
-      if (!ended)
+      if (!ended) {
         log.warn({ pool: poolId }, 'the job runner did not finish shutting down after an error; giving it up');
+        // What its stop releases besides the pool (the cron schedule); the pool's own shutdown stays stuck.
+        current.stop().catch(() => undefined);
+      }
       const dead = poolId;
       poolId = null;
       clearInterval(beating);
@@ -246,6 +257,11 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
           log.warn({ pool: dead }, 'unlocked the jobs the stopped job runner could not record');
         }
         const runner = await start();
+        if (stopping) {
+          // stop() came while this one started: it waits on the old runner, so this one stops here.
+          await runner.stop().catch(() => undefined);
+          return null;
+        }
         log.info('job runner restarted');
         return runner;
       } catch (err) {
