@@ -61,9 +61,15 @@ const BILLS_BY_SOURCE = `
     FROM usage_records
    GROUP BY source_id`;
 
-// A job `j` that will still run: attempts left, or running now (a re-run after a
-// crash is the sweeper's). One out of attempts and not running never runs again.
-const JOB_CAN_RUN = '(j.attempts < j.max_attempts OR j.locked_at IS NOT NULL)';
+/**
+ * Joins `j`, the job keyed $2 || `subjectId` if it will still run: attempts left,
+ * or running now (a re-run after a crash is the sweeper's). One out of attempts
+ * and not running never runs again, so it joins nothing.
+ */
+const liveJobOf = (subjectId: string) => `
+        LEFT JOIN graphile_worker.jobs j
+               ON j.key = $2 || ${subjectId}
+              AND (j.attempts < j.max_attempts OR j.locked_at IS NOT NULL)`;
 
 export const CHECKS: readonly CheckDef[] = [
   // 1 ───────────────────────────────────────────────────────────────────────
@@ -331,10 +337,7 @@ export const CHECKS: readonly CheckDef[] = [
     unit: () => 'pending deliveries',
     subjects: `
       SELECT d.id, d.relay_after IS NOT NULL OR j.id IS NOT NULL AS ok
-        FROM webhook_deliveries d
-        LEFT JOIN graphile_worker.jobs j
-               ON j.key = $2 || d.id
-              AND ${JOB_CAN_RUN}
+        FROM webhook_deliveries d ${liveJobOf('d.id')}
        WHERE d.status = 'pending'`,
     values: () => [DELIVERY_KEY_PREFIX],
   },
@@ -447,10 +450,7 @@ export const CHECKS: readonly CheckDef[] = [
     unit: () => 'queued or scheduled messages',
     subjects: `
       SELECT m.id, j.id IS NOT NULL AS ok
-        FROM messages m
-        LEFT JOIN graphile_worker.jobs j
-               ON j.key = $2 || m.id
-              AND ${JOB_CAN_RUN}
+        FROM messages m ${liveJobOf('m.id')}
        WHERE m.status IN ('queued', 'scheduled')`,
     values: () => [DISPATCH_KEY_PREFIX],
   },
