@@ -7,7 +7,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/pool.js';
-import { startJobRunner } from '../../src/jobs/runner.js';
+import { startJobRunner, type TaskHandler } from '../../src/jobs/runner.js';
 import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import { Metrics } from '../../src/telemetry/metrics.js';
@@ -40,6 +40,21 @@ function proxiedUrl(): string {
   const u = new URL(db.url);
   u.port = String(proxy.port);
   return u.toString();
+}
+
+/** A job runner in this process whose database is reached through the proxy, with its own pool and metrics. */
+async function runnerThroughProxy(concurrency: number, maintenance: TaskHandler<'maintenance'>) {
+  const pool = createPool(proxiedUrl(), { max: concurrency + 5, applicationName: 'blips-runner' });
+  const metrics = new Metrics({ defaultMetrics: false });
+  const runner = await startJobRunner({
+    pool,
+    log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
+    metrics,
+    concurrency,
+    staleAfterMs: STALE_AFTER_MS,
+    tasks: { maintenance },
+  });
+  return { pool, metrics, runner };
 }
 
 /** Jobs of the runner tests still in the queue: waiting, running or locked by a pool. */
@@ -108,25 +123,14 @@ describe('a database blip during a job', () => {
 
 describe('a job whose completion cannot be written', () => {
   it('runs again once the database is back (at least once), and the runner keeps running', async () => {
-    const pool = createPool(proxiedUrl(), { max: 6, applicationName: 'blips-runner' });
     const runs: number[] = [];
-    const metrics = new Metrics({ defaultMetrics: false });
-    const runner = await startJobRunner({
-      pool,
-      log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
-      metrics,
-      concurrency: 2,
-      staleAfterMs: STALE_AFTER_MS,
-      tasks: {
-        // Succeeds, and cuts the database just as graphile-worker is about to record that.
-        maintenance: async () => {
-          runs.push(Date.now());
-          if (runs.length === 1) {
-            proxy.cut();
-            setTimeout(() => proxy.restore(), 1500);
-          }
-        },
-      },
+    // Succeeds, and cuts the database just as graphile-worker is about to record that.
+    const { pool, metrics, runner } = await runnerThroughProxy(2, async () => {
+      runs.push(Date.now());
+      if (runs.length === 1) {
+        proxy.cut();
+        setTimeout(() => proxy.restore(), 1500);
+      }
     });
     try {
       await db.pool.query(`SELECT graphile_worker.add_job('maintenance', '{}'::json)`);
@@ -151,25 +155,14 @@ describe('two failures that cannot be written, while a third job still runs', ()
   // still running kept it open until then) waits forever, and the jobs stay locked
   // by a pool that is alive and heartbeating. The runner must not wait on it.
   it('the runner still restarts once the database is back, and the failed jobs run again', async () => {
-    const pool = createPool(proxiedUrl(), { max: 8, applicationName: 'blips-runner-2' });
-    const metrics = new Metrics({ defaultMetrics: false });
     const runs: string[] = [];
     // A job's first run waits here to be told how to end.
     const gates = new Map<string, (end: 'fail' | 'succeed') => void>();
-    const runner = await startJobRunner({
-      pool,
-      log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
-      metrics,
-      concurrency: 3,
-      staleAfterMs: STALE_AFTER_MS,
-      tasks: {
-        maintenance: async (_payload, job) => {
-          runs.push(String(job.jobId));
-          if (job.attempts > 1) return;
-          const end = await new Promise<'fail' | 'succeed'>((resolve) => gates.set(String(job.jobId), resolve));
-          if (end === 'fail') throw new Error('failing while the database is away');
-        },
-      },
+    const { pool, metrics, runner } = await runnerThroughProxy(3, async (_payload, job) => {
+      runs.push(String(job.jobId));
+      if (job.attempts > 1) return;
+      const end = await new Promise<'fail' | 'succeed'>((resolve) => gates.set(String(job.jobId), resolve));
+      if (end === 'fail') throw new Error('failing while the database is away');
     });
     let fatal = 0;
     runner.events.on('pool:fatalError', () => fatal++);
