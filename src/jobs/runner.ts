@@ -13,8 +13,8 @@
 // That shutdown can itself never finish: two batches it could not write in one
 // outage leave its count of batches in flight below zero, and it waits for that
 // count to reach zero (0.17.3 and 0.18.0 alike). So the supervisor waits for the
-// shutdown only until none of the pool's jobs has run for a moment, then gives the
-// pool up.
+// shutdown only until all the pool's workers have left and none of its jobs has
+// run for a moment, then gives the pool up.
 
 import { EventEmitter } from 'node:events';
 import { setInterval as every, setTimeout as sleep } from 'node:timers/promises';
