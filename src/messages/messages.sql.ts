@@ -290,11 +290,14 @@ export async function messageCancel(tx: Tx, accountId: string, id: string, at: D
  * the receipt's transition in one statement, with no lookup before it. The first
  * terminal word from the carrier wins; nothing moves a message after it.
  *
- * The row is found and locked by its carrier key alone, and the guard read from the
- * locked row (its latest version): a `status = 'sent'` beside the key let the
- * planner, on statistics from before a campaign (none sent), walk the partial index
- * of sent messages, every message in flight, for each receipt. Unnamed, so it is
- * planned at each run: a plan kept from when the table was small scans all of it.
+ * The row is found by its carrier key alone: the guard is written through
+ * `coalesce`, which no index serves. A bare `status = 'sent'` beside the key let
+ * the planner, on statistics from before a campaign (none sent), walk the partial
+ * index of sent messages, every message in flight, for each receipt. The UPDATE
+ * judges the guard on the row's latest version once it holds the row, so no lock
+ * step comes first (one would cost every receipt a WAL record of its own). Unnamed,
+ * so it is planned at each run: a plan kept from when the table was small scans all
+ * of it.
  */
 export async function messageFinalize(
   tx: Tx,
@@ -305,12 +308,8 @@ export async function messageFinalize(
   at: Date,
 ): Promise<MessageRow | null> {
   const { rows } = await tx.query<MessageRow>({
-    text: `WITH target AS (
-             SELECT id AS target_id, status AS target_status FROM messages
-              WHERE carrier = $1 AND carrier_message_id = $2 FOR NO KEY UPDATE
-           )
-           UPDATE messages SET status = $3, error_code = $4, completed_at = $5, sequence = sequence + 1
-             FROM target WHERE id = target_id AND target_status = 'sent'
+    text: `UPDATE messages SET status = $3, error_code = $4, completed_at = $5, sequence = sequence + 1
+            WHERE carrier = $1 AND carrier_message_id = $2 AND coalesce(status, '') = 'sent'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [carrier, carrierMessageId, status, errorCode, at],
   });
@@ -344,13 +343,12 @@ export async function messagesAwaitingReceipt(
 
 /**
  * Records that the carrier was asked about the message (bookkeeping for
- * reconciliation, not its status). Found by key and guarded on the locked row, as
- * messageFinalize is, and for the same reason.
+ * reconciliation, not its status). Found by key alone, its guard through
+ * `coalesce`, as messageFinalize is, and for the same reason.
  */
 export async function messageMarkChecked(db: Db, id: string, at: Date): Promise<void> {
   await db.query({
-    text: `WITH target AS (SELECT id AS target_id, status AS target_status FROM messages WHERE id = $1 FOR NO KEY UPDATE)
-           UPDATE messages SET checked_at = $2 FROM target WHERE id = target_id AND target_status = 'sent'`,
+    text: `UPDATE messages SET checked_at = $2 WHERE id = $1 AND coalesce(status, '') = 'sent'`,
     values: [id, at],
   });
 }

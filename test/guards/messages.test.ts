@@ -16,6 +16,7 @@ import {
   messageMarkSent,
   messageInsertOutbound,
   historyRecord,
+  type MessageRow,
   type NewOutbound,
 } from '../../src/messages/messages.sql.js';
 import { MAX_PRIORITY } from '../../src/jobs/enqueue.js';
@@ -23,7 +24,7 @@ import { optOutEndById, optOutEndForPair, optOutInsert } from '../../src/optouts
 import type { Tx } from '../../src/db/tx.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { account, allBut, inRolledBackTx, later, message, racing, reread, T0, unique } from '../support/factory.js';
-import { onOneConnection, onStatisticsOfNow } from '../support/plan.js';
+import { onOneConnection, onStatisticsOfNow, walRecords } from '../support/plan.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -375,6 +376,33 @@ describe('a receipt or a reconciliation reads its own message, not the messages 
     ).finally(() => db.pool.query(`DELETE FROM messages WHERE body = 'in flight'`));
     expect(read).toBeGreaterThan(0);
     expect(read).toBeLessThan(10);
+  });
+});
+
+describe('a receipt or a reconciliation writes its message once', () => {
+  // Locking the row in a step of its own before changing it writes a WAL record
+  // for the lock, on the path every receipt takes. Measured against the bare
+  // UPDATE of a twin message, so index entries and page images count alike.
+  it.each([
+    [
+      'a delivered receipt (messageFinalize)',
+      (db: Tx, m: MessageRow) => messageFinalize(db, 'telnyx', m.carrier_message_id!, 'delivered', null, later(5)),
+      `UPDATE messages SET status = 'delivered', error_code = NULL, completed_at = $2, sequence = sequence + 1
+        WHERE id = $1`,
+    ],
+    [
+      'a reconciliation (messageMarkChecked)',
+      (db: Tx, m: MessageRow) => messageMarkChecked(db, m.id, later(5)),
+      'UPDATE messages SET checked_at = $2 WHERE id = $1',
+    ],
+  ])('%s writes no more WAL than the bare UPDATE of its change', async (_, apply, bare) => {
+    const pool = db.pool as unknown as Tx;
+    const [twin, m] = [await message(pool, { status: 'sent' }), await message(pool, { status: 'sent' })];
+    const baseline = await walRecords(db.pool, (p) => p.query({ text: bare, values: [twin.id, later(5)] }));
+    const written = await walRecords(db.pool, (p) => apply(p as unknown as Tx, m));
+    expect(await reread(pool, 'messages', m)).not.toEqual(m);
+    expect(baseline).toBeGreaterThan(0);
+    expect(written).toBeLessThanOrEqual(baseline);
   });
 });
 

@@ -40,20 +40,37 @@ export async function onStatisticsOfNow<T>(pool: pg.Pool, table: string, use: ()
  * shows, cost their pages here.
  */
 export async function pagesRead(pool: pg.Pool, call: (db: pg.Pool) => Promise<unknown>): Promise<number> {
-  let pages: number | null = null;
+  const plan = await explainFirst(pool, 'BUFFERS', call);
+  return (plan['Shared Hit Blocks'] as number) + (plan['Shared Read Blocks'] as number);
+}
+
+/**
+ * The same for the WAL records the first statement wrote (it runs, and commits on
+ * its own): a row locked before it is changed costs a record of its own.
+ */
+export async function walRecords(pool: pg.Pool, call: (db: pg.Pool) => Promise<unknown>): Promise<number> {
+  return (await explainFirst(pool, 'WAL', call))['WAL Records'] as number;
+}
+
+/** The top plan node of `call`'s first statement, run under EXPLAIN (ANALYZE, `option`). */
+async function explainFirst(
+  pool: pg.Pool,
+  option: 'BUFFERS' | 'WAL',
+  call: (db: pg.Pool) => Promise<unknown>,
+): Promise<PlanNode> {
+  let plan: PlanNode | null = null;
   const explaining = {
     query: async (q: { text: string; values?: unknown[] }) => {
-      if (pages === null) {
-        const r = await pool.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.text}`, q.values);
-        const plan = (r.rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
-        pages = (plan['Shared Hit Blocks'] as number) + (plan['Shared Read Blocks'] as number);
+      if (plan === null) {
+        const r = await pool.query(`EXPLAIN (ANALYZE, ${option}, FORMAT JSON) ${q.text}`, q.values);
+        plan = (r.rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
       }
       return { rows: [], rowCount: 0 };
     },
   } as unknown as pg.Pool;
   await call(explaining);
-  if (pages === null) throw new Error('the call ran no statement');
-  return pages;
+  if (plan === null) throw new Error('the call ran no statement');
+  return plan;
 }
 
 /** The rows of `table` a plan's scans produced or filtered out, through any index. */
