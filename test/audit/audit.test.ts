@@ -15,6 +15,7 @@ import { runAuditCommand } from '../../src/audit/cli.js';
 import { bill } from '../../src/billing/usage.sql.js';
 import { createPool } from '../../src/db/pool.js';
 import { withTx } from '../../src/db/tx.js';
+import { jobKeys } from '../../src/jobs/keys.js';
 import { messageResource } from '../../src/messages/messages.js';
 import { historyRecord, type MessageRow } from '../../src/messages/messages.sql.js';
 import { emit } from '../../src/outbox/outbox.js';
@@ -307,6 +308,12 @@ interface Plant {
   plant(db: pg.Pool): Promise<string[]>;
 }
 
+/** The job under `key` is gone, as if lost. */
+const removeJob = (db: pg.Pool, key: string) => db.query('SELECT graphile_worker.remove_job($1)', [key]);
+/** The job under `key` has used up its attempts and is not running: it never runs again. */
+const exhaustJob = (db: pg.Pool, key: string) =>
+  db.query('UPDATE graphile_worker._private_jobs SET attempts = max_attempts WHERE key = $1', [key]);
+
 const plants: Plant[] = [
   {
     what: 'a carrier event stored twice under one carrier event id',
@@ -526,7 +533,7 @@ const plants: Plant[] = [
         db,
         `SELECT id FROM webhook_deliveries WHERE status = 'pending' AND relay_after IS NULL ORDER BY id LIMIT 1`,
       );
-      await db.query(`SELECT graphile_worker.remove_job('delivery:' || $1)`, [d.id]);
+      await removeJob(db, jobKeys.delivery(d.id));
       return [d.id];
     },
   },
@@ -538,9 +545,7 @@ const plants: Plant[] = [
         db,
         `SELECT id FROM webhook_deliveries WHERE status = 'pending' AND relay_after IS NULL ORDER BY id LIMIT 1`,
       );
-      await db.query(`UPDATE graphile_worker._private_jobs SET attempts = max_attempts WHERE key = 'delivery:' || $1`, [
-        d.id,
-      ]);
+      await exhaustJob(db, jobKeys.delivery(d.id));
       return [d.id];
     },
   },
@@ -548,7 +553,7 @@ const plants: Plant[] = [
     what: 'a scheduled message whose dispatch job is gone (it would never be sent)',
     check: 'messages.waiting_has_job',
     async plant(db) {
-      await db.query(`SELECT graphile_worker.remove_job('message.dispatch:' || $1)`, [traffic.scheduled]);
+      await removeJob(db, jobKeys.dispatch(traffic.scheduled));
       return [traffic.scheduled];
     },
   },
@@ -556,10 +561,7 @@ const plants: Plant[] = [
     what: 'a waiting message whose dispatch job has used up its attempts',
     check: 'messages.waiting_has_job',
     async plant(db) {
-      await db.query(
-        `UPDATE graphile_worker._private_jobs SET attempts = max_attempts WHERE key = 'message.dispatch:' || $1`,
-        [traffic.scheduled],
-      );
+      await exhaustJob(db, jobKeys.dispatch(traffic.scheduled));
       return [traffic.scheduled];
     },
   },
