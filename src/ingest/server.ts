@@ -148,20 +148,22 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
 
   app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: 'not_found' }));
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-    // A refused body is closed once answered, not kept alive or drained: the rest of
-    // a stalled body would otherwise keep the connection; Node's own close after a
-    // `connection: close` answer waits a turn of the loop, in which it reads (and
-    // drops) as much of the rest as has arrived; and reading it only to drop it is
-    // what grows the C heap in a storm.
+    // A refused body's connection is closed once the answer is out, not kept alive or
+    // drained: the rest of a stalled body would otherwise keep the connection; Node's
+    // own close after a `connection: close` answer waits a turn of the loop, in which
+    // it reads (and drops) as much of the rest as has arrived; and reading it only to
+    // drop it is what grows the C heap in a storm.
+    const refuseBody = (status: number, body: object) => {
+      reply.raw.once('finish', () => req.raw.socket.destroy());
+      return reply.code(status).header('connection', 'close').send(body);
+    };
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       metrics.ingestRequests.inc({ outcome: 'too_large' });
-      reply.raw.once('finish', () => req.raw.socket.destroy());
-      return reply.code(413).send({ error: 'too_large', detail: `body over ${bodyLimit} bytes` });
+      return refuseBody(413, { error: 'too_large', detail: `body over ${bodyLimit} bytes` });
     }
     if (err instanceof HeldBodiesFullError) {
       metrics.ingestRequests.inc({ outcome: 'held_bodies_full' });
-      reply.raw.once('finish', () => req.raw.socket.destroy());
-      return reply.code(503).header('connection', 'close').send({ error: 'unavailable', detail: 'try again' });
+      return refuseBody(503, { error: 'unavailable', detail: 'try again' });
     }
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) log.error({ err: err.message }, 'ingest error');
