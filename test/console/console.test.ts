@@ -142,6 +142,9 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
       hasText: 'Carrier receipt: delivered',
     });
     await delivered.waitFor({ timeout: 20_000 });
+    // The page reads the message and its history in two requests, so one look can
+    // show the receipt applied and the status from just before it; the next shows both.
+    await page.locator('.status-line', { hasText: 'delivered' }).waitFor({ timeout: 20_000 });
     expect(await text('.status-line')).toContain('delivered');
     expect((await alice.get(`/v1/messages/${firstMessageId}`)).json.status).toBe('delivered');
     // created first, then the carrier's word, in the API's order
