@@ -136,6 +136,8 @@ export class ConfigError extends Error {
 }
 
 const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,14h,20h';
+/** Where dev mode keeps its state unless HANDSET_STATE_DIR says otherwise: in the working directory (the checkout). */
+export const DEFAULT_STATE_DIR = '.handset';
 /** Customer webhook attempts in flight per worker process unless HANDSET_DELIVERY_CONCURRENCY says otherwise. */
 export const DEFAULT_DELIVERY_CONCURRENCY = 32;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -332,7 +334,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     },
     metricsToken,
     logLevel,
-    stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? '.handset'),
+    stateDir: path.resolve(str('HANDSET_STATE_DIR') ?? DEFAULT_STATE_DIR),
   };
 }
 

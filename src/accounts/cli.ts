@@ -9,7 +9,7 @@ import { withTx } from '../db/tx.js';
 import { apiKeyCreate, apiKeyResource, apiKeyRevokeGuarded } from './accounts.js';
 import { accountExists, apiKeyList } from './accounts.sql.js';
 
-const WHERE = '\nWrites to DATABASE_URL, else to the database of the handset dev in HANDSET_STATE_DIR.';
+const WHERE = '\nWrites to DATABASE_URL, else to the database of this checkout’s handset dev.';
 
 export interface KeysCreateFlags {
   account: string;

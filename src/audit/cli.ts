@@ -34,7 +34,7 @@ export function auditCommand(): Command {
       'after',
       [
         '',
-        'Reads DATABASE_URL, else the database of the handset dev in HANDSET_STATE_DIR (starting it if dev is stopped).',
+        'Reads DATABASE_URL, else the database of this checkout’s handset dev (starting it if dev is stopped).',
         'exit status: 0 all hold, 1 a violation was found, 2 the audit could not run (bad flags, no database to read).',
       ].join('\n'),
     );

@@ -31,7 +31,7 @@ import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
 import { devBanner, startDev, type DevHandle } from '../dev/dev.js';
 import { listenCommand, runListen, type ListenFlags } from '../dev/listen.js';
-import { readDevState, runningDev } from '../dev/state.js';
+import { findDev, noteStateDir, runningDev, talkingTo } from '../dev/state.js';
 import { runTrigger, SCENARIOS, triggerCommand, type TriggerFlags } from '../dev/trigger.js';
 import { checkRoleConfig, openApiDocument, ROLES, startPlatform, type Platform, type Role } from '../platform.js';
 import { reconcileCommand, runReconcile, type ReconcileFlags } from '../reconcile/cli.js';
@@ -90,7 +90,12 @@ export function handsetProgram(): Command {
     .option('--reset', 'start from scratch: a new database, demo account and key')
     .addHelpText(
       'after',
-      '\nState lives in HANDSET_STATE_DIR (./.handset); ports: HANDSET_API_PORT, HANDSET_INGEST_PORT, HANDSET_SIM_PORT.',
+      [
+        '',
+        'State lives in HANDSET_STATE_DIR (./.handset); ports: HANDSET_API_PORT, HANDSET_INGEST_PORT, HANDSET_SIM_PORT.',
+        'Every other command run in this checkout finds this dev, wherever its state is. As root, PostgreSQL runs as',
+        'the "postgres" user: when it cannot enter the state directory, its data goes to /var/tmp/handset-data-0/.',
+      ].join('\n'),
     )
     .action(act('dev', dev));
 
@@ -116,7 +121,7 @@ export function handsetProgram(): Command {
     .description('create an account and its first API key (shown once, stored hashed)')
     .requiredOption('--name <name>', 'the account’s name')
     .option('--json', 'print {"account_id", "api_key"} as JSON')
-    .addHelpText('after', '\nWrites to DATABASE_URL, else to the database of the handset dev in HANDSET_STATE_DIR.')
+    .addHelpText('after', '\nWrites to DATABASE_URL, else to the database of this checkout’s handset dev.')
     .action(act('serve', accountsCreate));
   const keys = keysCommands();
   accounts.addCommand(keys.keys);
@@ -161,7 +166,13 @@ export function handsetProgram(): Command {
   program.addCommand(
     triggerCommand().action(
       act('dev', (config, _log, cmd) =>
-        runTrigger(cmd.processedArgs[0] as string | undefined, cmd.opts<TriggerFlags>(), config.stateDir, print),
+        runTrigger(
+          cmd.processedArgs[0] as string | undefined,
+          cmd.opts<TriggerFlags>(),
+          config.stateDir,
+          print,
+          (line) => process.stderr.write(`${line}\n`),
+        ),
       ),
     ),
   );
@@ -248,10 +259,17 @@ async function dev(config: Config, _log: Logger, cmd: Command) {
     print('stopped');
   });
   print('Starting Handset (embedded PostgreSQL, migrations, simulator)…');
-  starting = startDev(config, log);
+  starting = startDev(config, log, { say: print });
   const handle = await starting;
-  process.stdout.write(devBanner(handle.state, path.relative(process.cwd(), logFile) || logFile));
+  await noteStateDir(config.stateDir);
+  process.stdout.write(devBanner(handle.state, shortPath(logFile)));
   return 'running' as const;
+}
+
+/** A path as a person would type it here: relative below the working directory, else absolute. */
+function shortPath(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
 }
 
 async function migrateCommand(config: Config, log: Logger) {
@@ -308,17 +326,19 @@ async function audit(config: Config, log: Logger, cmd: Command) {
 }
 
 /**
- * DATABASE_URL, else the database of the running `handset dev`, else (dev has
- * run here but is stopped) its embedded PostgreSQL, started for this command.
+ * DATABASE_URL, else the database of the handset dev found for this checkout
+ * (findDev): running, or stopped, when its embedded PostgreSQL is started for
+ * this command. A line on stderr says which.
  */
 async function withDatabase<T>(config: Config, log: Logger, command: string, use: (url: string) => Promise<T>) {
   if (config.databaseUrl) return use(config.databaseUrl);
-  const running = await runningDev(config.stateDir);
-  if (running) return use(running.databaseUrl);
-  if (!(await readDevState(config.stateDir))) {
+  const found = await findDev(config.stateDir);
+  if (!found.dev) {
     throw new ConfigError('DATABASE_URL', `is required by ${command} (or run it next to handset dev: npm start)`);
   }
-  const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
+  process.stderr.write(`${talkingTo(found)}\n`);
+  if (found.running) return use(found.dev.databaseUrl);
+  const pg = await startEmbeddedPostgres({ stateDir: found.stateDir, log });
   try {
     return await use(pg.url);
   } finally {
@@ -333,10 +353,12 @@ async function withDatabase<T>(config: Config, log: Logger, command: string, use
 async function reconcile(config: Config, log: Logger, cmd: Command) {
   const flags = cmd.opts<ReconcileFlags>();
   if (config.databaseUrl) return runReconcile(flags, config, config.databaseUrl, log, print);
-  const dev = await runningDev(config.stateDir);
-  if (!dev) {
+  const found = await findDev(config.stateDir);
+  if (!found.running || !found.dev) {
     throw new ConfigError('DATABASE_URL', 'is required by handset reconcile (or run it next to a running handset dev)');
   }
+  process.stderr.write(`${talkingTo(found)}\n`);
+  const dev = found.dev;
   const devConfig: Config = {
     ...config,
     telnyx: { ...config.telnyx, apiUrl: dev.carrier.TELNYX_API_URL, apiKey: dev.carrier.TELNYX_API_KEY },

@@ -11,9 +11,11 @@
 //   connection at once under the running roles;
 // - PostgreSQL refuses to run as root, so as root it runs as the `postgres`
 //   system user (created if missing), which owns the data directory and must be
-//   able to reach the binaries: in a checkout under a private directory (mode 700,
-//   such as /root/app) it cannot, and the binaries are copied once to a root-owned
-//   cache under the temporary directory that it can.
+//   able to reach it and the binaries: in a checkout under a private directory
+//   (mode 700, such as /root/app) it cannot, so the binaries are copied once to a
+//   root-owned cache under the temporary directory, and the data directory lives
+//   under /var/tmp in a place derived from the state directory and recorded in it.
+//   Everything else (credentials, keys) stays in the state directory.
 
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -44,6 +46,10 @@ export interface EmbeddedPostgres {
   port: number;
   /** The directory holding the binaries it runs (`bin/`, `lib/`, `share/`). */
   binaries: string;
+  /** The cluster's data directory: `<stateDir>/postgres`, or where it was moved (see `moved`). */
+  dataDir: string;
+  /** Why the data directory is outside the state directory, in words; null when it is inside. */
+  moved: string | null;
   stop(): Promise<void>;
 }
 
@@ -59,6 +65,8 @@ export interface EmbeddedOptions {
 interface Credentials {
   password: string;
   port: number;
+  /** Where the data directory is when it is not `<stateDir>/postgres`. */
+  dataDir?: string;
 }
 
 /** Who the server runs as: nobody else when we are not root, else the `postgres` user. */
@@ -67,29 +75,28 @@ type RunAs = { uid: number; gid: number } | null;
 const execFileAsync = promisify(execFile);
 
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedPostgres> {
-  const dataDir = path.join(opts.stateDir, 'postgres');
   const credentialsFile = path.join(opts.stateDir, 'postgres.json');
   await mkdir(opts.stateDir, { recursive: true, mode: 0o755 });
   const runAs = userInfo().uid === 0 ? await postgresUser() : null;
-  if (runAs) {
-    await chmod(opts.stateDir, 0o755); // ours; mkdtemp and umask may have made it private
-    await assertTraversableByOthers(opts.stateDir);
-  }
+  const existing = await readCredentials(credentialsFile);
+  const { dataDir, moved } = await dataDirectory(opts.stateDir, runAs, existing);
   const binaries = await reachableBinaries(runAs, opts.log);
 
   await claimStateDir(opts.stateDir, dataDir);
 
-  const existing = await readCredentials(credentialsFile);
   const initialised = existing !== null && (await exists(path.join(dataDir, 'PG_VERSION')));
   const password = initialised ? existing.password : randomBytes(18).toString('base64url');
   // Keep the port across restarts when it is free, so a psql session string stays valid.
   const port = initialised && (await isPortFree(existing.port)) ? existing.port : await freePort();
+  const record = (): Credentials => ({ password, port, ...(moved ? { dataDir } : {}) });
 
   if (!initialised) {
+    // A moved data directory without our credentials is one nobody can log in to (a reset state directory).
+    if (moved) await rm(dataDir, { recursive: true, force: true });
     await initdb(binaries, dataDir, password, runAs, opts.log);
-    await writeFile(credentialsFile, JSON.stringify({ password, port }), { mode: 0o600 });
+    await writeFile(credentialsFile, JSON.stringify(record()), { mode: 0o600 });
   } else if (port !== existing.port) {
-    await writeFile(credentialsFile, JSON.stringify({ password, port }), { mode: 0o600 });
+    await writeFile(credentialsFile, JSON.stringify(record()), { mode: 0o600 });
   }
 
   const flags = [
@@ -118,6 +125,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
     port,
     binaries,
+    dataDir,
+    moved,
     stop: async () => {
       await server.stop();
       await rm(path.join(opts.stateDir, 'handset.pid'), { force: true });
@@ -182,6 +191,7 @@ async function cachedCopy(shipped: string): Promise<string> {
   const root = path.join(tmpdir(), `handset-postgres-${userInfo().uid}`);
   await mkdir(root, { recursive: true, mode: 0o755 });
   await assertOwnedAndClosed(root);
+  await chmod(root, 0o755); // the postgres user enters it; a umask of 077 would have shut it
   const version = await readFile(path.join(shipped, '..', 'package.json'), 'utf8')
     .then((text) => String((JSON.parse(text) as { version?: string }).version))
     .catch(() => 'unknown');
@@ -404,21 +414,81 @@ function isPortFree(port: number): Promise<boolean> {
   });
 }
 
+// ─── the data directory ──────────────────────────────────────────────────────
+
+/**
+ * Where the cluster lives: in the state directory whenever the server's user can
+ * reach it (always, when we are not root). As root under a directory the
+ * `postgres` user cannot enter, in a place of its own under /var/tmp (which
+ * survives reboots), derived from the state directory's path and recorded in its
+ * postgres.json, so every start finds the same database. That place is owned by
+ * `postgres` with mode 700, inside a root-owned directory nobody else can write:
+ * nobody else can read it, swap it or plant one for us.
+ */
+async function dataDirectory(
+  stateDir: string,
+  runAs: RunAs,
+  existing: Credentials | null,
+): Promise<{ dataDir: string; moved: string | null }> {
+  const inside = path.join(stateDir, 'postgres');
+  if (!runAs) return { dataDir: inside, moved: null };
+  const closed = await closedAncestor(path.dirname(path.resolve(stateDir)));
+  if (closed === null && existing?.dataDir === undefined) {
+    await chmod(stateDir, 0o755); // ours; mkdtemp and umask may have made it private
+    return { dataDir: inside, moved: null };
+  }
+  const dataDir = existing?.dataDir ?? (await movedDataDir(stateDir));
+  await assertServerOnly(dataDir, runAs);
+  const why = closed
+    ? `PostgreSQL runs as the "postgres" user, which cannot enter ${closed}`
+    : 'an earlier start put it there';
+  return { dataDir, moved: why };
+}
+
+/** `/var/tmp/handset-data-<uid>/<checkout name>-<hash of the state directory's path>`. */
+async function movedDataDir(stateDir: string): Promise<string> {
+  const resolved = path.resolve(stateDir);
+  const named = path.basename(resolved) === '.handset' ? path.dirname(resolved) : resolved;
+  const name =
+    path
+      .basename(named)
+      .replace(/[^\w.-]+/g, '_')
+      .slice(0, 40) || 'handset';
+  const key = createHash('sha256').update(resolved).digest('hex').slice(0, 12);
+  for (const base of ['/var/tmp', tmpdir()]) {
+    if (!(await exists(base)) || (await closedAncestor(base)) !== null) continue;
+    const root = path.join(base, `handset-data-${userInfo().uid}`);
+    await mkdir(root, { recursive: true, mode: 0o755 });
+    await assertOwnedAndClosed(root);
+    await chmod(root, 0o755); // the postgres user enters it; a umask of 077 would have shut it
+    return path.join(root, `${name}-${key}`);
+  }
+  throw new Error(
+    `running as root: PostgreSQL runs as the "postgres" user, which cannot enter ${stateDir}, nor /var/tmp or ` +
+      `${tmpdir()} to keep its data elsewhere; set HANDSET_STATE_DIR to a directory it can reach, or set DATABASE_URL`,
+  );
+}
+
+/** A data directory that exists is the server user's alone (mode 700), as PostgreSQL itself insists. */
+async function assertServerOnly(dir: string, runAs: NonNullable<RunAs>): Promise<void> {
+  const s = await lstat(dir).catch(() => null);
+  if (s === null) return;
+  if (!s.isDirectory() || s.uid !== runAs.uid || (s.mode & 0o077) !== 0) {
+    throw new Error(
+      `${dir} is not a directory that only the "postgres" user can enter; remove it and start again, or set DATABASE_URL`,
+    );
+  }
+}
+
 // As root the server runs as `postgres`, which must be able to reach its data
-// directory: every parent needs the execute bit for others.
-async function assertTraversableByOthers(dir: string): Promise<void> {
+// directory: every directory on the way needs the execute bit for others. The
+// first one that lacks it, or null.
+async function closedAncestor(dir: string): Promise<string | null> {
   let current = path.resolve(dir);
   for (;;) {
-    const mode = (await stat(current)).mode;
-    if ((mode & 0o001) === 0) {
-      throw new Error(
-        `running as root: PostgreSQL runs as the "postgres" user, which cannot enter ${current} to reach its data ` +
-          `in ${dir}; set HANDSET_STATE_DIR to a directory it can reach (e.g. HANDSET_STATE_DIR=/var/tmp/handset), ` +
-          'or run as a normal user',
-      );
-    }
+    if (((await stat(current)).mode & 0o001) === 0) return current;
     const parent = path.dirname(current);
-    if (parent === current) return;
+    if (parent === current) return null;
     current = parent;
   }
 }

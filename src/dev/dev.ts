@@ -31,7 +31,11 @@ export interface DevHandle {
   stop(): Promise<void>;
 }
 
-export async function startDev(config: Config, log: Logger, opts: { reset?: boolean } = {}): Promise<DevHandle> {
+export async function startDev(
+  config: Config,
+  log: Logger,
+  opts: { reset?: boolean; say?: (line: string) => void } = {},
+): Promise<DevHandle> {
   if (opts.reset) await rm(config.stateDir, { recursive: true, force: true });
   const stops: (() => Promise<void>)[] = [];
   const stop = async () => {
@@ -42,6 +46,7 @@ export async function startDev(config: Config, log: Logger, opts: { reset?: bool
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
       const pg = await startEmbeddedPostgres({ stateDir: config.stateDir, log });
+      if (pg.moved) opts.say?.(`${pg.moved}: its data is in ${pg.dataDir} (the rest stays in ${config.stateDir}).`);
       databaseUrl = pg.url;
       stops.push(pg.stop);
     }

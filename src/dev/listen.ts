@@ -80,11 +80,13 @@ const SEEN_IDS = 10_000;
 
 export async function runListen(flags: ListenFlags, stateDir: string, io: ListenIo): Promise<number> {
   const err = io.err ?? io.out;
-  const { apiUrl, apiKey } = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
+  const resolved = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
+  const { apiUrl, apiKey } = resolved;
   const forwardTo = flags.forwardTo;
   const eventTypes = flags.events ?? [];
   // Under --print-json stdout carries only the events, so it can be piped; the rest goes to stderr.
   const say = flags.printJson ? err : io.out;
+  if (resolved.via) say(resolved.via);
   const api = createClient({ baseUrl: apiUrl, apiKey });
 
   let secret = '';
@@ -148,7 +150,7 @@ export async function runListen(flags: ListenFlags, stateDir: string, io: Listen
   });
   const localUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
 
-  const file = path.join(stateDir, 'listen.json');
+  const file = path.join(resolved.stateDir, 'listen.json');
   const saved = JSON.parse(await readFile(file, 'utf8').catch(() => 'null')) as Saved | null;
   let endpointId: string | null = null;
   if (saved && saved.apiUrl === apiUrl) {

@@ -247,11 +247,19 @@ async function sendAndFollow(c: Ctx, defaultTo: string, expect: string): Promise
   );
   c.out(`Sent ${sent.id} to ${to} (status ${sent.status}).`);
   const { message, events } = await messageSettled(c, sent.id, ['delivered', 'failed']);
-  c.out(
-    `It is ${message.status}${message.error_code ? ` (error ${message.error_code})` : ''}` +
-      `${message.status === expect ? '' : ` — expected ${expect}`}.`,
-  );
+  c.out(`${whatBecameOf(message)}${message.status === expect ? '' : ` (expected: ${expect})`}.`);
   return { message: messageSummary(message), events };
+}
+
+/** What became of a message, as a person says it: "It was not delivered: the carrier answered error 40008". */
+function whatBecameOf(m: Message): string {
+  const words: Partial<Record<Message['status'], string>> = {
+    delivered: 'It was delivered',
+    failed: 'It was not delivered',
+    canceled: 'It was canceled before it was sent',
+  };
+  const why = m.error_code ? `: the carrier answered error ${m.error_code}` : '';
+  return `${words[m.status] ?? `It is still ${m.status}`}${why}`;
 }
 
 type CallRequest = operations['createCall']['requestBody']['content']['application/json'];
@@ -412,6 +420,8 @@ export async function runTrigger(
   flags: TriggerFlags,
   stateDir: string,
   out: Out,
+  /** Where the line saying which dev it talks to goes (stderr: stdout may carry --json). */
+  note: Out = () => undefined,
 ): Promise<number> {
   if (flags.list) {
     out(describeScenarios());
@@ -436,7 +446,8 @@ export async function runTrigger(
     }
     given[p] = v;
   }
-  const { apiUrl, apiKey, dev } = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
+  const { apiUrl, apiKey, dev, via } = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
+  if (via) note(via);
   const simUrl = flags.simUrl ?? dev?.simControlUrl;
   const summary = await scenario.run({
     api: createClient({ baseUrl: apiUrl, apiKey, fetch: (req) => reach(apiUrl, () => fetch(req)) }),

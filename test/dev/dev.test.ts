@@ -1,9 +1,11 @@
 // Dev mode as a newcomer meets it: a fresh state directory, `handset dev`, the
 // printed key, an SMS, and `handset listen` receiving a verified
-// message.delivered. Real processes, the simulator as the carrier.
+// message.delivered. Real processes, the simulator as the carrier. Each dev runs
+// in a checkout of its own (a directory standing in for one), with its state
+// elsewhere (HANDSET_STATE_DIR), as a developer who set it would.
 
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -24,8 +26,13 @@ afterAll(async () => {
 async function stateDir() {
   const d = await mkdtemp(path.join(tmpdir(), 'handset-dev-'));
   dirs.push(d);
+  await mkdir(checkoutOf(d));
   return d;
 }
+
+/** The checkout a state directory's dev runs in: its .handset/ is not the state directory. */
+const checkoutOf = (dir: string) => path.join(dir, 'checkout');
+const here = (dir: string) => ({ cwd: checkoutOf(dir) });
 
 const env = (dir: string) => ({
   HANDSET_STATE_DIR: dir,
@@ -35,7 +42,7 @@ const env = (dir: string) => ({
 });
 
 function start(args: string[], dir: string) {
-  const p = spawnHandset(args, env(dir));
+  const p = spawnHandset(args, env(dir), here(dir));
   procs.push(p);
   return p;
 }
@@ -65,19 +72,19 @@ describe('handset dev', () => {
     expect(listen.output()).not.toContain('✘');
 
     // trigger drives the same pipeline
-    const trigger = spawnHandset(['trigger', 'failed'], env(dir));
+    const trigger = spawnHandset(['trigger', 'failed'], env(dir), here(dir));
     expect((await trigger.exited).code).toBe(0);
-    expect(trigger.output()).toMatch(/It is failed \(error 40008\)/);
+    expect(trigger.output()).toContain('It was not delivered: the carrier answered error 40008.');
 
     // a hangup the carrier loses for good is learned from its record, and the late webhook changes nothing
-    const lost = spawnHandset(['trigger', 'lost-hangup'], env(dir));
+    const lost = spawnHandset(['trigger', 'lost-hangup'], env(dir), here(dir));
     expect((await lost.exited).code, lost.output()).toBe(0);
     expect(lost.output()).toMatch(
       /leg 0: \+1555555\d{4}\s+completed \(unspecified\) — hangup learned from the carrier's record/,
     );
     expect(lost.output()).toMatch(/Call completed after 3 s/);
     expect(lost.output()).toMatch(/Handset changed nothing: events call\.answered, call\.completed\./);
-    const dry = spawnHandset(['reconcile', '--dry-run'], env(dir));
+    const dry = spawnHandset(['reconcile', '--dry-run'], env(dir), here(dir));
     expect((await dry.exited).code).toBe(0);
     expect(dry.output()).toContain('nothing is waiting past its bound');
 
@@ -97,7 +104,7 @@ describe('handset dev', () => {
     expect(fresh).not.toBe(key);
     reset.child.kill('SIGTERM');
     expect((await reset.exited).code).toBe(0);
-  });
+  }, 300_000); // three starts of dev, each allowed 90 s, on a busy machine
 });
 
 describe('handset dev shutdown', () => {
@@ -123,6 +130,7 @@ describe('handset dev in a terminal', () => {
     dir = await stateDir();
     // A process group of its own, as a shell gives a foreground job: a terminal's Ctrl-C reaches the whole group.
     dev = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, 'dev'], {
+      cwd: checkoutOf(dir),
       env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env(dir) },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
@@ -150,9 +158,9 @@ describe('handset dev in a terminal', () => {
       listen.child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
       await listen.waitFor(/Your webhook signing secret is whsec_/);
 
-      const trigger = spawnHandset(['trigger', 'delivered', '--json', '--body', 'forward me'], env(dir));
+      const trigger = spawnHandset(['trigger', 'delivered', '--json', '--body', 'forward me'], env(dir), here(dir));
       expect((await trigger.exited).code, trigger.output()).toBe(0);
-      const summary = JSON.parse(trigger.output());
+      const summary = JSON.parse(trigger.stdout());
       expect(summary).toMatchObject({
         scenario: 'delivered',
         message: { status: 'delivered', to: '+15555550100' },
@@ -182,18 +190,72 @@ describe('handset dev in a terminal', () => {
   });
 
   it('accounts create writes to the running dev’s database (no DATABASE_URL), and the key it prints works', async () => {
-    const made = await runHandset(['accounts', 'create', '--name', 'Acme', '--json'], env(dir));
+    const made = await runHandset(['accounts', 'create', '--name', 'Acme', '--json'], env(dir), here(dir));
     expect(made.code, made.output).toBe(0);
-    const { account_id, api_key } = JSON.parse(made.output.trim().split('\n').at(-1)!);
+    const { account_id, api_key } = JSON.parse(made.stdout);
     expect(account_id).toMatch(/^acct_/);
     const state = JSON.parse(await readFile(path.join(dir, 'dev.json'), 'utf8')) as DevState;
     const res = await fetch(`${state.apiUrl}/v1/messages`, { headers: { authorization: `Bearer ${api_key}` } });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ data: [], has_more: false }); // an account of its own
 
-    const text = await runHandset(['accounts', 'create', '--name', 'Beta'], env(dir));
+    const text = await runHandset(['accounts', 'create', '--name', 'Beta'], env(dir), here(dir));
     expect(text.code).toBe(0);
     expect(text.output).toMatch(/^Created account acct_\w+ \(Beta\)\.\nAPI key: hsk_\S+\nIt is shown only this once/m);
+  });
+
+  it('from its checkout with no variables set, every command finds the dev started with HANDSET_STATE_DIR elsewhere and says which', async () => {
+    const state = JSON.parse(await readFile(path.join(dir, 'dev.json'), 'utf8')) as DevState;
+    const which = `Using handset dev at ${state.apiUrl} (pid ${state.pid}, state in ${dir})`;
+    const bare = { HANDSET_SECRET_KEY: undefined };
+    const listen = spawnHandset(['listen'], bare, here(dir));
+    procs.push(listen);
+    await listen.waitFor(/Your webhook signing secret is whsec_/);
+
+    const made = await runHandset(['accounts', 'create', '--name', 'Bare', '--json'], bare, here(dir));
+    expect(made.code, made.output).toBe(0);
+    const { account_id } = JSON.parse(made.stdout) as { account_id: string };
+    for (const args of [
+      ['audit'],
+      ['reconcile', '--dry-run'],
+      ['trigger', 'delivered'],
+      ['accounts', 'keys', 'list', '--account', account_id],
+    ]) {
+      const r = await runHandset(args, bare, here(dir));
+      expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(0);
+      expect(r.output.split('\n'), args.join(' ')).toContain(which);
+    }
+    expect(made.output.split('\n')).toContain(which);
+    listen.child.kill('SIGINT');
+    expect((await listen.exited).code).toBe(0);
+    expect(listen.output().split('\n')).toContain(which);
+    // listen kept its endpoint and secret with the dev's state, not in the checkout
+    await expect(readFile(path.join(dir, 'listen.json'), 'utf8')).resolves.toContain(state.apiUrl);
+  });
+
+  it('two devs of two checkouts: the commands of each checkout find their own', async () => {
+    const other = await stateDir();
+    const second = start(['dev'], other);
+    await second.waitFor(/API key\s+hsk_/, 90_000);
+    const mine = JSON.parse(await readFile(path.join(dir, 'dev.json'), 'utf8')) as DevState;
+    const theirs = JSON.parse(await readFile(path.join(other, 'dev.json'), 'utf8')) as DevState;
+    expect(theirs.apiUrl).not.toBe(mine.apiUrl);
+
+    for (const [state, itsDir, otherApi] of [
+      [mine, dir, theirs.apiUrl],
+      [theirs, other, mine.apiUrl],
+    ] as const) {
+      const made = await runHandset(['accounts', 'create', '--name', 'Own', '--json'], {}, here(itsDir));
+      expect(made.code, made.output).toBe(0);
+      expect(made.output).toContain(`Using handset dev at ${state.apiUrl} (pid ${state.pid}, state in ${itsDir})`);
+      const { api_key } = JSON.parse(made.stdout) as { api_key: string };
+      const own = await fetch(`${state.apiUrl}/v1/messages`, { headers: { authorization: `Bearer ${api_key}` } });
+      expect(own.status).toBe(200);
+      const elsewhere = await fetch(`${otherApi}/v1/messages`, { headers: { authorization: `Bearer ${api_key}` } });
+      expect(elsewhere.status).toBe(401);
+    }
+    second.child.kill('SIGTERM');
+    expect((await second.exited).code).toBe(0);
   });
 
   it('Ctrl-C (SIGINT to its whole process group) stops it quietly: "stopped", exit 0, no log lines, no PostgreSQL left', async () => {

@@ -11,14 +11,23 @@ export const HANDSET_BIN = fileURLToPath(new URL('../../dist/cli/handset.js', im
 
 export interface HandsetProcess {
   child: ChildProcess;
+  /** Its stdout and stderr, interleaved as they came. */
   output(): string;
+  /** Its stdout alone (a --json document, without the lines that say which dev it talks to). */
+  stdout(): string;
   /** Resolves when a line of output matches, rejects if the process exits first. */
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export function spawnHandset(args: string[], env: Record<string, string | undefined>): HandsetProcess {
+/** `cwd`: the directory it runs in, the checkout whose .handset/ a command looks in when HANDSET_STATE_DIR is unset. */
+export function spawnHandset(
+  args: string[],
+  env: Record<string, string | undefined>,
+  opts: { cwd?: string } = {},
+): HandsetProcess {
   const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, ...args], {
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -29,12 +38,16 @@ export function spawnHandset(args: string[], env: Record<string, string | undefi
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
+  let stdout = '';
   const listeners = new Set<() => void>();
   const onData = (chunk: Buffer) => {
     out += chunk.toString('utf8');
     for (const l of listeners) l();
   };
-  child.stdout!.on('data', onData);
+  child.stdout!.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+    onData(chunk);
+  });
   child.stderr!.on('data', onData);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal })),
@@ -42,6 +55,7 @@ export function spawnHandset(args: string[], env: Record<string, string | undefi
   return {
     child,
     output: () => out,
+    stdout: () => stdout,
     exited,
     waitFor(pattern, timeoutMs = 30_000) {
       return new Promise((resolve, reject) => {
@@ -76,9 +90,9 @@ export function spawnHandset(args: string[], env: Record<string, string | undefi
   };
 }
 
-export function runHandset(args: string[], env: Record<string, string | undefined>) {
-  const p = spawnHandset(args, env);
-  return p.exited.then((r) => ({ ...r, output: p.output() }));
+export function runHandset(args: string[], env: Record<string, string | undefined>, opts: { cwd?: string } = {}) {
+  const p = spawnHandset(args, env, opts);
+  return p.exited.then((r) => ({ ...r, output: p.output(), stdout: p.stdout() }));
 }
 
 export interface Served {
