@@ -1,9 +1,12 @@
 // API errors, translated once at the HTTP boundary into RFC 9457 problem+json
-// with a stable machine `code`. Handlers throw ApiError (or let validation fail);
+// with a stable machine `code` (codes.ts) whose `type` links to its entry on the
+// API's own /docs/errors. Handlers throw ApiError (or let validation fail);
 // anything else is logged and answered as a generic 500 without internals.
 
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
+import { nearest } from '../cli/command.js';
+import { type ErrorCode, errorType, isErrorCode } from './codes.js';
 import { named } from './fields.js';
 import { isBadInput, isUnavailable } from '../db/errors.js';
 import { phoneNumberProblem } from '../numbers/phone.js';
@@ -13,7 +16,7 @@ export const Problem = named(
   'Problem',
   Type.Object(
     {
-      type: Type.String(),
+      type: Type.String({ description: 'where the code is explained: /docs/errors#<code> on this API' }),
       title: Type.String(),
       status: Type.Integer(),
       code: Type.String(),
@@ -44,7 +47,7 @@ const TITLES: Record<number, string> = {
 export class ApiError extends Error {
   constructor(
     readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     readonly detail?: string,
     readonly param?: string,
     /** Sent with the problem (a 429's Retry-After). */
@@ -56,12 +59,13 @@ export class ApiError extends Error {
 }
 
 export const notFound = (what: string) => new ApiError(404, 'resource_not_found', `No such ${what}`);
-export const conflict = (code: string, detail: string) => new ApiError(409, code, detail);
-export const unprocessable = (code: string, detail: string, param?: string) => new ApiError(422, code, detail, param);
+export const conflict = (code: ErrorCode, detail: string) => new ApiError(409, code, detail);
+export const unprocessable = (code: ErrorCode, detail: string, param?: string) =>
+  new ApiError(422, code, detail, param);
 
-export function problem(status: number, code: string, detail?: string, param?: string): Problem {
+export function problem(status: number, code: ErrorCode, detail?: string, param?: string): Problem {
   return {
-    type: `https://docs.handset.dev/errors/${code}`,
+    type: errorType(code),
     title: TITLES[status] ?? 'Error',
     status,
     code,
@@ -95,8 +99,12 @@ export function apiErrorHandler(log: Logger) {
       const first = err.validation[0]!;
       const where = (err as { validationContext?: string }).validationContext ?? 'body';
       const field = fieldName(first, where);
+      if (first.keyword === 'additionalProperties') {
+        return sendProblem(reply, problem(422, 'unknown_field', unknownField(first, field, where), field));
+      }
       // A schema may name its own error code (x-code), e.g. invalid_phone_number.
-      const code = (first.parentSchema?.['x-code'] as string | undefined) ?? 'invalid_request';
+      const xCode = first.parentSchema?.['x-code'];
+      const code = isErrorCode(xCode) ? xCode : 'invalid_request';
       // A phone number says why in words, not with the pattern it failed.
       const phone =
         code === 'invalid_phone_number' && typeof first.data === 'string' ? phoneNumberProblem(first.data) : null;
@@ -106,7 +114,12 @@ export function apiErrorHandler(log: Logger) {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
       return sendProblem(reply, problem(413, 'body_too_large', err.message));
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return sendProblem(reply, problem(415, 'unsupported_media_type', 'send application/json'));
+      const given = String(req.headers['content-type'] ?? '')
+        .split(';')[0]!
+        .trim()
+        .slice(0, 100);
+      const what = given ? `a ${given} body` : 'a body without a Content-Type';
+      return sendProblem(reply, problem(415, 'unsupported_media_type', `${what}: send JSON, as application/json`));
     }
     if (isUnavailable(err)) {
       log.warn({ err: err.message, method: req.method, url: req.routeOptions.url }, 'database unavailable');
@@ -140,12 +153,41 @@ export function apiErrorHandler(log: Logger) {
 
 /** Ajv's message, with what it leaves out: the values an enum allows, the forms a format takes. */
 function wordsOf(e: AjvError): string {
+  if (e.keyword === 'required') return 'is required';
   const allowed = e.params['allowedValues'];
   if (e.keyword === 'enum' && Array.isArray(allowed)) return `must be one of: ${allowed.join(', ')}`;
   if (e.keyword === 'format' && e.params['format'] === 'date-or-date-time') {
     return 'must be an RFC 3339 date-time (2026-12-01T00:00:00Z) or a day (2026-12-01)';
   }
   return e.message ?? 'is invalid';
+}
+
+/**
+ * What other messaging APIs call our fields, for "did you mean": Telnyx and
+ * Vonage send `text`, Stripe subscribes `enabled_events`, and so on.
+ */
+const CALLED_ELSEWHERE: Record<string, readonly string[]> = {
+  body: ['text', 'message', 'content'],
+  to: ['recipient', 'destination'],
+  from: ['sender', 'source'],
+  media_urls: ['media', 'attachments'],
+  send_at: ['scheduled_at', 'schedule_at', 'send_time'],
+  event_types: ['events', 'enabled_events', 'filter_types'],
+  ring_timeout_secs: ['timeout', 'ring_timeout'],
+};
+
+/** "text: no such field — did you mean body?", or the fields there are when none is near. */
+function unknownField(e: AjvError, field: string, where: string): string {
+  const given = String(e.params['additionalProperty']);
+  const known = Object.keys((e.parentSchema?.['properties'] as object | undefined) ?? {});
+  const spelled = given.replace(/([a-z])([A-Z])/g, '$1_$2').toLowerCase(); // mediaUrls, Body
+  const guess =
+    known.find((k) => CALLED_ELSEWHERE[k]?.includes(spelled)) ??
+    (known.includes(spelled) ? spelled : null) ??
+    nearest(spelled, known);
+  const noun = where === 'querystring' ? 'query parameter' : 'field';
+  const hint = guess ? ` — did you mean ${guess}?` : known.length ? ` (${noun}s: ${known.join(', ')})` : '';
+  return `${field}: no such ${noun}${hint}`;
 }
 
 function fieldName(e: AjvError, where: string): string {

@@ -2,9 +2,11 @@
 // a stable machine code, the words for a person, and the field it is about. The
 // API answers it 422 problem+json (problem.ts).
 
-export type Refusal = { refused: true; code: string; detail: string; param?: string };
+import type { ErrorCode } from './codes.js';
 
-export const refuse = (code: string, detail: string, param?: string): Refusal => ({
+export type Refusal = { refused: true; code: ErrorCode; detail: string; param?: string };
+
+export const refuse = (code: ErrorCode, detail: string, param?: string): Refusal => ({
   refused: true,
   code,
   detail,

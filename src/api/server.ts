@@ -7,7 +7,6 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import rateLimit from '@fastify/rate-limit';
 import type { Keyring } from '../delivery/keyring.js';
 import { webhooksDocument } from '../outbox/catalogue.js';
@@ -30,6 +29,8 @@ import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { bearerCredential } from './bearer.js';
 import { clientOf, perReplica, retryAfterSeconds, WindowCounter } from './limits.js';
+import { ERRORS_PAGE } from './codes.js';
+import { API_TAGS, registerDocs } from './docs.js';
 import { COMPONENT_NAME } from './fields.js';
 import { PHONE_FORMAT } from '../numbers/numbers.js';
 import { addFormats, DAY_OR_INSTANT, parseQueryIntegers, refuseIllFormedText } from './input.js';
@@ -157,6 +158,8 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
   // rather than a 400; a route that needs a body still says so (422).
   const json = app.getDefaultJsonParser('error', 'ignore');
   app.removeContentTypeParser('application/json');
+  // JSON is the only body the API reads: text/plain too is 415, not a string for the schema to refuse.
+  app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) =>
     body === ''
       ? done(null, undefined)
@@ -186,11 +189,12 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
         version: '1.0.0',
         description:
           'Messages, calls and webhooks on Telnyx, exactly once. Authenticate with `Authorization: Bearer <api key>`. ' +
-          'Errors are RFC 9457 problem+json with a stable `code`. Lists take `limit` and `starting_after`. ' +
-          'POST creates accept an `Idempotency-Key` header.',
+          `Errors are RFC 9457 problem+json with a stable \`code\`, each explained at [${ERRORS_PAGE}](${ERRORS_PAGE}). ` +
+          'Lists take `limit` and `starting_after`. POST creates accept an `Idempotency-Key` header.',
         license: { name: 'UNLICENSED (proprietary)', url: 'https://docs.handset.dev/license' },
       },
-      servers: [{ url: 'http://127.0.0.1:3000', description: '`handset dev` (HANDSET_API_PORT)' }],
+      servers: [{ url: 'http://127.0.0.1:3000', description: 'handset dev, on its default HANDSET_API_PORT' }],
+      tags: API_TAGS.map((t) => ({ ...t })),
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearerAuth: [] }],
       // The OpenAPI types want every schema as their own; ours are plain JSON Schema.
@@ -201,7 +205,7 @@ export async function buildApiServer(deps: ApiDeps): Promise<FastifyInstance> {
     transformObject: (doc) =>
       hoistComponents(optionalWhenDefaulted(('openapiObject' in doc ? doc.openapiObject : {}) as object)) as never,
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await registerDocs(app as unknown as FastifyInstance);
   app.get('/openapi.json', async () => app.swagger());
 
   // Keys seen recently are answered from memory while a revoke would reach this process (accounts/auth.ts).

@@ -81,7 +81,7 @@ export const callRoutes: ApiRoutes = (app, ctx) => {
       schema: {
         tags,
         operationId: 'createCall',
-        summary: 'Place a call that rings `to` in order until one answers',
+        summary: 'Place a call that rings a list of numbers in order until one answers',
         headers: IdempotencyHeaders,
         body: Type.Object(
           {

@@ -83,7 +83,7 @@ export interface paths {
   "/v1/calls": {
     /** List calls, newest first */
     get: operations["listCalls"];
-    /** Place a call that rings `to` in order until one answers */
+    /** Place a call that rings a list of numbers in order until one answers */
     post: operations["createCall"];
   };
   "/v1/calls/{id}": {
@@ -263,6 +263,7 @@ export interface components {
     };
     /** @description RFC 9457 problem details with a stable machine code */
     Problem: {
+      /** @description where the code is explained: /docs/errors#<code> on this API */
       type: string;
       title: string;
       status: number;
@@ -1855,7 +1856,7 @@ export interface operations {
       };
     };
   };
-  /** Place a call that rings `to` in order until one answers */
+  /** Place a call that rings a list of numbers in order until one answers */
   createCall: {
     parameters: {
       header?: {

@@ -7,6 +7,7 @@
 
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import type { ErrorCode } from '../api/codes.js';
 
 // Two lists: Node's BlockList matches an IPv4 address against IPv6 rules too (as ::ffff:a.b.c.d).
 const blockedV4 = new BlockList();
@@ -89,7 +90,9 @@ function expandIPv6(address: string): number[] | null {
   return parts.map((p) => Number.parseInt(p, 16));
 }
 
-export type UrlCheck = { ok: true; url: URL } | { ok: false; code: string; detail: string };
+export type UrlCheck =
+  | { ok: true; url: URL }
+  | { ok: false; code: Extract<ErrorCode, 'invalid_url' | 'url_unresolvable' | 'url_not_allowed'>; detail: string };
 
 /** Validates an endpoint URL when it is saved. */
 export async function checkEndpointUrl(text: string, allowPrivate: boolean): Promise<UrlCheck> {

@@ -177,7 +177,7 @@ describe('phone numbers', () => {
     });
     expect(ring.json).toMatchObject({ status: 422, code: 'invalid_phone_number', param: 'inbound_ring.1' });
     const unknown = await acme.post('/v1/phone_numbers', { number: '+14155550110', colour: 'blue' });
-    expect(unknown.json).toMatchObject({ status: 422, code: 'invalid_request', param: 'colour' });
+    expect(unknown.json).toMatchObject({ status: 422, code: 'unknown_field', param: 'colour' });
     const taken = await globex.post('/v1/phone_numbers', { number: '+14155550001' });
     expect(taken.json).toMatchObject({ status: 422, code: 'number_unavailable', param: 'number' });
   });
