@@ -126,6 +126,17 @@ describe('embedded PostgreSQL as root in a private directory', () => {
         `${first.dataDir} is not a directory that only the "postgres" user can enter; remove it and start again, ` +
           'or set DATABASE_URL',
       );
+
+      // A reset (dev --reset removes the state directory) starts a new database in the same place.
+      await chmod(first.dataDir, 0o700);
+      await rm(stateDir, { recursive: true, force: true });
+      const fresh = await startEmbeddedPostgres({ stateDir, log, durable: false });
+      const after = new pg.Client({ connectionString: fresh.url });
+      await after.connect();
+      const gone = await after.query<{ kept: string | null }>(`SELECT to_regclass('kept')::text AS kept`);
+      await after.end();
+      await fresh.stop();
+      expect([fresh.dataDir, gone.rows[0]!.kept]).toEqual([first.dataDir, null]);
     },
   );
 
