@@ -29,7 +29,7 @@ declare const dispatchEvent: (e: unknown) => void;
 declare const PopStateEvent: new (type: string) => unknown;
 
 /** The share of a screenshot's pixels that may differ from its baseline (anti-aliasing is already discounted). */
-const MAX_DIFFERING = 0.002;
+const MAX_DIFFERING = 0.0005;
 
 const WIDTHS = [
   { name: 'laptop', width: 1280, height: 900 },

@@ -33,7 +33,11 @@ const COLUMNS = [
   { label: 'Direction', cell: (c) => c.direction },
   { label: 'From', cell: (c) => c.from },
   // one number per line: a ring plan can be long, and its order is the point
-  { label: 'Rings', kind: 'text', cell: (c) => c.to.map((/** @type {string} */ n) => html`<div>${n}</div>`) },
+  {
+    label: 'Rings',
+    kind: 'text',
+    cell: (c) => html`<div>${c.to.map((/** @type {string} */ n) => html`<div>${n}</div>`)}</div>`,
+  },
   { label: 'Duration', cell: (c) => (c.duration_seconds === null ? '' : `${c.duration_seconds} s`) },
 ];
 
