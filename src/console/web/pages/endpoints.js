@@ -23,7 +23,7 @@ import {
 } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration, fromMomentInput, MOMENT_FORMAT, timeZone, toMomentInput } from '../time.js';
-import { Answer, ListView, listQuery, PAGE_SIZE, useEnum, useList } from './shared.js';
+import { Answer, ListView, PAGE_SIZE, useEnum, useList } from './shared.js';
 
 /** @param {{ e: any }} props */
 const EnabledBadge = ({ e }) => html`<${Badge} value=${e.enabled ? 'enabled' : 'disabled'} />`;
@@ -261,25 +261,25 @@ export function EndpointPage({ params, search }) {
   usePageTitle(`Endpoint ${id}`);
   // The test event being waited for (its attempt), and how many more looks it gets.
   const watch = useRef(/** @type {{ eventId: string, looks: number } | null} */ (null));
-  // The endpoint, its recent attempts (the health figures) and this address's page of attempts, in one load: what
-  // Health and Attempts show is always from the same moment, so they cannot contradict each other.
-  const query = listQuery(search, []);
+  // The endpoint and its recent attempts in one load: Health is drawn from them, and so is the first page of
+  // Attempts, so the two always show the same moment and cannot contradict each other.
   const endpoint = useLoad(
-    `/v1/webhook_endpoints/${encodeURIComponent(id)} ${JSON.stringify(query)}`,
+    `/v1/webhook_endpoints/${encodeURIComponent(id)}`,
     async (signal) => {
-      const attemptsOf = (/** @type {Record<string, string | number>} */ q) =>
-        answer(client.GET('/v1/webhook_endpoints/{id}/attempts', { params: { path: { id }, query: q }, signal }));
-      const [e, recent, paged] = await Promise.all([
+      const [e, recent] = await Promise.all([
         answer(client.GET('/v1/webhook_endpoints/{id}', { params: { path: { id } }, signal })),
-        attemptsOf({ limit: RECENT }),
-        // the first page is the start of the recent ones; an older page is a request of its own
-        query.starting_after ? attemptsOf(query) : null,
+        answer(
+          client.GET('/v1/webhook_endpoints/{id}/attempts', {
+            params: { path: { id }, query: { limit: RECENT } },
+            signal,
+          }),
+        ),
       ]);
-      const page = paged ?? {
+      const firstPage = {
         data: recent.data.slice(0, PAGE_SIZE),
         has_more: recent.data.length > PAGE_SIZE || recent.has_more,
       };
-      return { e, recent: recent.data, page };
+      return { e, recent: recent.data, firstPage };
     },
     {
       poll: (d) => {
@@ -292,6 +292,16 @@ export function EndpointPage({ params, search }) {
         return WATCH_MS;
       },
     },
+  );
+  // an older page of attempts (Older in the pager) is a request of its own
+  const cursor = new URLSearchParams(search).get('starting_after');
+  const older = useLoad(cursor ? `attempts ${id} ${cursor}` : null, (signal) =>
+    answer(
+      client.GET('/v1/webhook_endpoints/{id}/attempts', {
+        params: { path: { id }, query: { limit: PAGE_SIZE, starting_after: cursor ?? '' } },
+        signal,
+      }),
+    ),
   );
   const [secret, setSecret] = useState(/** @type {string | null} */ (null));
   const [tested, setTested] = useState(/** @type {string | null} */ (null));
@@ -326,7 +336,7 @@ export function EndpointPage({ params, search }) {
       navigate(href('/webhooks'), { replace: true });
     });
   const d = endpoint.data;
-  const attempts = { data: d?.page ?? null, error: endpoint.error, loading: endpoint.loading };
+  const attempts = cursor ? older : { data: d?.firstPage ?? null, error: endpoint.error, loading: endpoint.loading };
   return html`<main id="main">
     <p class="crumbs"><a href=${href('/webhooks')}>Webhook endpoints</a></p>
     <h1 tabindex="-1">Endpoint <code>${id}</code></h1>
