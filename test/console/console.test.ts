@@ -16,7 +16,14 @@ import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
-import { browserRequired, findChromium, HOW_TO_INSTALL, launchBrowser, type TestBrowser } from './support/browser.js';
+import {
+  browserRequired,
+  findChromium,
+  HOW_TO_INSTALL,
+  launchBrowser,
+  type TestBrowser,
+  watchTest,
+} from './support/browser.js';
 
 const ALICE_NUMBER = '+13125550401';
 const BOB_NUMBER = '+13125550402';
@@ -80,15 +87,11 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     await db?.drop();
   });
 
-  beforeEach(({ task, onTestFailed }) => {
-    const errorsBefore = browser.pageErrors.length;
-    onTestFailed(async () => {
-      const saved = await browser.screenshotAll(task.name);
-      console.log(`screenshots of "${task.name}": ${saved.join(', ')}`);
-    });
+  beforeEach((ctx) => {
+    const pageErrors = watchTest(browser, ctx);
     return () => {
       // every test: nothing thrown in a page, nothing fetched from another origin
-      expect(browser.pageErrors.slice(errorsBefore)).toEqual([]);
+      expect(pageErrors()).toEqual([]);
       expect(browser.requests.filter((u) => new URL(u).origin !== new URL(base).origin)).toEqual([]);
     };
   });

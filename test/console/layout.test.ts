@@ -17,7 +17,14 @@ import type { Platform } from '../../src/platform.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 import { differsFromBaseline } from './support/baseline.js';
-import { browserRequired, findChromium, HOW_TO_INSTALL, launchBrowser, type TestBrowser } from './support/browser.js';
+import {
+  browserRequired,
+  findChromium,
+  HOW_TO_INSTALL,
+  launchBrowser,
+  type TestBrowser,
+  watchTest,
+} from './support/browser.js';
 import { NOW, type Seeded, seedAccount } from './support/seed.js';
 
 // The page's own globals, for the functions below that Playwright runs inside it
@@ -31,9 +38,10 @@ declare const PopStateEvent: new (type: string) => unknown;
 /** The share of a screenshot's pixels that may differ from its baseline (anti-aliasing is already discounted). */
 const MAX_DIFFERING = 0.0005;
 
+/** A laptop's window and a phone's. */
 const WIDTHS = [
-  { name: 'laptop', width: 1280, height: 900 },
-  { name: 'phone', width: 390, height: 844 },
+  { width: 1280, height: 900 },
+  { width: 390, height: 844 },
 ] as const;
 
 const chromiumPath = findChromium();
@@ -46,6 +54,8 @@ describe.skipIf(!chromiumPath && !browserRequired)('the console laid out at a la
   let page: Page;
   let base: string;
   let seeded: Seeded;
+  /** Requests the page has asked for and not yet had answered. */
+  let inFlight = 0;
 
   const consoleUrl = (p: string) => `${base}/console${p}`;
 
@@ -72,19 +82,12 @@ describe.skipIf(!chromiumPath && !browserRequired)('the console laid out at a la
     await db?.drop();
   });
 
-  beforeEach(({ task, onTestFailed }) => {
-    const errorsBefore = browser.pageErrors.length;
-    onTestFailed(async () => {
-      const saved = await browser.screenshotAll(task.name);
-      console.log(`screenshots of "${task.name}": ${saved.join(', ')}`);
-    });
+  beforeEach((ctx) => {
+    const pageErrors = watchTest(browser, ctx);
     return () => {
-      expect(browser.pageErrors.slice(errorsBefore)).toEqual([]);
+      expect(pageErrors()).toEqual([]);
     };
   });
-
-  /** Requests the page has asked for and not yet had answered. */
-  let inFlight = 0;
 
   /**
    * Opens a console page as a link in it would (the page is not reloaded), and

@@ -23,7 +23,7 @@ import {
 } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration, fromMomentInput, MOMENT_FORMAT, timeZone, toMomentInput } from '../time.js';
-import { Answer, ListView, PAGE_SIZE, useEnum, useList } from './shared.js';
+import { ATTEMPT_OUTCOME_COLUMNS, ATTEMPT_STARTED_COLUMN, ListView, PAGE_SIZE, useEnum, useList } from './shared.js';
 
 /** @param {{ e: any }} props */
 const EnabledBadge = ({ e }) => html`<${Badge} value=${e.enabled ? 'enabled' : 'disabled'} />`;
@@ -233,20 +233,13 @@ function Recover({ id, enabled, onProgress }) {
 
 /** The attempts table's columns. @type {import('../components.js').Column[]} */
 const ATTEMPT_COLUMNS = [
-  { label: 'Started', kind: 'title', cell: (a) => html`<${Time} at=${a.started_at} precise />` },
+  ATTEMPT_STARTED_COLUMN,
   {
     label: 'Event',
     cell: (a) => html`<a href=${href(`/events/${encodeURIComponent(a.event_id)}`)}><code>${a.event_type}</code></a>`,
   },
   { label: '#', cell: (a) => `${a.attempt}${a.trigger === 'redeliver' ? ' (redeliver)' : ''}` },
-  { label: 'Answer', kind: 'status', cell: (a) => html`<${Answer} attempt=${a} />` },
-  { label: 'Latency', cell: (a) => formatDuration(a.duration_ms) },
-  {
-    label: 'Excerpt',
-    kind: 'text',
-    cell: (a) => (a.response_excerpt ? html`<code>${a.response_excerpt}</code>` : ''),
-    full: (a) => a.response_excerpt,
-  },
+  ...ATTEMPT_OUTCOME_COLUMNS,
 ];
 
 /** How many attempts the health figures are drawn from. */

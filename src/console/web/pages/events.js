@@ -7,8 +7,16 @@ import { useState } from 'preact/hooks';
 import { answer, client } from '../api.js';
 import { Badge, DataTable, ErrorBox, Facts, Loading, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href } from '../router.js';
-import { formatDuration } from '../time.js';
-import { Answer, FilterSelect, IdLink, ListView, setFilter, useEnum, useList } from './shared.js';
+import {
+  ATTEMPT_OUTCOME_COLUMNS,
+  ATTEMPT_STARTED_COLUMN,
+  FilterSelect,
+  IdLink,
+  ListView,
+  setFilter,
+  useEnum,
+  useList,
+} from './shared.js';
 
 /** The console page of the resource an event is about. @param {string} id */
 function subjectHref(id) {
@@ -74,15 +82,8 @@ export function EventList({ search }) {
 const ATTEMPT_COLUMNS = [
   { label: '#', cell: (a) => a.attempt },
   { label: 'Trigger', cell: (a) => a.trigger },
-  { label: 'Started', kind: 'title', cell: (a) => html`<${Time} at=${a.started_at} precise />` },
-  { label: 'Answer', kind: 'status', cell: (a) => html`<${Answer} attempt=${a} />` },
-  { label: 'Latency', cell: (a) => formatDuration(a.duration_ms) },
-  {
-    label: 'Excerpt',
-    kind: 'text',
-    cell: (a) => (a.response_excerpt ? html`<code>${a.response_excerpt}</code>` : ''),
-    full: (a) => a.response_excerpt,
-  },
+  ATTEMPT_STARTED_COLUMN,
+  ...ATTEMPT_OUTCOME_COLUMNS,
 ];
 
 /** @param {{ delivery: any }} props */

@@ -154,8 +154,30 @@ const answerOf = (a) => a.response_status ?? a.error ?? 'no answer';
 const attemptLine = (a) => `attempt ${a.attempt}: ${answerOf(a)} in ${formatDuration(a.duration_ms)}`;
 
 /** An attempt's answer in a table cell: the status code, or the failure in red. @param {{ attempt: any }} props */
-export const Answer = ({ attempt }) =>
+const Answer = ({ attempt }) =>
   attempt.response_status === null ? html`<span class="bad">${answerOf(attempt)}</span>` : attempt.response_status;
+
+/** When an attempt started: the title of its card on a phone. @type {import('../components.js').Column} */
+export const ATTEMPT_STARTED_COLUMN = {
+  label: 'Started',
+  kind: 'title',
+  cell: (a) => html`<${Time} at=${a.started_at} precise />`,
+};
+
+/**
+ * The columns every table of attempts ends with: what came back, and how fast.
+ * @type {import('../components.js').Column[]}
+ */
+export const ATTEMPT_OUTCOME_COLUMNS = [
+  { label: 'Answer', kind: 'status', cell: (a) => html`<${Answer} attempt=${a} />` },
+  { label: 'Latency', cell: (a) => formatDuration(a.duration_ms) },
+  {
+    label: 'Excerpt',
+    kind: 'text',
+    cell: (a) => (a.response_excerpt ? html`<code>${a.response_excerpt}</code>` : ''),
+    full: (a) => a.response_excerpt,
+  },
+];
 
 /** One delivery in a line: where it went and how it ended. @param {{ delivery: any }} props */
 export function DeliveryLine({ delivery }) {
