@@ -49,6 +49,7 @@ async function saveActual(name: string, png: Buffer): Promise<string> {
 
 /** Why `png` is not its baseline `stored` (its size, or too many pixels differ), or null when it is. */
 async function compare(name: string, stored: Buffer, png: Buffer, maxShare: number): Promise<string | null> {
+  if (stored.equals(png)) return null;
   const [want, got] = [PNG.sync.read(stored), PNG.sync.read(png)];
   if (want.width !== got.width || want.height !== got.height) {
     return `${name} is ${got.width}×${got.height} px, its baseline ${want.width}×${want.height} (saw ${await saveActual(name, png)})`;
