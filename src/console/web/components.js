@@ -118,8 +118,8 @@ export function Time({ at, precise = false }) {
 /**
  * Items as a table that fits its width: where there is room, a table whose long
  * text wraps or is cut short with the whole of it on hover; where there is not
- * (a phone), a card per item, its title and status on top and each other cell
- * under its column's label. The explicit roles keep it a table to assistive
+ * (a phone, a tablet), a card per item, its title and status on top and each
+ * other cell under its column's label. The explicit roles keep it a table to assistive
  * technology whichever way it is drawn.
  * @param {{ label: string, columns: Column[], items: any[], rowProps?: (item: any) => Record<string, any>,
  *   caption?: any, className?: string }} props label: the table's accessible name
@@ -133,7 +133,7 @@ export function DataTable({ label, columns, items, rowProps, caption, className 
     const full = c.full?.(item);
     return full ? html`<div class="clip" title=${full}>${value}</div>` : value;
   };
-  // focusable, so a keyboard can scroll it if a width between a phone's and a laptop's leaves it too wide
+  // focusable, so a keyboard can scroll it should a table with longer values than usual still be too wide
   return html`<div class="table-wrap" role="region" aria-label=${label} tabindex="0">
     <table class=${className ? `list ${className}` : 'list'} role="table">
       ${caption ? html`<caption>${caption}</caption>` : null}
