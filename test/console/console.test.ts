@@ -30,7 +30,7 @@ const BOB_NUMBER = '+13125550402';
 const DELIVERED = '+15555550100'; // the simulator's persona: SMS delivered
 /** A ring plan the simulator plays quickly: no answer (the 5 s timeout), busy after 0.5 s, answers after 0.5 s, talks 1 s. */
 const RING = ['+15555550410', '+15555550411', '+15555550412'];
-/** HANDSET_CONSOLE_DOCS=1 also saves the README's screenshots under docs/. */
+/** HANDSET_CONSOLE_DOCS=1 also saves the screenshots docs/console.md shows. */
 const DOCS = process.env['HANDSET_CONSOLE_DOCS'] === '1';
 
 const chromiumPath = findChromium();
