@@ -5,9 +5,9 @@
 // sent — reported once Handset has finished with it, as the API shows it.
 // Needs a running `handset dev` (or --api-url/--api-key and --sim-url).
 
+import { createClient, type Call, type HandsetClient, type Message, type operations } from '@handset/client';
 import { Command } from 'commander';
 import { nearest, UsageError } from '../cli/command.js';
-import { createClient, type Call, type HandsetClient, type Message, type operations } from '../client/client.js';
 import { DEMO_RING } from './dev.js';
 import { networkReason, resolveApi } from './state.js';
 

@@ -16,14 +16,21 @@ import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
-import { browserRequired, findChromium, HOW_TO_INSTALL, launchBrowser, type TestBrowser } from './support/browser.js';
+import {
+  browserRequired,
+  findChromium,
+  HOW_TO_INSTALL,
+  launchBrowser,
+  type TestBrowser,
+  watchTest,
+} from './support/browser.js';
 
 const ALICE_NUMBER = '+13125550401';
 const BOB_NUMBER = '+13125550402';
 const DELIVERED = '+15555550100'; // the simulator's persona: SMS delivered
 /** A ring plan the simulator plays quickly: no answer (the 5 s timeout), busy after 0.5 s, answers after 0.5 s, talks 1 s. */
 const RING = ['+15555550410', '+15555550411', '+15555550412'];
-/** HANDSET_CONSOLE_DOCS=1 also saves the README's screenshots under docs/. */
+/** HANDSET_CONSOLE_DOCS=1 also saves the screenshots docs/console.md shows. */
 const DOCS = process.env['HANDSET_CONSOLE_DOCS'] === '1';
 
 const chromiumPath = findChromium();
@@ -80,15 +87,11 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     await db?.drop();
   });
 
-  beforeEach(({ task, onTestFailed }) => {
-    const errorsBefore = browser.pageErrors.length;
-    onTestFailed(async () => {
-      const saved = await browser.screenshotAll(task.name);
-      console.log(`screenshots of "${task.name}": ${saved.join(', ')}`);
-    });
+  beforeEach((ctx) => {
+    const pageErrors = watchTest(browser, ctx);
     return () => {
       // every test: nothing thrown in a page, nothing fetched from another origin
-      expect(browser.pageErrors.slice(errorsBefore)).toEqual([]);
+      expect(pageErrors()).toEqual([]);
       expect(browser.requests.filter((u) => new URL(u).origin !== new URL(base).origin)).toEqual([]);
     };
   });
@@ -343,7 +346,7 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     expect(await page.locator('tbody tr.row-failed').count()).toBeGreaterThanOrEqual(Math.min(6, recent.length - ok));
   });
 
-  it('Recover since… re-sends what failed while the receiver was down, under the original event ids, and shows its progress; Send test event reaches this endpoint alone', async () => {
+  it('Recover since… re-sends what failed while the receiver was down, under the original event ids, and shows its progress; Send test event reaches this endpoint alone, and Health and Attempts follow it without a reload', async () => {
     const ep = (await alice.get('/v1/webhook_endpoints')).json.data.find(
       (e: { url: string }) => e.url === receiver.url,
     );
@@ -366,17 +369,14 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     await until(
       async () => (await alice.get(`/v1/webhook_endpoints/${ep.id}/recoveries`)).json.data[0].status === 'completed',
     );
-    await until(async () => {
-      const refresh = page.getByRole('button', { name: 'Refresh' });
-      if (await refresh.count()) await refresh.click();
-      return (await row.locator('td').nth(2).innerText()) === 'completed';
-    });
+    // the page follows the recovery by itself, to its end
+    await until(async () => (await row.locator('td').nth(2).innerText()) === 'completed');
     expect(Number(await row.locator('[data-stat=resent]').innerText())).toBe(failed.length);
     const resent = receiver.received.slice(receivedBefore).map((r) => r.headers['webhook-id']);
     expect([...resent].sort()).toEqual([...failed].sort());
 
     // the API's refusal of a moment in the future is shown as its detail
-    await page.getByLabel('Recover since').fill('2999-01-01T00:00');
+    await page.getByLabel('Recover since').fill('2999-01-01 00:00');
     await page.getByRole('button', { name: 'Recover', exact: true }).click();
     await page.getByText('since must not be in the future').waitFor();
 
@@ -388,6 +388,23 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
       const notice = page.getByRole('status').filter({ hasText: 'Test event' });
       const eventId = await notice.locator('code').innerText();
       const got = await until(async () => receiver.received.find((r) => r.headers['webhook-id'] === eventId));
+      // without a reload, the page looks again until the test's attempt is in; then Health and Attempts say what
+      // the API says, the recovery's re-sends and the test's attempt included
+      const shownFirst = page.locator('section[aria-labelledby=attempts-h] tbody tr').first();
+      await until(async () => (await shownFirst.innerText()).includes('webhook_endpoint.test'));
+      const recent = (await alice.get(`/v1/webhook_endpoints/${ep.id}/attempts?limit=100`)).json.data as {
+        event_id: string;
+        succeeded: boolean;
+      }[];
+      expect(recent[0]!.event_id).toBe(eventId);
+      const ok = recent.filter((a) => a.succeeded).length;
+      expect(await text('[data-stat=success-rate]')).toBe(`${Math.round((100 * ok) / recent.length)}%`);
+      expect(await page.getByText(/^of the last \d+ attempts?$/).innerText()).toBe(
+        `of the last ${recent.length} attempts`,
+      );
+      expect(await text('[data-stat=consecutive-failures]')).toBe(
+        String((await alice.get(`/v1/webhook_endpoints/${ep.id}`)).json.consecutive_failures),
+      );
       expect(JSON.parse(got.body).type).toBe('webhook_endpoint.test');
       expect(got.verifiedWith).toEqual([true]);
       expect(await count(db.pool, 'SELECT * FROM webhook_deliveries WHERE event_id = $1', [eventId])).toBe(1);

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signPayload } from '../../src/delivery/signature.js';
-import { verificationFailure } from '../../src/client/webhooks.js';
+import { verificationFailure } from '@handset/client';
 import type { DevState } from '../../src/dev/state.js';
 import { HANDSET_BIN, runHandset, spawnHandset, type HandsetProcess } from '../support/process.js';
 

@@ -14,11 +14,11 @@ export class ApiError extends Error {
   }
 }
 
-/** @typedef {import('../../client/schema.gen.js').paths} Paths */
-/** @typedef {import('../../client/schema.gen.js').components['schemas']['EventType']} EventType */
+/** @typedef {import('@handset/client').paths} Paths */
+/** @typedef {import('@handset/client').EventType} EventType */
 
 /**
- * The typed client, over the same generated types as `handset/client`: a path,
+ * The typed client, over the same generated types as `@handset/client`: a path,
  * parameter or body the API does not take fails `npm run typecheck`. Every
  * request carries the tab's key (unless it brings its own) and skips the cache.
  * @type {import('openapi-fetch').Client<Paths>}

@@ -1,6 +1,6 @@
 // Pieces every page uses: loading data from the API (with polling while something
 // is still changing), errors as the API's problem detail, status badges, times,
-// tables that scroll on a phone, cursor paging, and a secret shown once.
+// tables that become cards on a phone, cursor paging, and a secret shown once.
 
 import { html } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -103,15 +103,59 @@ export function Time({ at, precise = false }) {
 }
 
 /**
- * A table that scrolls sideways on a narrow screen, reachable by keyboard.
- * @param {{ label: string, children: any }} props
+ * One column of a DataTable.
+ * @typedef {object} Column
+ * @property {string} label its heading, and each cell's label where rows are cards
+ * @property {any} [head] the heading as shown, when it is more than the label (an abbreviation)
+ * @property {(item: any) => any} cell
+ * @property {'title' | 'status' | 'text' | 'action'} [kind] title: what a card is headed with; status: shown
+ *   beside it; text: long text, which wraps (plain cells keep to one line); action: a button, unlabelled on a card
+ * @property {(item: any) => string | null | undefined} [full] the whole value of a cell that may be cut short
+ *   (to two lines), shown on hover
+ * @property {boolean} [rowHeader] the cell names its row (a <th scope="row">)
  */
-export function TableWrap({ label, children }) {
-  return html`<div class="table-wrap" role="region" aria-label=${label} tabindex="0">${children}</div>`;
-}
 
-/** A table's header row. @param {{ cells: any[] }} props */
-export const Head = ({ cells }) => html`<thead><tr>${cells.map((c) => html`<th scope="col">${c}</th>`)}</tr></thead>`;
+/**
+ * Items as a table that fits its width: where there is room, a table whose long
+ * text wraps or is cut short with the whole of it on hover; where there is not
+ * (a phone, a tablet), a card per item, its title and status on top and each
+ * other cell under its column's label. The explicit roles keep it a table to assistive
+ * technology whichever way it is drawn.
+ * @param {{ label: string, columns: Column[], items: any[], rowProps?: (item: any) => Record<string, any>,
+ *   caption?: any, className?: string }} props label: the table's accessible name
+ */
+export function DataTable({ label, columns, items, rowProps, caption, className }) {
+  /** @param {Column} c */
+  const kindClass = (c) => (c.kind ? `col-${c.kind}` : undefined);
+  /** @param {Column} c @param {any} item */
+  const content = (c, item) => {
+    const value = c.cell(item);
+    const full = c.full?.(item);
+    return full ? html`<div class="clip" title=${full}>${value}</div>` : value;
+  };
+  // focusable, so a keyboard can scroll it should a table with longer values than usual still be too wide
+  return html`<div class="table-wrap" role="region" aria-label=${label} tabindex="0">
+    <table class=${className ? `list ${className}` : 'list'} role="table">
+      ${caption ? html`<caption>${caption}</caption>` : null}
+      <thead role="rowgroup">
+        <tr role="row">
+          ${columns.map((c) => html`<th scope="col" role="columnheader" class=${kindClass(c)}>${c.head ?? c.label}</th>`)}
+        </tr>
+      </thead>
+      <tbody role="rowgroup">
+        ${items.map(
+          (item) => html`<tr role="row" ...${rowProps?.(item) ?? {}}>
+            ${columns.map((c) =>
+              c.rowHeader
+                ? html`<th scope="row" role="rowheader" class=${kindClass(c)} data-label=${c.label}>${content(c, item)}</th>`
+                : html`<td role="cell" class=${kindClass(c)} data-label=${c.label}>${content(c, item)}</td>`,
+            )}
+          </tr>`,
+        )}
+      </tbody>
+    </table>
+  </div>`;
+}
 
 /**
  * Newer/Older for a cursor-paged list whose cursor is `starting_after` in the

@@ -13,7 +13,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { createClient } from '../../client/client.js';
+import { createClient } from '@handset/client';
 import type { Receiver } from './receiver.js';
 import { RECEIPTS_OF_MESSAGE } from './database.js';
 import { Latencies, type LatencySummary } from './stats.js';

@@ -9,6 +9,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { TestContext } from 'vitest';
 
 /** Flags for a quiet, offline, sandbox-free headless run (CI runs as root, where the sandbox cannot start). */
 export const CHROMIUM_FLAGS = [
@@ -94,4 +95,17 @@ export async function launchBrowser(): Promise<TestBrowser> {
       await rm(profile, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * For a beforeEach: saves a screenshot of every open page if the test fails, and
+ * gives the page errors thrown since, for the test's end to hold to none.
+ */
+export function watchTest(browser: TestBrowser, { task, onTestFailed }: TestContext): () => string[] {
+  const errorsBefore = browser.pageErrors.length;
+  onTestFailed(async () => {
+    const saved = await browser.screenshotAll(task.name);
+    console.log(`screenshots of "${task.name}": ${saved.join(', ')}`);
+  });
+  return () => browser.pageErrors.slice(errorsBefore);
 }

@@ -7,39 +7,54 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { answer, client, idempotencyKey } from '../api.js';
 import { RingTimeline } from '../charts.js';
-import {
-  Badge,
-  ErrorBox,
-  Facts,
-  Head,
-  Loading,
-  TableWrap,
-  Time,
-  useLoad,
-  usePageTitle,
-  useSubmit,
-} from '../components.js';
+import { Badge, DataTable, ErrorBox, Facts, Loading, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href, navigate } from '../router.js';
 import {
   BillingSection,
   eventsAbout,
   EventsSection,
   FromSelect,
+  IdLink,
   ListView,
   StatusAndDirection,
   useList,
   useNumbers,
 } from './shared.js';
 
+/** @type {import('../components.js').Column[]} */
+const COLUMNS = [
+  {
+    label: 'Call',
+    kind: 'title',
+    cell: (c) => html`<${IdLink} to=${`/calls/${encodeURIComponent(c.id)}`} id=${c.id} />`,
+  },
+  { label: 'Status', kind: 'status', cell: (c) => html`<${Badge} value=${c.status} />` },
+  { label: 'Created', cell: (c) => html`<${Time} at=${c.created_at} />` },
+  { label: 'Direction', cell: (c) => c.direction },
+  { label: 'From', cell: (c) => c.from },
+  // one number per line: a ring plan can be long, and its order is the point
+  {
+    label: 'Rings',
+    kind: 'text',
+    cell: (c) => html`<div>${c.to.map((/** @type {string} */ n) => html`<div>${n}</div>`)}</div>`,
+  },
+  { label: 'Duration', cell: (c) => (c.duration_seconds === null ? '' : `${c.duration_seconds} s`) },
+];
+
+/** @type {import('../components.js').Column[]} */
 const LEG_COLUMNS = [
-  '#',
-  'To',
-  'Status',
-  'Hangup cause',
-  'Dialed',
-  'Answered',
-  'Ended',
-  html`<abbr title="Facts learned by asking the carrier, because their webhook never came">Asked the carrier</abbr>`,
+  { label: '#', cell: (l) => l.position + 1 },
+  { label: 'To', kind: 'title', cell: (l) => l.to },
+  { label: 'Status', kind: 'status', cell: (l) => html`<${Badge} value=${l.status} />` },
+  { label: 'Hangup cause', cell: (l) => l.hangup_cause ?? '' },
+  { label: 'Dialed', cell: (l) => html`<${Time} at=${l.dialed_at} precise />` },
+  { label: 'Answered', cell: (l) => html`<${Time} at=${l.answered_at} precise />` },
+  { label: 'Ended', cell: (l) => html`<${Time} at=${l.ended_at} precise />` },
+  {
+    label: 'Asked the carrier',
+    head: html`<abbr title="Facts learned by asking the carrier, because their webhook never came">Asked the carrier</abbr>`,
+    cell: (l) => (l.reconciled ?? []).join(', '),
+  },
 ];
 
 /** @param {{ search: string }} props */
@@ -50,17 +65,7 @@ export function CallList({ search }) {
     <h1 tabindex="-1">Calls</h1>
     <${PlaceCall} />
     <${StatusAndDirection} base="/v1/calls" search=${search} />
-    <${ListView} list=${list} search=${search} label="Calls"
-      head=${['Call', 'Created', 'Direction', 'From', 'Rings', 'Status', 'Duration']}
-      row=${(/** @type {any} */ c) => html`<tr data-id=${c.id}>
-        <td><a href=${href(`/calls/${encodeURIComponent(c.id)}`)}><code>${c.id}</code></a></td>
-        <td><${Time} at=${c.created_at} /></td>
-        <td>${c.direction}</td>
-        <td>${c.from}</td>
-        <td>${c.to.join(', ')}</td>
-        <td><${Badge} value=${c.status} /></td>
-        <td>${c.duration_seconds === null ? '' : `${c.duration_seconds} s`}</td>
-      </tr>`} />
+    <${ListView} list=${list} search=${search} label="Calls" columns=${COLUMNS} />
   </main>`;
 }
 
@@ -97,7 +102,7 @@ function PlaceCall() {
       <div class="field"><label for="call-timeout">Ring timeout (s)</label>
         <input id="call-timeout" type="number" min="5" max="120" required value=${timeout}
           onInput=${(/** @type {any} */ e) => setTimeoutSecs(e.currentTarget.value)} /></div>
-      <button type="submit" disabled=${submit.busy || !caller}>${submit.busy ? 'Placing…' : 'Place call'}</button>
+      <button type="submit" class="primary" disabled=${submit.busy || !caller}>${submit.busy ? 'Placing…' : 'Place call'}</button>
     </form>
     <${ErrorBox} error=${submit.error} />
   </details>`;
@@ -150,26 +155,8 @@ export function CallPage({ params }) {
             <li><span class="swatch seg-answered"></span>answered</li>
             <li><span class="swatch leg-end-swatch"></span>ended</li>
           </ul>
-          <${TableWrap} label="Legs">
-            <table class="list legs">
-              <caption>Legs</caption>
-              <${Head} cells=${LEG_COLUMNS} />
-              <tbody>
-                ${d.call.legs.map(
-                  (/** @type {any} */ l) => html`<tr data-leg=${l.position}>
-                    <td>${l.position + 1}</td>
-                    <td>${l.to}</td>
-                    <td><${Badge} value=${l.status} /></td>
-                    <td>${l.hangup_cause ?? ''}</td>
-                    <td><${Time} at=${l.dialed_at} precise /></td>
-                    <td><${Time} at=${l.answered_at} precise /></td>
-                    <td><${Time} at=${l.ended_at} precise /></td>
-                    <td>${(l.reconciled ?? []).join(', ')}</td>
-                  </tr>`,
-                )}
-              </tbody>
-            </table>
-          <//>
+          <${DataTable} label="Legs" caption="Legs" className="legs" columns=${LEG_COLUMNS} items=${d.call.legs}
+            rowProps=${(/** @type {any} */ l) => ({ 'data-leg': l.position })} />
         </section>
         <${BillingSection} records=${d.usage} />
         <${EventsSection} events=${d.events} subjectId=${id} />`

@@ -6,28 +6,46 @@
 // paged table.
 
 import { html } from 'htm/preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { answer, client, idempotencyKey } from '../api.js';
 import { AttemptsChart } from '../charts.js';
 import {
   Badge,
+  DataTable,
   ErrorBox,
   Facts,
-  Head,
   Loading,
   SecretOnce,
-  TableWrap,
   Time,
   useLoad,
   usePageTitle,
   useSubmit,
 } from '../components.js';
 import { href, navigate } from '../router.js';
-import { formatDuration, fromLocalInput, toLocalInput } from '../time.js';
-import { Answer, ListView, useEnum, useList } from './shared.js';
+import { formatDuration, fromMomentInput, MOMENT_FORMAT, timeZone, toMomentInput } from '../time.js';
+import { ATTEMPT_OUTCOME_COLUMNS, ATTEMPT_STARTED_COLUMN, ListView, PAGE_SIZE, useEnum, useList } from './shared.js';
 
 /** @param {{ e: any }} props */
 const EnabledBadge = ({ e }) => html`<${Badge} value=${e.enabled ? 'enabled' : 'disabled'} />`;
+
+/** An endpoint's subscriptions in words. @param {any} e */
+const eventsOf = (e) => (e.event_types.length ? e.event_types.join(', ') : 'every type');
+
+/** @type {import('../components.js').Column[]} */
+const COLUMNS = [
+  {
+    label: 'URL',
+    kind: 'title',
+    cell: (e) => html`<div class="clip" title=${e.url}>
+        <a class="url" href=${href(`/webhooks/${encodeURIComponent(e.id)}`)}>${e.url}</a>
+      </div>
+      ${e.description ? html`<div class="clip muted" title=${e.description}>${e.description}</div>` : null}`,
+  },
+  { label: 'State', kind: 'status', cell: (e) => html`<${EnabledBadge} e=${e} />` },
+  { label: 'Events', kind: 'text', cell: eventsOf, full: eventsOf },
+  { label: 'Failures in a row', cell: (e) => e.consecutive_failures },
+  { label: 'Created', cell: (e) => html`<${Time} at=${e.created_at} />` },
+];
 
 /** @param {{ search: string }} props */
 export function EndpointList({ search }) {
@@ -48,17 +66,7 @@ export function EndpointList({ search }) {
         : null
     }
     <${ListView} list=${list} search=${search} label="Endpoints" empty="No endpoints yet: add one to receive events."
-      head=${['URL', 'State', 'Events', 'Failures in a row', 'Created']}
-      row=${(/** @type {any} */ e) => html`<tr data-id=${e.id}>
-        <td>
-          <a href=${href(`/webhooks/${encodeURIComponent(e.id)}`)}>${e.url}</a>
-          ${e.description ? html`<div class="muted">${e.description}</div>` : null}
-        </td>
-        <td><${EnabledBadge} e=${e} /></td>
-        <td>${e.event_types.length ? e.event_types.join(', ') : 'all'}</td>
-        <td>${e.consecutive_failures}</td>
-        <td><${Time} at=${e.created_at} /></td>
-      </tr>`} />
+      columns=${COLUMNS} className="endpoints" />
   </main>`;
 }
 
@@ -96,7 +104,7 @@ function AddEndpoint({ onCreated }) {
       <div class="field wide"><label for="ep-description">Description (optional)</label>
         <input id="ep-description" maxlength="500" value=${description}
           onInput=${(/** @type {any} */ e) => setDescription(e.currentTarget.value)} /></div>
-      <fieldset class="wide">
+      <fieldset class="full">
         <legend>Events to send (none chosen: every type)</legend>
         <div class="checks">
           ${all.map(
@@ -105,7 +113,7 @@ function AddEndpoint({ onCreated }) {
           )}
         </div>
       </fieldset>
-      <button type="submit" disabled=${submit.busy}>${submit.busy ? 'Adding…' : 'Add endpoint'}</button>
+      <button type="submit" class="primary" disabled=${submit.busy}>${submit.busy ? 'Adding…' : 'Add endpoint'}</button>
     </form>
     <${ErrorBox} error=${submit.error} />
   </details>`;
@@ -149,86 +157,145 @@ function Health({ endpoint, attempts }) {
   </section>`;
 }
 
+/** The recoveries table's columns. @type {import('../components.js').Column[]} */
+const RECOVERY_COLUMNS = [
+  { label: 'Asked', kind: 'title', cell: (r) => html`<${Time} at=${r.created_at} />` },
+  { label: 'Since', cell: (r) => html`<${Time} at=${r.since} />` },
+  { label: 'State', kind: 'status', cell: (r) => html`<${Badge} value=${r.status} />` },
+  { label: 'Re-sent', cell: (r) => html`<span data-stat="resent">${r.resent}</span>` },
+  { label: 'Why it stopped', cell: (r) => r.stopped_reason?.replaceAll('_', ' ') ?? '' },
+];
+
+/** How often to look at a running recovery's progress. */
+const RECOVERY_POLL_MS = 1000;
+
 /**
  * Recover since…: re-sends, in the background, every delivery to this endpoint that failed or was skipped since
- * a moment; its recent recoveries with their progress.
- * @param {{ id: string, enabled: boolean }} props
+ * a moment; its recent recoveries with their progress, looked at again while one runs. `onProgress` is told
+ * each time a recovery moves (it re-sent one more, or ended), so the page's health and attempts follow it.
+ * @param {{ id: string, enabled: boolean, onProgress: () => void }} props
  */
-function Recover({ id, enabled }) {
-  const [since, setSince] = useState(() => toLocalInput(new Date(Date.now() - 3_600_000)));
+function Recover({ id, enabled, onProgress }) {
+  const [since, setSince] = useState(() => toMomentInput(new Date(Date.now() - 3_600_000)));
   const path = { id };
-  const recoveries = useLoad(`recoveries ${id}`, (signal) =>
-    answer(client.GET('/v1/webhook_endpoints/{id}/recoveries', { params: { path }, signal })),
+  const recoveries = useLoad(
+    `recoveries ${id}`,
+    (signal) => answer(client.GET('/v1/webhook_endpoints/{id}/recoveries', { params: { path }, signal })),
+    { poll: (d) => (d.data.some((/** @type {any} */ r) => r.status === 'running') ? RECOVERY_POLL_MS : null) },
   );
+  const rows = recoveries.data?.data ?? [];
+  const progress = rows.map((/** @type {any} */ r) => `${r.id} ${r.status} ${r.resent}`).join();
+  const seen = useRef(/** @type {string | null} */ (null));
+  useEffect(() => {
+    if (!recoveries.data) return;
+    if (seen.current !== null && seen.current !== progress) onProgress();
+    seen.current = progress;
+  }, [progress]);
   const submit = useSubmit();
   /** @param {Event} e */
   const start = (e) => {
     e.preventDefault();
     submit.run(async () => {
-      const body = { since: fromLocalInput(since) };
-      await answer(client.POST('/v1/webhook_endpoints/{id}/recover', { params: { path }, body }));
+      const at = fromMomentInput(since);
+      if (!at)
+        throw new Error(`Write the moment as ${MOMENT_FORMAT} on a 24-hour clock, e.g. ${toMomentInput(new Date())}.`);
+      await answer(client.POST('/v1/webhook_endpoints/{id}/recover', { params: { path }, body: { since: at } }));
       recoveries.reload();
     });
   };
-  const rows = recoveries.data?.data ?? [];
   return html`<section aria-labelledby="recover-h">
     <h2 id="recover-h">Recover</h2>
     <p class="muted">
       Re-sends every delivery to this endpoint that failed or was skipped since the moment you choose, oldest first,
       with the original event ids; it stops at the first that fails.
     </p>
-    <form class="inline" onSubmit=${start}>
+    <form class="inline" onSubmit=${start} noValidate>
       <div class="field"><label for="recover-since">Recover since</label>
-        <input id="recover-since" type="datetime-local" required value=${since}
+        <small id="recover-since-help" class="muted">${MOMENT_FORMAT}, 24-hour, your time (${timeZone()})</small>
+        <input id="recover-since" class="moment" required spellcheck="false" autocomplete="off"
+          aria-describedby="recover-since-help" placeholder=${MOMENT_FORMAT} value=${since}
           onInput=${(/** @type {any} */ e) => setSince(e.currentTarget.value)} /></div>
-      <button type="submit" disabled=${submit.busy || !enabled}>${submit.busy ? 'Starting…' : 'Recover'}</button>
+      <button type="submit" class="primary" disabled=${submit.busy || !enabled}>
+        ${submit.busy ? 'Starting…' : 'Recover'}
+      </button>
       ${enabled ? null : html`<span class="muted">Enable the endpoint first.</span>`}
     </form>
     <${ErrorBox} error=${submit.error} />
     <${ErrorBox} error=${recoveries.error} />
     ${
       rows.length
-        ? html`<${TableWrap} label="Recoveries">
-          <table class="list">
-            <${Head} cells=${['Asked', 'Since', 'State', 'Re-sent', 'Why it stopped']} />
-            <tbody>
-              ${rows.map(
-                (/** @type {any} */ r) => html`<tr data-recovery=${r.id}>
-                  <td><${Time} at=${r.created_at} /></td>
-                  <td><${Time} at=${r.since} /></td>
-                  <td><${Badge} value=${r.status} /></td>
-                  <td data-stat="resent">${r.resent}</td>
-                  <td>${r.stopped_reason?.replaceAll('_', ' ') ?? ''}</td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>
-        <//>`
-        : null
-    }
-    ${
-      rows.some((/** @type {any} */ r) => r.status === 'running')
-        ? html`<button type="button" onClick=${() => recoveries.reload()}>Refresh</button>`
+        ? html`<${DataTable} label="Recoveries" columns=${RECOVERY_COLUMNS} items=${rows}
+            rowProps=${(/** @type {any} */ r) => ({ 'data-recovery': r.id })} />`
         : null
     }
   </section>`;
 }
 
+/** The attempts table's columns. @type {import('../components.js').Column[]} */
+const ATTEMPT_COLUMNS = [
+  ATTEMPT_STARTED_COLUMN,
+  {
+    label: 'Event',
+    cell: (a) => html`<a href=${href(`/events/${encodeURIComponent(a.event_id)}`)}><code>${a.event_type}</code></a>`,
+  },
+  { label: '#', cell: (a) => `${a.attempt}${a.trigger === 'redeliver' ? ' (redeliver)' : ''}` },
+  ...ATTEMPT_OUTCOME_COLUMNS,
+];
+
+/** How many attempts the health figures are drawn from. */
+const RECENT = 100;
+/** After Send test event, how often and how many times to look for its attempt before giving up. */
+const WATCH_MS = 1000;
+const WATCH_LOOKS = 30;
+
 /** @param {{ params: { id: string }, search: string }} props */
 export function EndpointPage({ params, search }) {
   const id = params.id;
   usePageTitle(`Endpoint ${id}`);
-  const path = `/v1/webhook_endpoints/${encodeURIComponent(id)}`;
-  const endpoint = useLoad(path, async (signal) => {
-    const [e, recent] = await Promise.all([
-      answer(client.GET('/v1/webhook_endpoints/{id}', { params: { path: { id } }, signal })),
-      answer(
-        client.GET('/v1/webhook_endpoints/{id}/attempts', { params: { path: { id }, query: { limit: 100 } }, signal }),
-      ),
-    ]);
-    return { e, recent: recent.data };
-  });
-  const attempts = useList('/v1/webhook_endpoints/{id}/attempts', search, [], { id });
+  // The test event being waited for (its attempt), and how many more looks it gets.
+  const watch = useRef(/** @type {{ eventId: string, looks: number } | null} */ (null));
+  // The endpoint and its recent attempts in one load: Health is drawn from them, and so is the first page of
+  // Attempts, so the two always show the same moment and cannot contradict each other.
+  const endpoint = useLoad(
+    `/v1/webhook_endpoints/${encodeURIComponent(id)}`,
+    async (signal) => {
+      const [e, recent] = await Promise.all([
+        answer(client.GET('/v1/webhook_endpoints/{id}', { params: { path: { id } }, signal })),
+        answer(
+          client.GET('/v1/webhook_endpoints/{id}/attempts', {
+            params: { path: { id }, query: { limit: RECENT } },
+            signal,
+          }),
+        ),
+      ]);
+      const firstPage = {
+        data: recent.data.slice(0, PAGE_SIZE),
+        has_more: recent.data.length > PAGE_SIZE || recent.has_more,
+      };
+      return { e, recent: recent.data, firstPage };
+    },
+    {
+      poll: (d) => {
+        const w = watch.current;
+        if (!w) return null;
+        if (d.recent.some((/** @type {any} */ a) => a.event_id === w.eventId) || --w.looks <= 0) {
+          watch.current = null;
+          return null;
+        }
+        return WATCH_MS;
+      },
+    },
+  );
+  // an older page of attempts (Older in the pager) is a request of its own
+  const cursor = new URLSearchParams(search).get('starting_after');
+  const older = useLoad(cursor ? `attempts ${id} ${cursor}` : null, (signal) =>
+    answer(
+      client.GET('/v1/webhook_endpoints/{id}/attempts', {
+        params: { path: { id }, query: { limit: PAGE_SIZE, starting_after: cursor ?? '' } },
+        signal,
+      }),
+    ),
+  );
   const [secret, setSecret] = useState(/** @type {string | null} */ (null));
   const [tested, setTested] = useState(/** @type {string | null} */ (null));
   const [confirming, setConfirming] = useState(/** @type {'rotate' | 'delete' | null} */ (null));
@@ -250,8 +317,11 @@ export function EndpointPage({ params, search }) {
     });
   const sendTest = () =>
     act(async () => {
-      setTested((await answer(client.POST('/v1/webhook_endpoints/{id}/test', { params: { path: { id } } }))).event_id);
-      attempts.reload();
+      const { event_id } = await answer(client.POST('/v1/webhook_endpoints/{id}/test', { params: { path: { id } } }));
+      setTested(event_id);
+      // its attempt comes once the worker has made it: look again until it is in
+      watch.current = { eventId: event_id, looks: WATCH_LOOKS };
+      endpoint.reload();
     });
   const remove = () =>
     act(async () => {
@@ -259,6 +329,7 @@ export function EndpointPage({ params, search }) {
       navigate(href('/webhooks'), { replace: true });
     });
   const d = endpoint.data;
+  const attempts = cursor ? older : { data: d?.firstPage ?? null, error: endpoint.error, loading: endpoint.loading };
   return html`<main id="main">
     <p class="crumbs"><a href=${href('/webhooks')}>Webhook endpoints</a></p>
     <h1 tabindex="-1">Endpoint <code>${id}</code></h1>
@@ -271,18 +342,24 @@ export function EndpointPage({ params, search }) {
           items=${[
             ['URL', html`<span class="url">${d.e.url}</span>`],
             ['Description', d.e.description],
-            ['Events', d.e.event_types.length ? d.e.event_types.join(', ') : 'every type'],
+            ['Events', eventsOf(d.e)],
             ['Created', html`<${Time} at=${d.e.created_at} />`],
           ]}
         />
         <div class="actions" role="group" aria-label="Endpoint actions">
           ${
             d.e.enabled
-              ? html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(false)}>Disable</button>`
-              : html`<button type="button" disabled=${action.busy} onClick=${() => setEnabled(true)}>Enable</button>`
+              ? html`<button type="button" class="caution" disabled=${action.busy} onClick=${() => setEnabled(false)}>
+                  Disable
+                </button>`
+              : html`<button type="button" class="primary" disabled=${action.busy} onClick=${() => setEnabled(true)}>
+                  Enable
+                </button>`
           }
           <button type="button" disabled=${action.busy || !d.e.enabled} onClick=${sendTest}>Send test event</button>
-          <button type="button" disabled=${action.busy} onClick=${() => setConfirming('rotate')}>Rotate secret…</button>
+          <button type="button" class="caution" disabled=${action.busy} onClick=${() => setConfirming('rotate')}>
+            Rotate secret…
+          </button>
           <button type="button" class="danger" disabled=${action.busy} onClick=${() => setConfirming('delete')}>
             Delete…
           </button>
@@ -294,7 +371,7 @@ export function EndpointPage({ params, search }) {
                 A new signing secret replaces the current one; for 24 hours every request is signed with both, so
                 your receiver can switch over.
               </p>
-              <button type="button" onClick=${rotate}>Rotate now</button>
+              <button type="button" class="caution strong" onClick=${rotate}>Rotate now</button>
               <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
             </div>`
             : null
@@ -303,7 +380,7 @@ export function EndpointPage({ params, search }) {
           confirming === 'delete'
             ? html`<div class="confirm" role="group" aria-label="Confirm deletion">
               <p>Deleting stops every delivery to this URL. It cannot be undone.</p>
-              <button type="button" class="danger" onClick=${remove}>Delete endpoint</button>
+              <button type="button" class="danger strong" onClick=${remove}>Delete endpoint</button>
               <button type="button" onClick=${() => setConfirming(null)}>Cancel</button>
             </div>`
             : null
@@ -319,19 +396,11 @@ export function EndpointPage({ params, search }) {
         }
         <${ErrorBox} error=${action.error} />
         <${Health} endpoint=${d.e} attempts=${d.recent} />
-        <${Recover} id=${id} enabled=${d.e.enabled} />
+        <${Recover} id=${id} enabled=${d.e.enabled} onProgress=${endpoint.reload} />
         <section aria-labelledby="attempts-h">
           <h2 id="attempts-h">Attempts</h2>
-          <${ListView} list=${attempts} search=${search} label="Attempts"
-            head=${['Started', 'Event', '#', 'Answer', 'Latency', 'Excerpt']}
-            row=${(/** @type {any} */ a) => html`<tr data-id=${a.id} class=${a.succeeded ? '' : 'row-failed'}>
-              <td><${Time} at=${a.started_at} precise /></td>
-              <td><a href=${href(`/events/${encodeURIComponent(a.event_id)}`)}><code>${a.event_type}</code></a></td>
-              <td>${a.attempt}${a.trigger === 'redeliver' ? ' (redeliver)' : ''}</td>
-              <td><${Answer} attempt=${a} /></td>
-              <td>${formatDuration(a.duration_ms)}</td>
-              <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
-            </tr>`} />
+          <${ListView} list=${attempts} search=${search} label="Attempts" columns=${ATTEMPT_COLUMNS}
+            rowProps=${(/** @type {any} */ a) => ({ 'data-id': a.id, class: a.succeeded ? undefined : 'row-failed' })} />
         </section>`
         : null
     }

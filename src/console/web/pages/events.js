@@ -5,21 +5,18 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { answer, client } from '../api.js';
-import {
-  Badge,
-  ErrorBox,
-  Facts,
-  Head,
-  Loading,
-  TableWrap,
-  Time,
-  useLoad,
-  usePageTitle,
-  useSubmit,
-} from '../components.js';
+import { Badge, DataTable, ErrorBox, Facts, Loading, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
 import { href } from '../router.js';
-import { formatDuration } from '../time.js';
-import { Answer, FilterSelect, ListView, setFilter, useEnum, useList } from './shared.js';
+import {
+  ATTEMPT_OUTCOME_COLUMNS,
+  ATTEMPT_STARTED_COLUMN,
+  FilterSelect,
+  IdLink,
+  ListView,
+  setFilter,
+  useEnum,
+  useList,
+} from './shared.js';
 
 /** The console page of the resource an event is about. @param {string} id */
 function subjectHref(id) {
@@ -54,6 +51,18 @@ function SubjectFilter({ search }) {
   </form>`;
 }
 
+/** @type {import('../components.js').Column[]} */
+const COLUMNS = [
+  {
+    label: 'Event',
+    kind: 'title',
+    cell: (ev) => html`<${IdLink} to=${`/events/${encodeURIComponent(ev.id)}`} id=${ev.id} />`,
+  },
+  { label: 'Time', cell: (ev) => html`<${Time} at=${ev.timestamp} />` },
+  { label: 'Type', cell: (ev) => html`<code>${ev.type}</code>` },
+  { label: 'About', cell: (ev) => (ev.data?.id ? html`<${Subject} id=${String(ev.data.id)} />` : '') },
+];
+
 /** @param {{ search: string }} props */
 export function EventList({ search }) {
   usePageTitle('Events');
@@ -65,15 +74,17 @@ export function EventList({ search }) {
       <${FilterSelect} id="filter-type" label="Type" name="type" search=${search} options=${types} all="Every type" />
       <${SubjectFilter} search=${search} key=${search} />
     </div>
-    <${ListView} list=${list} search=${search} label="Events" head=${['Event', 'Type', 'About', 'Time']}
-      row=${(/** @type {any} */ ev) => html`<tr data-id=${ev.id}>
-        <td><a href=${href(`/events/${encodeURIComponent(ev.id)}`)}><code>${ev.id}</code></a></td>
-        <td><code>${ev.type}</code></td>
-        <td>${ev.data?.id ? html`<${Subject} id=${String(ev.data.id)} />` : ''}</td>
-        <td><${Time} at=${ev.timestamp} /></td>
-      </tr>`} />
+    <${ListView} list=${list} search=${search} label="Events" columns=${COLUMNS} />
   </main>`;
 }
+
+/** @type {import('../components.js').Column[]} */
+const ATTEMPT_COLUMNS = [
+  { label: '#', cell: (a) => a.attempt },
+  { label: 'Trigger', cell: (a) => a.trigger },
+  ATTEMPT_STARTED_COLUMN,
+  ...ATTEMPT_OUTCOME_COLUMNS,
+];
 
 /** @param {{ delivery: any }} props */
 function DeliveryCard({ delivery }) {
@@ -90,23 +101,9 @@ function DeliveryCard({ delivery }) {
     ${
       delivery.attempts.length === 0
         ? html`<p class="muted">No attempt yet.</p>`
-        : html`<${TableWrap} label=${`Attempts to ${delivery.url}`}>
-          <table class="list attempts">
-            <${Head} cells=${['#', 'Trigger', 'Started', 'Answer', 'Latency', 'Excerpt']} />
-            <tbody>
-              ${delivery.attempts.map(
-                (/** @type {any} */ a) => html`<tr data-attempt=${a.attempt} data-trigger=${a.trigger}>
-                  <td>${a.attempt}</td>
-                  <td>${a.trigger}</td>
-                  <td><${Time} at=${a.started_at} precise /></td>
-                  <td><${Answer} attempt=${a} /></td>
-                  <td>${formatDuration(a.duration_ms)}</td>
-                  <td class="excerpt"><code>${a.response_excerpt ?? ''}</code></td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>
-        <//>`
+        : html`<${DataTable} label=${`Attempts to ${delivery.url}`} className="attempts" columns=${ATTEMPT_COLUMNS}
+            items=${delivery.attempts}
+            rowProps=${(/** @type {any} */ a) => ({ 'data-attempt': a.attempt, 'data-trigger': a.trigger })} />`
     }
   </article>`;
 }

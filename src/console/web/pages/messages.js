@@ -15,6 +15,7 @@ import {
   eventsAbout,
   EventSummary,
   FromSelect,
+  IdLink,
   ListView,
   StatusAndDirection,
   useList,
@@ -34,6 +35,24 @@ function nextLook(d) {
   return null;
 }
 
+/** What a message says: its body, or how many media it carries. @param {any} m */
+const contentOf = (m) => m.body ?? (m.media_urls.length ? `${m.media_urls.length} media` : '');
+
+/** @type {import('../components.js').Column[]} */
+const COLUMNS = [
+  {
+    label: 'Message',
+    kind: 'title',
+    cell: (m) => html`<${IdLink} to=${`/messages/${encodeURIComponent(m.id)}`} id=${m.id} />`,
+  },
+  { label: 'Status', kind: 'status', cell: (m) => html`<${Badge} value=${m.status} />` },
+  { label: 'Created', cell: (m) => html`<${Time} at=${m.created_at} />` },
+  { label: 'Direction', cell: (m) => m.direction },
+  { label: 'From', cell: (m) => m.from },
+  { label: 'To', cell: (m) => m.to },
+  { label: 'Body', kind: 'text', cell: contentOf, full: contentOf },
+];
+
 /** @param {{ search: string }} props */
 export function MessageList({ search }) {
   usePageTitle('Messages');
@@ -42,17 +61,7 @@ export function MessageList({ search }) {
     <h1 tabindex="-1">Messages</h1>
     <${ComposeMessage} />
     <${StatusAndDirection} base="/v1/messages" search=${search} />
-    <${ListView} list=${list} search=${search} label="Messages"
-      head=${['Message', 'Created', 'Direction', 'From', 'To', 'Status', 'Body']}
-      row=${(/** @type {any} */ m) => html`<tr data-id=${m.id}>
-        <td><a href=${href(`/messages/${encodeURIComponent(m.id)}`)}><code>${m.id}</code></a></td>
-        <td><${Time} at=${m.created_at} /></td>
-        <td>${m.direction}</td>
-        <td>${m.from}</td>
-        <td>${m.to}</td>
-        <td><${Badge} value=${m.status} /></td>
-        <td class="excerpt">${m.body ?? (m.media_urls.length ? `${m.media_urls.length} media` : '')}</td>
-      </tr>`} />
+    <${ListView} list=${list} search=${search} label="Messages" columns=${COLUMNS} />
   </main>`;
 }
 
@@ -88,7 +97,7 @@ function ComposeMessage() {
       <div class="field wide"><label for="msg-body">Body</label>
         <textarea id="msg-body" rows="2" required maxlength="1600" value=${body}
           onInput=${(/** @type {any} */ e) => setBody(e.currentTarget.value)}></textarea></div>
-      <button type="submit" disabled=${submit.busy || !sender}>${submit.busy ? 'Sending…' : 'Send'}</button>
+      <button type="submit" class="primary" disabled=${submit.busy || !sender}>${submit.busy ? 'Sending…' : 'Send'}</button>
     </form>
     <${ErrorBox} error=${submit.error} />
   </details>`;

@@ -41,15 +41,24 @@ export function OptOutList({ search }) {
     </form>
     <${ErrorBox} error=${submit.error} />
     <${ListView} list=${list} search=${search} label="Opt-outs" empty="Nobody has opted out."
-      head=${['Recipient', 'Your number', 'Why', 'Since', '']}
-      row=${(/** @type {any} */ o) => html`<tr data-id=${o.id}>
-        <td>${o.recipient}</td>
-        <td>${o.number}</td>
-        <td><${Badge} value=${o.source} label=${SOURCE_LABEL[o.source] ?? o.source} /></td>
-        <td><${Time} at=${o.created_at} /></td>
-        <td><button type="button" disabled=${submit.busy} onClick=${() => optIn(o.id)}
-          aria-label=${`Opt ${o.recipient} back in to ${o.number}`}>Opt back in</button></td>
-      </tr>`} />
+      columns=${[
+        { label: 'Recipient', kind: 'title', cell: (/** @type {any} */ o) => o.recipient },
+        {
+          label: 'Why',
+          kind: 'status',
+          cell: (/** @type {any} */ o) =>
+            html`<${Badge} value=${o.source} label=${SOURCE_LABEL[o.source] ?? o.source} />`,
+        },
+        { label: 'Your number', cell: (/** @type {any} */ o) => o.number },
+        { label: 'Since', cell: (/** @type {any} */ o) => html`<${Time} at=${o.created_at} />` },
+        {
+          label: 'Action',
+          kind: 'action',
+          head: html`<span class="visually-hidden">Action</span>`,
+          cell: (/** @type {any} */ o) => html`<button type="button" class="caution" disabled=${submit.busy}
+            onClick=${() => optIn(o.id)} aria-label=${`Opt ${o.recipient} back in to ${o.number}`}>Opt back in</button>`,
+        },
+      ]} />
   </main>`;
 }
 
@@ -83,7 +92,7 @@ function AddOptOut({ numbers, onAdded }) {
       <div class="field"><label for="oo-add-recipient">Recipient</label>
         <input id="oo-add-recipient" type="tel" required placeholder="+15555550100" value=${recipient}
           onInput=${(/** @type {any} */ e) => setRecipient(e.currentTarget.value)} /></div>
-      <button type="submit" disabled=${submit.busy || !ours}>${submit.busy ? 'Adding…' : 'Add'}</button>
+      <button type="submit" class="primary" disabled=${submit.busy || !ours}>${submit.busy ? 'Adding…' : 'Add'}</button>
     </form>
     <${ErrorBox} error=${submit.error} />
   </details>`;

@@ -4,7 +4,7 @@
 
 import { html } from 'htm/preact';
 import { answer, client, enumOf } from '../api.js';
-import { Badge, ErrorBox, Head, Loading, Pager, TableWrap, Time, useLoad } from '../components.js';
+import { Badge, DataTable, ErrorBox, Loading, Pager, Time, useLoad } from '../components.js';
 import { href, navigate } from '../router.js';
 import { formatDuration } from '../time.js';
 
@@ -94,12 +94,14 @@ export function useList(route, search, filters, path = {}) {
 }
 
 /**
- * A list's page as a table, with its error, its empty state and its pager.
- * @param {{ list: { data: any, error: Error | null, loading: boolean }, search: string, label: string, head: string[],
- *   row: (item: any) => any, empty?: string }} props
+ * A list's page as a table (cards on a phone), with its error, its empty state and its pager.
+ * @param {{ list: { data: any, error: Error | null, loading: boolean }, search: string, label: string,
+ *   columns: import('../components.js').Column[], rowProps?: (item: any) => Record<string, any>,
+ *   className?: string, empty?: string }} props
+ *   rowProps: each row's attributes (default: its data-id);
  *   empty: said when there is nothing at all (default: "No <label> yet.")
  */
-export function ListView({ list, search, label, head, row, empty }) {
+export function ListView({ list, search, label, columns, rowProps, className, empty }) {
   const rows = list.data?.data ?? [];
   const filtered = [...new URLSearchParams(search).keys()].some((k) => k !== 'starting_after');
   const noun = label.toLowerCase();
@@ -112,12 +114,8 @@ export function ListView({ list, search, label, head, row, empty }) {
     }
     ${
       rows.length > 0
-        ? html`<${TableWrap} label=${label}>
-          <table class="list">
-            <${Head} cells=${head} />
-            <tbody>${rows.map(row)}</tbody>
-          </table>
-        <//>`
+        ? html`<${DataTable} label=${label} columns=${columns} items=${rows} className=${className}
+            rowProps=${rowProps ?? ((/** @type {any} */ item) => ({ 'data-id': item.id }))} />`
         : null
     }
     ${
@@ -126,6 +124,9 @@ export function ListView({ list, search, label, head, row, empty }) {
         : null
     }`;
 }
+
+/** A resource's id as the link to its console page. @param {{ to: string, id: string }} props */
+export const IdLink = ({ to, id }) => html`<a href=${href(to)}><code>${id}</code></a>`;
 
 /**
  * The events a resource produced, each with its deliveries.
@@ -153,8 +154,30 @@ const answerOf = (a) => a.response_status ?? a.error ?? 'no answer';
 const attemptLine = (a) => `attempt ${a.attempt}: ${answerOf(a)} in ${formatDuration(a.duration_ms)}`;
 
 /** An attempt's answer in a table cell: the status code, or the failure in red. @param {{ attempt: any }} props */
-export const Answer = ({ attempt }) =>
+const Answer = ({ attempt }) =>
   attempt.response_status === null ? html`<span class="bad">${answerOf(attempt)}</span>` : attempt.response_status;
+
+/** When an attempt started: the title of its card on a phone. @type {import('../components.js').Column} */
+export const ATTEMPT_STARTED_COLUMN = {
+  label: 'Started',
+  kind: 'title',
+  cell: (a) => html`<${Time} at=${a.started_at} precise />`,
+};
+
+/**
+ * The columns every table of attempts ends with: what came back, and how fast.
+ * @type {import('../components.js').Column[]}
+ */
+export const ATTEMPT_OUTCOME_COLUMNS = [
+  { label: 'Answer', kind: 'status', cell: (a) => html`<${Answer} attempt=${a} />` },
+  { label: 'Latency', cell: (a) => formatDuration(a.duration_ms) },
+  {
+    label: 'Excerpt',
+    kind: 'text',
+    cell: (a) => (a.response_excerpt ? html`<code>${a.response_excerpt}</code>` : ''),
+    full: (a) => a.response_excerpt,
+  },
+];
 
 /** One delivery in a line: where it went and how it ended. @param {{ delivery: any }} props */
 export function DeliveryLine({ delivery }) {

@@ -38,7 +38,7 @@ export function SignInPage() {
       <label for="api-key">API key</label>
       <input id="api-key" name="api-key" type="password" autocomplete="off" spellcheck="false" required
         placeholder="hsk_…" value=${key} onInput=${(/** @type {any} */ e) => setKey(e.currentTarget.value)} />
-      <button type="submit" disabled=${busy}>${busy ? 'Signing in…' : 'Sign in'}</button>
+      <button type="submit" class="primary" disabled=${busy}>${busy ? 'Signing in…' : 'Sign in'}</button>
     </form>
     <${ErrorBox} error=${error} />
     <p class="muted">Running <code>npm start</code>? Use the API key it printed.</p>

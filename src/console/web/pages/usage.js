@@ -5,7 +5,7 @@
 import { html } from 'htm/preact';
 import { answer, client, query } from '../api.js';
 import { seriesClass, UsageChart } from '../charts.js';
-import { ErrorBox, Head, Loading, TableWrap, useLoad, usePageTitle } from '../components.js';
+import { DataTable, ErrorBox, Loading, useLoad, usePageTitle } from '../components.js';
 import { formatBucket } from '../time.js';
 import { setFilter } from './shared.js';
 
@@ -73,38 +73,34 @@ export function UsagePage({ search }) {
       d
         ? html`${kinds.length === 0 ? html`<p class="muted">Nothing billed in this period.</p>` : null}
         <${UsageChart} buckets=${buckets} kinds=${kinds} interval=${period.interval} titleId="usage-title" />
-        <${TableWrap} label="Totals">
-          <table class="list totals">
-            <caption>Totals, ${period.label.toLowerCase()}</caption>
-            <thead><tr><th scope="col">Kind</th><th scope="col">Quantity</th></tr></thead>
-            <tbody>
-              ${d.data.map(
-                (/** @type {any} */ q, /** @type {number} */ i) => html`<tr data-kind=${q.kind}>
-                  <td><span class=${`swatch ${seriesClass(i)}`}></span>${words(q.kind)}</td>
-                  <td>${q.quantity}</td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>
-        <//>
+        <${DataTable} label="Totals" className="totals" caption=${`Totals, ${period.label.toLowerCase()}`}
+          items=${d.data.map((/** @type {any} */ q, /** @type {number} */ i) => ({ ...q, i }))}
+          rowProps=${(/** @type {any} */ q) => ({ 'data-kind': q.kind })}
+          columns=${[
+            {
+              label: 'Kind',
+              kind: 'title',
+              cell: (/** @type {any} */ q) => html`<span class=${`swatch ${seriesClass(q.i)}`}></span>${words(q.kind)}`,
+            },
+            { label: 'Quantity', cell: (/** @type {any} */ q) => q.quantity },
+          ]} />
         ${
           kinds.length > 0
             ? html`<details>
               <summary>Every ${period.interval}</summary>
-              <${TableWrap} label=${`Usage per ${period.interval}`}>
-                <table class="list">
-                  <${Head} cells=${[period.interval, ...kinds.map(words)]} />
-                  <tbody>
-                    ${buckets.map(
-                      (b) =>
-                        html`<tr>
-                          <th scope="row">${formatBucket(b.start, period.interval)}</th>
-                          ${kinds.map((/** @type {string} */ k) => html`<td>${b.values[k] ?? 0}</td>`)}
-                        </tr>`,
-                    )}
-                  </tbody>
-                </table>
-              <//>
+              <${DataTable} label=${`Usage per ${period.interval}`} items=${buckets}
+                columns=${[
+                  {
+                    label: period.interval,
+                    kind: 'title',
+                    rowHeader: true,
+                    cell: (/** @type {any} */ b) => formatBucket(b.start, period.interval),
+                  },
+                  ...kinds.map((/** @type {string} */ k) => ({
+                    label: words(k),
+                    cell: (/** @type {any} */ b) => b.values[k] ?? 0,
+                  })),
+                ]} />
             </details>`
             : null
         }`
