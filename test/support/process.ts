@@ -4,6 +4,7 @@
 // handles kills it, so a test that counts process exits sees the bug.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { TEST_SECRET_KEY } from './platform.js';
 
@@ -20,14 +21,21 @@ export interface HandsetProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** `cwd`: the directory it runs in, the checkout whose .handset/ a command looks in when HANDSET_STATE_DIR is unset. */
+/**
+ * `cwd`: the directory it runs in, the checkout whose .handset/ a command looks in
+ * when HANDSET_STATE_DIR is unset. By default its HANDSET_STATE_DIR when that
+ * exists, so that nothing it writes (a dev with its state elsewhere leaves a note
+ * in the checkout's .handset/) lands in this checkout.
+ */
 export function spawnHandset(
   args: string[],
   env: Record<string, string | undefined>,
   opts: { cwd?: string } = {},
 ): HandsetProcess {
+  const stateDir = env['HANDSET_STATE_DIR'];
+  const cwd = opts.cwd ?? (stateDir && existsSync(stateDir) ? stateDir : undefined);
   const child = spawn(process.execPath, ['--unhandled-rejections=strict', HANDSET_BIN, ...args], {
-    ...(opts.cwd ? { cwd: opts.cwd } : {}),
+    ...(cwd ? { cwd } : {}),
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
