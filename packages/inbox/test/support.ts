@@ -26,6 +26,8 @@ export async function customerDatabase(max = 30): Promise<CustomerDatabase> {
   const name = `handset_inbox_${inject('templateDb').replace('handset_tpl_', '')}_${randomBytes(4).toString('hex')}`;
   const url = await createDatabase(adminUrl, name);
   const pool = new pg.Pool({ connectionString: url, max });
+  // An idle connection the database drops (the test's own DROP DATABASE … FORCE) is no failure.
+  pool.on('error', () => {});
   await pool.query(`CREATE TABLE effects (
     event_id text NOT NULL, subject text, sequence bigint, amount int NOT NULL DEFAULT 0, stale boolean NOT NULL DEFAULT false,
     at timestamptz NOT NULL DEFAULT clock_timestamp())`);
