@@ -51,6 +51,8 @@ export interface InboxOptions {
   retries?: number;
   /** The largest body nodeHandler reads. Default 1 MiB. */
   maxBodyBytes?: number;
+  /** Told of every outcome, for logs and metrics. */
+  onOutcome?: (outcome: Outcome) => void;
   /** Told of every 500 (the handler threw, the database refused); default: console.error. */
   onError?: (error: unknown, context: { eventId?: string; type?: string }) => void;
   /** The clock, for tests. */
@@ -99,6 +101,12 @@ export function createInbox(
   const transactionOptions = { isolation: options.isolation };
 
   async function receive(request: { body: RawBody; headers: HeaderBag }, handler: Handler<unknown>): Promise<Outcome> {
+    const outcome = await decide(request, handler);
+    options.onOutcome?.(outcome);
+    return outcome;
+  }
+
+  async function decide(request: { body: RawBody; headers: HeaderBag }, handler: Handler<unknown>): Promise<Outcome> {
     const text = bodyText(request.body);
     const verdict = verifier.verify(request.headers, text, Math.floor(now().getTime() / 1000));
     if (!verdict.ok) return { status: 401, result: 'invalid_signature', reason: verdict.reason };
