@@ -147,15 +147,25 @@ export async function runInboxChaos(opts: InboxChaosOptions): Promise<InboxChaos
       pool,
       async (tx) => (await apiKeyCreate(tx, (await accountCreate(tx, 'Inbox')).id)).key,
     );
+    // A careful client: what the API could not answer (busy, 503 while the database is slow) is
+    // asked again with the same Idempotency-Key.
     const api = async (method: string, route: string, body?: unknown) => {
-      const res = await fetch(platform.apiUrl + route, {
-        method,
-        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      const json = (await res.json().catch(() => null)) as Record<string, unknown> | null;
-      if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
-      return json!;
+      const key = randomBytes(12).toString('hex');
+      for (let attempt = 0; ; attempt++) {
+        const res = await fetch(platform.apiUrl + route, {
+          method,
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'idempotency-key': key },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        }).catch((err: Error) => err);
+        if (res instanceof Error || [409, 429, 503].includes(res.status)) {
+          if (attempt > 200) throw res instanceof Error ? res : new Error(`${method} ${route}: ${res.status}`);
+          await sleep(250);
+          continue;
+        }
+        const json = (await res.json().catch(() => null)) as Record<string, unknown> | null;
+        if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
+        return json!;
+      }
     };
     await api('POST', '/v1/phone_numbers', { number: OUR_NUMBER });
 
@@ -217,6 +227,7 @@ export async function runInboxChaos(opts: InboxChaosOptions): Promise<InboxChaos
     let storming = true;
     let kills = 0;
     let cuts = 0;
+    let killerFailed: unknown = null;
     const killer = (async () => {
       while (storming && opts.killEveryMs[1] > 0) {
         await sleep(between(opts.killEveryMs));
@@ -225,7 +236,13 @@ export async function runInboxChaos(opts: InboxChaosOptions): Promise<InboxChaos
         kills++;
         await startReceiver();
       }
-    })();
+    })().catch((err) => {
+      killerFailed = err;
+    });
+    cleanups.push(async () => {
+      storming = false;
+      await killer;
+    });
     const cutter = (async () => {
       while (storming && opts.cutEveryMs[1] > 0) {
         await sleep(between(opts.cutEveryMs));
@@ -253,6 +270,7 @@ export async function runInboxChaos(opts: InboxChaosOptions): Promise<InboxChaos
     await settled(pool, sim);
     storming = false;
     await Promise.all([killer, cutter]);
+    if (killerFailed) throw killerFailed;
     proxy.restore();
     if (!alive()) await startReceiver();
     await settled(pool, sim);
