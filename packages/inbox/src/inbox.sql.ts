@@ -6,18 +6,16 @@ export interface Statements {
   /** Creates both tables if missing; serialised by an advisory lock, so concurrent runs do not race. */
   migrate: string[];
   /**
-   * Remembers an event id ($1, its type $2), or does nothing if it is remembered
-   * already: rows affected 1 = new, 0 = a duplicate. When another transaction
-   * holds the same id uncommitted, it waits for that one to end, at most the
-   * lock timeout $3 (set in the same statement, before its insert can wait).
+   * One round trip for the delivery's arrival: remembers the event id ($1, its
+   * type $2) and, only when that inserted, advances its subject ($4) to sequence
+   * $5 with the guarded upsert (applied only above the highest handled so far).
+   * Rows returned: 0 = the id was remembered already (a duplicate); 1 = new, not
+   * advanced (stale, or no subject and sequence given); 2 = new and advanced.
+   * When another transaction holds the same id (or subject) uncommitted, it waits
+   * for that one to end, at most the lock timeout $3, set in the same statement
+   * before its inserts can wait.
    */
-  remember: string;
-  /**
-   * The guarded advance of a subject's ($1) sequence to $2: rows affected 1 when
-   * $2 is above the highest handled so far (or the subject is new), 0 when the
-   * event is stale.
-   */
-  advance: string;
+  arrive: string;
   /** Forgets at most $2 ids received more than $1 seconds ago, oldest first; rows affected = how many. */
   prune: string;
 }
@@ -63,12 +61,18 @@ export function statements(table: string): Statements {
          updated_at timestamptz NOT NULL DEFAULT now()
        )`,
     ],
-    remember: `WITH timeout AS (SELECT set_config('lock_timeout', $3, true))
-      INSERT INTO ${inbox} (event_id, event_type) SELECT $1, $2 FROM timeout
-      ON CONFLICT (event_id) DO NOTHING`,
-    advance: `INSERT INTO ${subjects} AS s (subject, sequence) VALUES ($1, $2)
-      ON CONFLICT (subject) DO UPDATE SET sequence = EXCLUDED.sequence, updated_at = now()
-      WHERE s.sequence < EXCLUDED.sequence`,
+    arrive: `WITH timeout AS (SELECT set_config('lock_timeout', $3, true)),
+      remembered AS (
+        INSERT INTO ${inbox} (event_id, event_type) SELECT $1, $2 FROM timeout
+        ON CONFLICT (event_id) DO NOTHING
+        RETURNING 1),
+      advanced AS (
+        INSERT INTO ${subjects} AS s (subject, sequence)
+        SELECT $4::text, $5::bigint FROM remembered WHERE $4::text IS NOT NULL
+        ON CONFLICT (subject) DO UPDATE SET sequence = EXCLUDED.sequence, updated_at = now()
+        WHERE s.sequence < EXCLUDED.sequence
+        RETURNING 1)
+      SELECT 1 FROM remembered UNION ALL SELECT 1 FROM advanced`,
     prune: `DELETE FROM ${inbox} WHERE event_id IN (
         SELECT event_id FROM ${inbox} WHERE received_at < now() - make_interval(secs => $1)
         ORDER BY received_at LIMIT $2)`,

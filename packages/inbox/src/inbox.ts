@@ -120,8 +120,15 @@ export function createInbox(
       try {
         const result = await store!.transaction(async (tx, native) => {
           // The id first: a concurrent copy stops here, waiting, until this transaction ends.
-          if ((await tx.exec(sql.remember, [eventId, event.type, lockTimeout])) === 0) return 'duplicate' as const;
-          const stale = ordered && (await tx.exec(sql.advance, [subject, sequence])) === 0;
+          const arrived = await tx.exec(sql.arrive, [
+            eventId,
+            event.type,
+            lockTimeout,
+            ordered ? subject : null,
+            ordered ? sequence : null,
+          ]);
+          if (arrived === 0) return 'duplicate' as const;
+          const stale = ordered && arrived < 2;
           if (stale && ordering === 'skip-stale') return 'stale' as const;
           await handler(withStale(event, stale), native);
           return 'handled' as const;

@@ -278,17 +278,19 @@ export async function runInboxChaos(opts: InboxChaosOptions): Promise<InboxChaos
 
     // Down past every retry: these deliveries fail for good, until recover.
     await kill();
-    const outageFrom = new Date(Date.now() - 1000).toISOString();
     for (let i = 0; i < opts.duringOutage; i++) {
       await api('POST', '/v1/messages', { from: OUR_NUMBER, to: RECIPIENTS[0]!, body: `during the outage ${i}` });
     }
     await settled(pool, sim);
     const failed = await count(pool, `SELECT 1 FROM webhook_deliveries WHERE status = 'failed'`);
     await startReceiver();
-    await api('POST', `/v1/webhook_endpoints/${endpointId}/recover`, { since: outageFrom });
+    // Since the start: also whatever the storm's kills and cuts made fail past its last retry.
+    await api('POST', `/v1/webhook_endpoints/${endpointId}/recover`, {
+      since: new Date(started - 60_000).toISOString(),
+    });
     await until(async () => (await count(pool, `SELECT 1 FROM webhook_recoveries WHERE status = 'running'`)) === 0);
     await settled(pool, sim);
-    opts.out(`recovered ${failed} deliveries that failed while the receiver was down`);
+    opts.out(`recovered ${failed} deliveries that had failed for good (most while the receiver was down)`);
 
     // Redeliveries of events already handled.
     const { rows: sample } = await pool.query<{ id: string }>(
