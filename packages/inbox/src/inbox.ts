@@ -37,9 +37,10 @@ export interface InboxOptions {
   /** `skip-stale` (default): an event older than one handled for the same subject is not handed to the handler. */
   ordering?: Ordering;
   /**
-   * How long a delivery waits for a copy of itself still in flight (or for the
-   * subject's row) before answering 500 so that the sender retries; below the
-   * sender's 15 s timeout. Default 10,000 ms.
+   * How long a delivery waits on a lock (a copy of itself still in flight, the
+   * subject's row, or the handler's own waits: it holds for the whole
+   * transaction) before answering 500 so that the sender retries; below the
+   * sender's 15 s timeout. Default 10,000 ms; 0: no limit.
    */
   lockTimeoutMs?: number;
   /** The transaction's isolation level; default: the database's own (READ COMMITTED unless configured). */

@@ -26,7 +26,9 @@ export interface InboxStore<Native> {
 
 /** The part of a `pg` client the inbox uses (a `pg.PoolClient` is one). */
 export interface PgClient {
-  query(text: string, values?: unknown[]): Promise<{ rowCount: number | null; command: string }>;
+  query(
+    query: string | { name: string; text: string; values: unknown[] },
+  ): Promise<{ rowCount: number | null; command: string }>;
   release(err?: Error | boolean): void;
 }
 
@@ -55,10 +57,9 @@ export function pgStore<Client extends PgClient>(pool: PgPool<Client>): InboxSto
       let broken: Error | undefined;
       try {
         await client.query(options?.isolation ? `BEGIN ISOLATION LEVEL ${options.isolation}` : 'BEGIN');
-        const result = await fn(
-          { exec: async (sql, params) => (await client.query(sql, params)).rowCount ?? 0 },
-          client,
-        );
+        const exec = async (text: string, values: unknown[]) =>
+          (await client.query(values.length > 0 ? { name: statementName(text), text, values } : text)).rowCount ?? 0;
+        const result = await fn({ exec }, client);
         // COMMIT of a transaction an error has aborted rolls back without an error: a handler
         // that caught a failed statement and returned has not had its writes (nor the id) kept.
         const commit = await client.query('COMMIT');
@@ -74,6 +75,22 @@ export function pgStore<Client extends PgClient>(pool: PgPool<Client>): InboxSto
       }
     },
   };
+}
+
+const names = new Map<string, string>();
+
+/**
+ * The inbox's statements with parameters run prepared: each connection parses
+ * and plans one once, then only binds and executes it (pg keeps a connection's
+ * prepared statements by name, so one text must always have the same name).
+ */
+function statementName(text: string): string {
+  let name = names.get(text);
+  if (!name) {
+    name = `handset_inbox_${names.size + 1}`;
+    names.set(text, name);
+  }
+  return name;
 }
 
 export class AbortedTransactionError extends Error {

@@ -29,7 +29,9 @@ let packed: { filename: string; files: { path: string }[] };
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'handset-inbox-pack-'));
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir], {
+  // The build is `npm test`'s own (pretest builds every workspace); packing without prepack keeps this
+  // test from rewriting dist/ under the tests that run the example receiver on it.
+  const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], {
     cwd: PACKAGE,
     env: { ...process.env, npm_config_loglevel: 'error' },
   });
