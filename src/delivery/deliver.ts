@@ -15,9 +15,9 @@
 // events); an account has at most its share of that capacity in flight
 // (capacity.ts), the rest of its attempts wait their turn (in its lane, or as
 // rows the relay hands back and claims again when there is room); and an endpoint that is
-// failing runs in its own serial lane, with a short deadline while it times out,
-// so a hanging endpoint holds one slot for seconds while every other endpoint's
-// deliveries keep flowing.
+// failing runs in its own serial lane (its breaker: one attempt at a time, each
+// a real delivery with the whole timeout, the first 2xx closing it), so a hanging
+// endpoint holds one slot while every other endpoint's deliveries keep flowing.
 
 import type pg from 'pg';
 import { withTx } from '../db/tx.js';

@@ -500,7 +500,7 @@ export interface components {
       disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
       disabled_at: string | null;
       consecutive_failures: number;
-      /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+      /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
       timing_out: boolean;
       /** Format: date-time */
       created_at: string;
@@ -523,7 +523,7 @@ export interface components {
       disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
       disabled_at: string | null;
       consecutive_failures: number;
-      /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+      /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
       timing_out: boolean;
       /** Format: date-time */
       created_at: string;
@@ -3606,7 +3606,7 @@ export interface operations {
             disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
             disabled_at: string | null;
             consecutive_failures: number;
-            /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+            /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
             timing_out: boolean;
             /** Format: date-time */
             created_at: string;
@@ -3703,7 +3703,7 @@ export interface operations {
             disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
             disabled_at: string | null;
             consecutive_failures: number;
-            /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+            /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
             timing_out: boolean;
             /** Format: date-time */
             created_at: string;
@@ -3760,7 +3760,7 @@ export interface operations {
             disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
             disabled_at: string | null;
             consecutive_failures: number;
-            /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+            /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
             timing_out: boolean;
             /** Format: date-time */
             created_at: string;
