@@ -162,12 +162,20 @@ export function redactCredentials(text: string): string {
     .replace(/\b(password|passwd|pwd|sslpassword|secret|token|api_?key)=([^&\s"]*)/gi, '$1=***');
 }
 
+const DURATION_UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
 /** Parses "250ms", "5s", "5m", "2h", "30d" into milliseconds. */
 export function parseDuration(text: string): number | null {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
   if (!m) return null;
-  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
-  return Math.round(Number(m[1]) * unit);
+  return Math.round(Number(m[1]) * DURATION_UNITS[m[2] as keyof typeof DURATION_UNITS]);
+}
+
+/** Milliseconds as a duration parseDuration reads back, in the largest unit that holds it whole: "1h", "90s". */
+export function formatDuration(ms: number): string {
+  const units = Object.entries(DURATION_UNITS).reverse();
+  const [unit, size] = units.find(([, size]) => ms % size === 0) ?? ['ms', 1];
+  return `${ms / size}${unit}`;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {

@@ -46,6 +46,7 @@ import { eventRoutes } from './outbox/routes.js';
 import { DELIVERY_TASKS } from './jobs/keys.js';
 import { retryPolicies } from './jobs/retry.js';
 import { startJobRunner, type JobRunner, type TaskRegistry } from './jobs/runner.js';
+import { boundsRecord } from './reconcile/bounds.sql.js';
 import { lookupTask, reconcileTask, scheduleReconcile, type ReconcileDeps } from './reconcile/reconcile.js';
 import { withTx } from './db/tx.js';
 import { createLogger, type Logger } from './telemetry/log.js';
@@ -371,11 +372,15 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         () => sealLegacySecrets(workerPool, keys!, log),
         (f, m) => log.warn(f, m),
       );
-      // The first pass one interval from now, unless one is scheduled already (another worker's).
+      // The first pass one interval from now, unless one is scheduled already (another worker's); and
+      // this worker's bounds recorded as in force, for `handset audit` to judge the database by.
       await untilAvailable(
         'schedule reconciliation',
         () =>
-          withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at')),
+          withTx(workerPool, async (tx) => {
+            await boundsRecord(tx, reconcile, new Date());
+            await scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at');
+          }),
         (f, m) => log.warn(f, m),
       );
       if (config.telnyx.apiKey && !config.telnyx.connectionId) {

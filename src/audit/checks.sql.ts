@@ -21,19 +21,44 @@ import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE, UNSEQUENCED_EVENT_TYPES } 
 
 export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11;
 
+/**
+ * How long past its expected moment a subject may wait for the carrier before
+ * reconciliation must have asked: for a call leg or an inbound caller
+ * HANDSET_RECONCILE_INTERVAL + HANDSET_RECONCILE_AFTER, for a sent message's
+ * terminal receipt the interval + HANDSET_RECONCILE_MESSAGE_AFTER, in ms.
+ */
+export interface WaitBounds {
+  /** Each recorded setting's bound, and when it was last in force (reconcile/bounds.sql.ts). */
+  recordedMs: number[];
+  lastInForce: Date[];
+  /** A subject no recorded setting was in force for since it began waiting: the latest recorded, else the configured. */
+  otherwiseMs: number;
+}
+
 export interface CheckOptions {
   graceSeconds: number;
-  /**
-   * How long past its expected moment a call leg or an inbound caller may go
-   * without a carrier event before reconciliation must have asked the carrier:
-   * HANDSET_RECONCILE_INTERVAL + HANDSET_RECONCILE_AFTER, in ms.
-   */
-  callBoundMs: number;
-  /** The same for a sent message's terminal receipt (the message bound + the interval), in ms. */
-  messageBoundMs: number;
+  call: WaitBounds;
+  message: WaitBounds;
   /** The carrier event types that are receipts about messages we sent. */
   receiptEventTypes: readonly string[];
 }
+
+/**
+ * The bound (ms, grace included) a subject waiting since `since` (an SQL
+ * expression) is judged by: the most lenient of the settings in force at any time
+ * since then. Reconciliation ran with those while it waited, so it may not have
+ * asked sooner; a setting retired before it began waiting does not excuse it.
+ * Takes $2 … $5 (waitValues).
+ */
+const boundSince = (since: string) =>
+  `(SELECT coalesce(max(b.ms) FILTER (WHERE b.seen >= ${since}), $4::float8) + $5::float8
+      FROM unnest($2::float8[], $3::timestamptz[]) AS b(ms, seen))`;
+const waitValues = (w: WaitBounds, o: CheckOptions) => [
+  w.recordedMs,
+  w.lastInForce,
+  w.otherwiseMs,
+  o.graceSeconds * 1000,
+];
 
 export interface CheckDef {
   /** Stable machine name, for --json readers. */
@@ -396,13 +421,15 @@ export const CHECKS: readonly CheckDef[] = [
     name: 'no leg waits past its bound without the carrier asked',
     unit: () => 'legs still up',
     subjects: `
-      SELECT l.id,
-             coalesce(l.answered_at, l.dialed_at + make_interval(secs => (c.ring_plan->>'timeout')::int))
-               + make_interval(secs => $2::float8 / 1000) > now()
-             OR l.checked_at > now() - make_interval(secs => $2::float8 / 1000) AS ok
-        FROM call_legs l JOIN calls c ON c.id = l.call_id
-       WHERE l.ended_at IS NULL AND l.carrier_ref IS NOT NULL`,
-    values: (o) => [o.callBoundMs + o.graceSeconds * 1000],
+      SELECT w.id,
+             w.since + make_interval(secs => w.bound / 1000) > now()
+             OR w.checked_at > now() - make_interval(secs => w.bound / 1000) AS ok
+        FROM (SELECT s.*, ${boundSince('s.since')} AS bound
+                FROM (SELECT l.id, l.checked_at,
+                             coalesce(l.answered_at, l.dialed_at + make_interval(secs => (c.ring_plan->>'timeout')::int)) AS since
+                        FROM call_legs l JOIN calls c ON c.id = l.call_id
+                       WHERE l.ended_at IS NULL AND l.carrier_ref IS NOT NULL) s) w`,
+    values: (o) => waitValues(o.call, o),
   },
   {
     // A call not ended always has a leg still up (the claim of the next target,
@@ -417,11 +444,12 @@ export const CHECKS: readonly CheckDef[] = [
       SELECT c.id,
              EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = c.id AND l.ended_at IS NULL)
              AND (c.caller_ref IS NULL
-                  OR c.created_at + make_interval(secs => $2::float8 / 1000) > now()
-                  OR c.caller_checked_at > now() - make_interval(secs => $2::float8 / 1000)) AS ok
+                  OR c.created_at + make_interval(secs => w.bound / 1000) > now()
+                  OR c.caller_checked_at > now() - make_interval(secs => w.bound / 1000)) AS ok
         FROM calls c
+       CROSS JOIN LATERAL (SELECT ${boundSince('c.created_at')} AS bound) w
        WHERE c.ended_at IS NULL`,
-    values: (o) => [o.callBoundMs + o.graceSeconds * 1000],
+    values: (o) => waitValues(o.call, o),
   },
   {
     // A sent message without a terminal receipt past its bound has been looked
@@ -431,13 +459,14 @@ export const CHECKS: readonly CheckDef[] = [
     name: 'no sent message waits past its bound without the carrier asked',
     unit: () => 'sent messages',
     subjects: `
-      SELECT id,
-             sent_at + make_interval(secs => $2::float8 / 1000) > now()
-             OR checked_at IS NOT NULL
-             OR sent_at < now() - interval '10 days' AS ok
-        FROM messages
-       WHERE status = 'sent'`,
-    values: (o) => [o.messageBoundMs + o.graceSeconds * 1000],
+      SELECT m.id,
+             m.sent_at + make_interval(secs => w.bound / 1000) > now()
+             OR m.checked_at IS NOT NULL
+             OR m.sent_at < now() - interval '10 days' AS ok
+        FROM messages m
+       CROSS JOIN LATERAL (SELECT ${boundSince('m.sent_at')} AS bound) w
+       WHERE m.status = 'sent'`,
+    values: (o) => waitValues(o.message, o),
   },
   {
     // A queued or scheduled message moves on only through its dispatch job, keyed

@@ -52,12 +52,13 @@ type Action = (config: Config, log: Logger, cmd: Command) => Promise<Outcome>;
 let outcome: Outcome = EXIT.ok;
 
 /** The action of a command: reads the configuration for its mode, runs, and translates what it throws. */
-function act(mode: Mode, run: Action) {
+/** `mode`: the configuration's, or chosen from the environment (a command that serves either). */
+function act(mode: Mode | ((env: NodeJS.ProcessEnv) => Mode), run: Action) {
   return async (...args: unknown[]) => {
     const cmd = args.at(-1) as Command;
     let log = createLogger('info');
     try {
-      const config = loadConfig(process.env, mode);
+      const config = loadConfig(process.env, typeof mode === 'function' ? mode(process.env) : mode);
       log = createLogger(config.logLevel);
       outcome = await run(config, log, cmd);
     } catch (err) {
@@ -166,7 +167,8 @@ export function handsetProgram(): Command {
     ),
   );
 
-  program.addCommand(auditCommand().action(act('dev', audit)));
+  // Against DATABASE_URL (a database `handset serve` writes) with serve's defaults, else dev's.
+  program.addCommand(auditCommand().action(act((env) => (env.DATABASE_URL?.trim() ? 'serve' : 'dev'), audit)));
   program.addCommand(reconcileCommand().action(act('serve', reconcile)));
 
   program
