@@ -59,7 +59,12 @@ export interface Config {
    * flight holds a socket, not a database connection. Defaults to DEFAULT_DELIVERY_CONCURRENCY.
    */
   deliveryConcurrency: number;
-  /** Of those, at most this many for one account at a time (and half as many for one endpoint). Defaults to half. */
+  /**
+   * Of those, at most this many for one account at a time (and half as many for one
+   * endpoint); and the accounts whose attempts may hang share this many among them
+   * beyond their first slot each, so the rest of the slots stay for accounts with
+   * nothing in flight and endpoints that answer fast (delivery/capacity.ts). Defaults to half.
+   */
   deliveryPerAccount: number;
   /** Webhook endpoints one account may have. Defaults to 50. */
   endpointsPerAccount: number;

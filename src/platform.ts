@@ -285,7 +285,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         afterMs: config.reconcileAfterMs,
         messageAfterMs: config.reconcileMessageAfterMs,
       };
-      const capacity = new Capacity(config.deliveryPerAccount);
+      const capacity = new Capacity(config.deliveryPerAccount, config.deliveryConcurrency);
       const delivering = {
         pool: deliveryPool,
         log,
