@@ -51,8 +51,10 @@ type Action = (config: Config, log: Logger, cmd: Command) => Promise<Outcome>;
 
 let outcome: Outcome = EXIT.ok;
 
-/** The action of a command: reads the configuration for its mode, runs, and translates what it throws. */
-/** `mode`: the configuration's, or chosen from the environment (a command that serves either). */
+/**
+ * The action of a command: reads the configuration for its mode (or the mode the
+ * environment chooses, for a command that serves either), runs, and translates what it throws.
+ */
 function act(mode: Mode | ((env: NodeJS.ProcessEnv) => Mode), run: Action) {
   return async (...args: unknown[]) => {
     const cmd = args.at(-1) as Command;

@@ -14,8 +14,9 @@
 //
 // So accounts whose endpoints hang hold at most the general pool and one slot
 // each: an account with nothing in flight, or whose endpoint answers fast, finds
-// a slot however many accounts hang at once (up to the pool's size less one
-// account's share of them). (Delivery capacity is apart from carrier-event
+// a slot while fewer accounts hang at once than there are slots beyond the
+// general pool (16 of the default 32). Endpoints known to fail run in their
+// lanes, on the delivery runner's few job slots, whatever their number. (Delivery capacity is apart from carrier-event
 // processing altogether: platform.ts gives it a job runner of its own.) The
 // counts are per process, like the slots they guard.
 

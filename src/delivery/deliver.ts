@@ -14,8 +14,8 @@
 // Fairness: deliveries run in capacity of their own (never beside carrier
 // events); an account has at most its share of that capacity in flight, and
 // accounts whose endpoints may hang share one account's worth of it beyond their
-// first slot each (capacity.ts), so however many hang, an account with nothing
-// in flight finds a slot; the rest of its attempts wait their turn (in its lane, or as
+// first slot each (capacity.ts), so several accounts' hanging endpoints still
+// leave an account with nothing in flight a slot; the rest of its attempts wait their turn (in its lane, or as
 // rows the relay hands back and claims again when there is room); and an endpoint that is
 // failing runs in its own serial lane (its breaker: one attempt at a time, each
 // a real delivery with the whole timeout, the first 2xx closing it), so a hanging
