@@ -20,6 +20,8 @@
 // processing altogether: platform.ts gives it a job runner of its own.) The
 // counts are per process, like the slots they guard.
 
+import type { ClaimRoom } from './deliveries.sql.js';
+
 export type Release = () => void;
 
 /** An answer within this is fast: the endpoint earns the larger share, and slots outside the general pool. */
@@ -96,14 +98,7 @@ export class Capacity {
    * and account. An account's room is a guess for the claim (take() decides): an
    * account known fast may use any free slot, another one only the general pool.
    */
-  room(): {
-    endpoints: string[];
-    endpointRooms: number[];
-    accounts: string[];
-    accountRooms: number[];
-    perEndpoint: number;
-    perAccount: number;
-  } {
+  room(): Omit<ClaimRoom, 'limit'> {
     const out = {
       endpoints: [] as string[],
       endpointRooms: [] as number[],
