@@ -41,6 +41,27 @@ export interface Config {
     /** Optional, sent with POST /messages. */
     messagingProfileId: string | null;
   };
+  /** Twilio as a second carrier (messaging); null when TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN are not set. */
+  twilio: {
+    accountSid: string;
+    authToken: string;
+    /** Defaults to https://api.twilio.com. */
+    apiUrl: string;
+  } | null;
+  /**
+   * The ingest base URL as the carriers reach it (behind a proxy, its public
+   * https URL): Twilio signs the full URL it calls, and sends' StatusCallback
+   * points here. Null: http://<HANDSET_HOST>:<HANDSET_INGEST_PORT> (the ingest's
+   * own address once it listens, in a process that runs it).
+   */
+  publicIngestUrl: string | null;
+  /**
+   * A carrier is marked down after `downAfter` requests in a row it certainly did
+   * not take (refused connections, answers it defines as not processed): no
+   * request is made to it for `retryAfterMs`, then one request probes it.
+   * Defaults: 3 and 10 s (dev: 5 s).
+   */
+  carrierHealth: { downAfter: number; retryAfterMs: number };
   /** Carrier signature timestamp tolerance, both directions. Defaults to 300 s. */
   webhookToleranceSeconds: number;
   /** Delays before each retry of a customer webhook delivery, in ms; its length is the retry count. */
@@ -227,6 +248,18 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     throw new ConfigError('DATABASE_URL', 'must be a postgres:// connection string');
   }
 
+  const twilioSid = str('TWILIO_ACCOUNT_SID');
+  const twilioToken = str('TWILIO_AUTH_TOKEN');
+  if ((twilioSid === null) !== (twilioToken === null)) {
+    throw new ConfigError(
+      twilioSid === null ? 'TWILIO_ACCOUNT_SID' : 'TWILIO_AUTH_TOKEN',
+      'TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN are set together or not at all',
+    );
+  }
+  if (twilioSid !== null && !/^AC[0-9a-fA-F]{32}$/.test(twilioSid)) {
+    throw new ConfigError('TWILIO_ACCOUNT_SID', 'must be an account SID: AC followed by 32 hex digits');
+  }
+
   const publicKey = str('TELNYX_PUBLIC_KEY');
   if (publicKey !== null && Buffer.from(publicKey, 'base64').length !== 32) {
     throw new ConfigError('TELNYX_PUBLIC_KEY', 'must be the base64 of a raw 32-byte Ed25519 public key');
@@ -302,6 +335,19 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
       apiUrl: url('TELNYX_API_URL', 'https://api.telnyx.com/v2') as string,
       connectionId: str('TELNYX_CONNECTION_ID'),
       messagingProfileId: str('TELNYX_MESSAGING_PROFILE_ID'),
+    },
+    twilio:
+      twilioSid !== null && twilioToken !== null
+        ? {
+            accountSid: twilioSid,
+            authToken: twilioToken,
+            apiUrl: url('TWILIO_API_URL', 'https://api.twilio.com') as string,
+          }
+        : null,
+    publicIngestUrl: url('HANDSET_PUBLIC_INGEST_URL', null),
+    carrierHealth: {
+      downAfter: int('HANDSET_CARRIER_DOWN_AFTER', 3, 1, 1000),
+      retryAfterMs: duration('HANDSET_CARRIER_RETRY_AFTER', dev ? '5s' : '10s'),
     },
     webhookToleranceSeconds: int('HANDSET_WEBHOOK_TOLERANCE_SECONDS', 300, 1, 86_400),
     deliveryRetrySchedule,

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
-import { carriers as configuredCarriers, type Carriers } from './carrier/registry.js';
+import { carriers as configuredCarriers, defaultPublicIngestUrl, type Carriers } from './carrier/registry.js';
 import { DEFAULT_ED25519_ENGINE } from './carrier/telnyx/ed25519.js';
 import { processCarrierEventTask, type HandlerRegistry, type ProcessDeps } from './carrier/process.js';
 import { RELAY_LOOPS, startRelay, type Relay } from './carrier/relay.js';
@@ -160,7 +160,9 @@ export function checkRoleConfig(config: Config, all: Carriers, roles: readonly R
 
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, log, roles } = opts;
-  const carriers = configuredCarriers(config, opts.carriers);
+  // Where the carriers reach ingest: as configured, else this process's own ingest once it listens.
+  let publicIngestUrl = defaultPublicIngestUrl(config);
+  const carriers = configuredCarriers(config, opts.carriers, () => publicIngestUrl);
   checkRoleConfig(config, carriers, roles);
   const keys = config.secretKeys ? keyring(config.secretKeys) : null;
   const metrics = new Metrics({ scrapeToken: config.metricsToken });
@@ -235,6 +237,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       capConnections(app, 'ingest');
       servers.push(app);
       ingestUrl = await listen(app, config.host, config.ingestPort);
+      if (!config.publicIngestUrl) publicIngestUrl = ingestUrl;
       log.info({ url: ingestUrl, ed25519: DEFAULT_ED25519_ENGINE }, 'ingest listening');
     }
 
@@ -383,6 +386,12 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           }),
         (f, m) => log.warn(f, m),
       );
+      if (config.twilio && !config.publicIngestUrl && !roles.includes('ingest')) {
+        log.warn(
+          { publicIngestUrl },
+          'HANDSET_PUBLIC_INGEST_URL is not set: Twilio status callbacks go to this default address',
+        );
+      }
       if (config.telnyx.apiKey && !config.telnyx.connectionId) {
         log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
       }
