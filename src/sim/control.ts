@@ -20,6 +20,8 @@
 //   POST /_sim/calls/{call_control_id}/answer
 //   POST /_sim/calls/{call_control_id}/hangup {"cause"?}
 //   POST /_sim/deliver                       {"body":"<raw envelope>","url"?} → {"status"}
+//   PUT  /_sim/down                          {"mode":"refuse"|"error"|"stall"|"up"}: take the carrier's REST API down
+//                                            (door.ts) or bring it back
 //   POST /_sim/reset
 //
 // Beside it, recordings.ts serves GET /_sim/recordings/{id}.{wav|mp3}?expires=&signature=,
@@ -27,6 +29,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { BehaviourError, parseBehaviour } from './behaviour.js';
+import { isDoorMode, DOOR_MODES, type DoorMode } from './door.js';
 import { isBody, SimInputError } from './fields.js';
 import { parsePersona, PersonaError } from './personas.js';
 import type { Behaviour } from './behaviour.js';
@@ -52,6 +55,7 @@ export interface Controls {
   answer(callControlId: string): void;
   hangup(callControlId: string, cause?: string): void;
   deliver(body: string, url?: string): Promise<number>;
+  setDown(mode: DoorMode): Promise<void>;
   reset(): void;
 }
 
@@ -70,6 +74,12 @@ export function registerControlApi(app: FastifyInstance, sim: Controls): void {
         return { idle: true };
       });
       c.put('/behaviour', async (req) => sim.setBehaviour(parseBehaviour(req.body ?? {})));
+      c.put('/down', async (req) => {
+        const mode = isBody(req.body) ? req.body['mode'] : undefined;
+        if (!isDoorMode(mode)) throw new SimInputError(`mode must be one of ${DOOR_MODES.join(', ')}`);
+        await sim.setDown(mode);
+        return { mode };
+      });
       c.get('/dropped', async () => ({ data: sim.dropped }));
       c.put<{ Params: { number: string } }>('/personas/:number', async (req) => {
         const persona = parsePersona(req.body ?? {});

@@ -56,7 +56,7 @@ describe('the Twilio signature', () => {
         ),
         fc.string({ minLength: 1, maxLength: 20 }),
         (pairs, url, token) => {
-          const raw = Buffer.from(new URLSearchParams(pairs.map(([k, v]) => [k, v])).toString());
+          const raw = Buffer.from(new URLSearchParams(pairs.map(([k, v]): [string, string] => [k, v])).toString());
           const params = parseForm(raw);
           const signature = twilioSignature(token, url, params);
           expect(twilio.validateRequest(token, signature, url, grouped(params))).toBe(true);

@@ -119,7 +119,8 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     if (r.status !== null && r.status >= 200 && r.status < 300 && r.json.data !== undefined)
       return { ok: true, data: r.json.data };
     // Telnyx does not say a 429 or a 5xx was left undone: only a request that never reached it certainly was.
-    if (r.status === null || r.status === 429 || r.status >= 500 || r.status < 400) {
+    // A 409 is the same key still being carried out: its outcome is not known yet either.
+    if (r.status === null || r.status === 409 || r.status === 429 || r.status >= 500 || r.status < 400) {
       return {
         ok: false,
         kind: 'retry',

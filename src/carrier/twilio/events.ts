@@ -1,7 +1,8 @@
 // Reads Twilio's messaging webhooks (status callbacks and inbound messages, form
 // parameters) into normalized CarrierEvents. Twilio's callbacks carry no event
 // id, type or time, so what ingest stores is built here from the verified form:
-// {"params": {…every POST parameter…}, "query": {…the URL's…}, "received_at": "…"},
+// {"params": {…every POST parameter…}, "query": {…the URL's…}, "received_at": "…",
+// "handset_message": "<our message id, from the StatusCallback query>"},
 // its id derived from the fact it states (a status callback: MessageSid,
 // MessageStatus and ErrorCode; an inbound message: MessageSid), so a repeated
 // callback stores nothing. `received_at` is when Handset first heard the fact,
@@ -36,7 +37,13 @@ export function twilioStorable(raw: Buffer, req: WebhookRequest): string | null 
   const params = group(parseForm(raw));
   if (Object.keys(params).length === 0) return null;
   const query = group([...new URLSearchParams(req.url.split('?')[1] ?? '')]);
-  return JSON.stringify({ params, query, received_at: new Date(req.nowSeconds * 1000).toISOString() });
+  const marker = query[MARKER];
+  return JSON.stringify({
+    params,
+    query,
+    received_at: new Date(req.nowSeconds * 1000).toISOString(),
+    ...(typeof marker === 'string' && marker !== '' ? { handset_message: marker } : {}),
+  });
 }
 
 function group(pairs: readonly (readonly [string, string])[]): Record<string, string | string[]> {
@@ -111,8 +118,7 @@ export function parseTwilioEvent(payload: unknown): CarrierEvent {
   if (!sid) throw new MalformedCarrierEvent('no MessageSid');
   const status = one(params, 'MessageStatus');
   if (status !== null) {
-    const query = isObject(p['query']) ? p['query'] : {};
-    const marker = query[MARKER];
+    const marker = p['handset_message'];
     return {
       kind: 'message.receipt',
       source,

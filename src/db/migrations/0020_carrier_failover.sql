@@ -43,3 +43,9 @@ CREATE TABLE carrier_health (
   probe_until  timestamptz,
   last_refusal text
 );
+
+-- A carrier that hands back a marker we gave a send (Twilio keeps the
+-- StatusCallback URL, with our message id, per message) has it stored as
+-- payload.handset_message: a send whose answer was lost is found by its callbacks.
+CREATE INDEX carrier_events_handset_message ON carrier_events ((payload ->> 'handset_message'))
+  WHERE payload ? 'handset_message';
