@@ -62,6 +62,8 @@ export interface Config {
    * Defaults: 3 and 10 s (dev: 5 s).
    */
   carrierHealth: { downAfter: number; retryAfterMs: number };
+  /** How long a request to a carrier's REST API may take before its outcome counts as unknown. Defaults to 10 s. */
+  carrierTimeoutMs: number;
   /** Carrier signature timestamp tolerance, both directions. Defaults to 300 s. */
   webhookToleranceSeconds: number;
   /** Delays before each retry of a customer webhook delivery, in ms; its length is the retry count. */
@@ -349,6 +351,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
       downAfter: int('HANDSET_CARRIER_DOWN_AFTER', 3, 1, 1000),
       retryAfterMs: duration('HANDSET_CARRIER_RETRY_AFTER', dev ? '5s' : '10s'),
     },
+    carrierTimeoutMs: duration('HANDSET_CARRIER_TIMEOUT', '10s'),
     webhookToleranceSeconds: int('HANDSET_WEBHOOK_TOLERANCE_SECONDS', 300, 1, 86_400),
     deliveryRetrySchedule,
     deliveryTimeoutMs: duration('HANDSET_DELIVERY_TIMEOUT', '15s'),

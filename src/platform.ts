@@ -35,6 +35,7 @@ import { dispatchTask } from './messages/dispatch.js';
 import { messageHandlers } from './messages/receipts.js';
 import { messageEvents, messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
+import { carrierRoutes } from './carrier/routes.js';
 import { optOutEvents, optOutRoutes } from './optouts/routes.js';
 import { fetchTask, recordTask, transcribeTask } from './recordings/jobs.js';
 import { recordingHandlers } from './recordings/recordings.js';
@@ -66,6 +67,7 @@ export const API_ROUTES: readonly ApiRoutes[] = [
   tenantRoutes,
   apiKeyRoutes,
   numberRoutes,
+  carrierRoutes,
   messageRoutes,
   optOutRoutes,
   callRoutes,

@@ -4,6 +4,7 @@
 // describes a single moment even while the platform runs. Reads only; owns no
 // table.
 
+import { twilioEventTypes } from '../carrier/twilio/events.js';
 import type pg from 'pg';
 import { telnyxAdapter } from '../carrier/telnyx/adapter.js';
 import { formatDuration } from '../config.js';
@@ -136,7 +137,7 @@ function checkOptions(graceSeconds: number, bounds: AuditBounds): CheckOptions {
     graceSeconds,
     call: wait((b) => b.intervalMs + b.afterMs),
     message: wait((b) => b.intervalMs + b.messageAfterMs),
-    receiptEventTypes: telnyxAdapter().eventTypes('message.receipt'),
+    receiptEventTypes: [...telnyxAdapter().eventTypes('message.receipt'), ...twilioEventTypes('message.receipt')],
   };
 }
 

@@ -19,7 +19,7 @@
 import { DELIVERY_KEY_PREFIX, DISPATCH_KEY_PREFIX } from '../jobs/keys.js';
 import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE, UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
 
-export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11;
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 12;
 
 /**
  * How long past its expected moment a subject may wait for the carrier before
@@ -618,5 +618,45 @@ export const CHECKS: readonly CheckDef[] = [
                WHERE data ? 'sequence' AND NOT type = ANY ($2::text[])) e
       WINDOW w AS (PARTITION BY subject_id ORDER BY ms, seq)`,
     values: () => [UNSEQUENCED_EVENT_TYPES],
+  },
+
+  // 12 ─────────────────────────────────────────────────────────────────────────
+  {
+    // Across carriers, at most one carrier took a message: its accepted requests
+    // name one message at one carrier (a repeat answered with the first send's
+    // replay is the same one), the carrier the message names,
+    // under the id it holds; a message that failed over names the fallback it moved
+    // to and left a carrier none of whose requests may have been taken; no callback
+    // handing back its id (Twilio's marker) names another message at any carrier
+    // once it is settled; billed at most once, announced sent at most once.
+    // Messages without a fallback that never needed a request recorded (a carrier
+    // that replays a repeated key) are invariant 8's.
+    key: 'messages.one_carrier',
+    invariant: 12,
+    name: 'at most one carrier took each message; one that failed over names what sent it, billed and announced once',
+    unit: () => 'outbound messages with a fallback or recorded requests',
+    subjects: `
+      SELECT m.id,
+             (SELECT count(DISTINCT (s.carrier, s.carrier_message_id)) FROM message_sends s
+               WHERE s.message_id = m.id AND s.outcome = 'accepted') <= 1
+         AND NOT EXISTS (SELECT 1 FROM message_sends s
+                          WHERE s.message_id = m.id AND s.outcome = 'accepted'
+                            AND (s.carrier <> m.carrier OR s.carrier_message_id IS DISTINCT FROM m.carrier_message_id))
+         AND (m.failover_reason IS NULL OR (
+               m.carrier = m.fallback_carrier AND m.from_number = m.fallback_from
+               AND m.failed_over_carrier IS DISTINCT FROM m.carrier
+               AND NOT EXISTS (SELECT 1 FROM message_sends s
+                                WHERE s.message_id = m.id AND s.carrier = m.failed_over_carrier
+                                  AND s.outcome <> 'not_accepted')))
+         AND (m.status IN ('queued', 'scheduled') OR NOT EXISTS (
+               SELECT 1 FROM carrier_events ce
+                WHERE ce.payload ? 'handset_message' AND ce.payload ->> 'handset_message' = m.id
+                  AND (ce.carrier <> m.carrier OR ce.subject IS DISTINCT FROM m.carrier_message_id)))
+         AND (SELECT count(*) FROM usage_records u WHERE u.source_id = m.id) <= 1
+         AND (SELECT count(*) FROM outbound_events e WHERE e.subject_id = m.id AND e.type = 'message.sent') <= 1
+             AS ok
+        FROM messages m
+       WHERE m.direction = 'outbound'
+         AND (m.fallback_carrier IS NOT NULL OR EXISTS (SELECT 1 FROM message_sends s WHERE s.message_id = m.id))`,
   },
 ];

@@ -33,7 +33,13 @@ export function carriers(
       publicKey: t.publicKey,
       toleranceSeconds: config.webhookToleranceSeconds,
       client: t.apiKey
-        ? { apiUrl: t.apiUrl, apiKey: t.apiKey, connectionId: t.connectionId, messagingProfileId: t.messagingProfileId }
+        ? {
+            apiUrl: t.apiUrl,
+            apiKey: t.apiKey,
+            connectionId: t.connectionId,
+            messagingProfileId: t.messagingProfileId,
+            timeoutMs: config.carrierTimeoutMs,
+          }
         : null,
     }),
     ...(w
