@@ -5,7 +5,6 @@
 import { Type } from 'typebox';
 import { named, Nullable, Time } from '../api/fields.js';
 import { ok } from '../api/openapi.js';
-import { listOf } from '../api/pagination.js';
 import type { ApiRoutes } from '../api/server.js';
 import { CARRIER_STATES, carrierHealthAll } from './health.sql.js';
 
@@ -32,7 +31,8 @@ export const carrierRoutes: ApiRoutes = (app, ctx) => {
         tags: ['Carriers'],
         operationId: 'listCarriers',
         summary: "The deployment's carriers and their health",
-        response: { 200: ok('Every configured carrier', listOf(Carrier)) },
+        // Not a paginated list: a deployment has a handful of carriers, all shown at once.
+        response: { 200: ok('Every configured carrier', Type.Object({ data: Type.Array(Carrier) })) },
       },
     },
     async () => {
@@ -50,7 +50,7 @@ export const carrierRoutes: ApiRoutes = (app, ctx) => {
             last_refusal: h?.last_refusal ?? null,
           };
         });
-      return { data: data.map((d) => ({ ...d, carries: [...d.carries] })), has_more: false };
+      return { data: data.map((d) => ({ ...d, carries: [...d.carries] })) };
     },
   );
 };

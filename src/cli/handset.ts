@@ -344,6 +344,13 @@ async function reconcile(config: Config, log: Logger, cmd: Command) {
   const devConfig: Config = {
     ...config,
     telnyx: { ...config.telnyx, apiUrl: dev.carrier.TELNYX_API_URL, apiKey: dev.carrier.TELNYX_API_KEY },
+    twilio: dev.twilioCarrier
+      ? {
+          accountSid: dev.twilioCarrier.TWILIO_ACCOUNT_SID,
+          authToken: dev.twilioCarrier.TWILIO_AUTH_TOKEN,
+          apiUrl: dev.twilioCarrier.TWILIO_API_URL,
+        }
+      : config.twilio,
   };
   return runReconcile(flags, devConfig, dev.databaseUrl, log, print);
 }

@@ -50,6 +50,10 @@ export interface paths {
      */
     delete: operations["releasePhoneNumber"];
   };
+  "/v1/carriers": {
+    /** The deployment's carriers and their health */
+    get: operations["listCarriers"];
+  };
   "/v1/messages": {
     /** List messages, newest first */
     get: operations["listMessages"];
@@ -318,6 +322,20 @@ export interface components {
       id: string;
       deleted: boolean;
     };
+    Carrier: {
+      /** @description as numbers and messages name it */
+      name: string;
+      carries: ("messages" | "calls")[];
+      /**
+       * @description up; down: its recent requests certainly did not reach it, and none is made until it is probed; probing: one request is trying it
+       * @enum {unknown}
+       */
+      status: "up" | "down" | "probing";
+      /** @description requests in a row it certainly did not take */
+      refusals: number;
+      since: string | null;
+      last_refusal: string | null;
+    };
     /** @enum {unknown} */
     MessageDirection: "outbound" | "inbound";
     /**
@@ -325,6 +343,15 @@ export interface components {
      * @enum {unknown}
      */
     MessageStatus: "scheduled" | "queued" | "sent" | "delivered" | "failed" | "canceled" | "received";
+    /** @description set when the message failed over: `from` and `carrier` then name what sent it */
+    MessageFailover: {
+      /** @description the carrier it left */
+      carrier: string;
+      /** @description the number it left */
+      from: string;
+      /** @description why: how that carrier certainly did not take it */
+      reason: string;
+    };
     Message: {
       id: string;
       direction: components["schemas"]["MessageDirection"];
@@ -339,7 +366,11 @@ export interface components {
       segments: number;
       carrier_segments: number | null;
       error_code: string | null;
+      /** @description the carrier it was (or will be) sent through */
+      carrier: string;
       carrier_message_id: string | null;
+      fallback_from: string | null;
+      failover: components["schemas"]["MessageFailover"] | null;
       tenant_id: string | null;
       send_at: string | null;
       /** Format: date-time */
@@ -352,6 +383,7 @@ export interface components {
     MessageStatusHistoryEntry: {
       /** @enum {unknown} */
       source: "api" | "dispatch" | "carrier" | "reconciliation";
+      carrier: string | null;
       status: string;
       carrier_status: string | null;
       error_code: string | null;
@@ -1122,7 +1154,7 @@ export interface operations {
           /** @description transcribe recorded inbound calls when they end; implies record */
           transcribe?: boolean;
           tenant_id?: string;
-          /** @description the number's carrier; the deployment's first by default */
+          /** @description the number's carrier: one of the deployment's configured carriers (422 carrier_not_configured); required when several are configured (422 carrier_required) */
           carrier?: string;
         };
       };
@@ -1291,6 +1323,43 @@ export interface operations {
       };
     };
   };
+  /** The deployment's carriers and their health */
+  listCarriers: {
+    responses: {
+      /** @description Every configured carrier */
+      200: {
+        content: {
+          "application/json": {
+            data: components["schemas"]["Carrier"][];
+          };
+        };
+      };
+      /** @description Malformed request: unparseable JSON, a bad Idempotency-Key, a value that cannot be stored */
+      400: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, invalid or revoked API key */
+      401: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Invalid input; `param` names the field and `detail` says what is allowed */
+      422: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests; retry after Retry-After */
+      429: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
   /** List messages, newest first */
   listMessages: {
     parameters: {
@@ -1367,6 +1436,11 @@ export interface operations {
            * @description up to 35 days ahead
            */
           send_at?: string;
+          /**
+           * Format: phone
+           * @description another number of the account, on another carrier: the message is sent from it, through its carrier, only when the first carrier certainly did not take it (422 invalid_fallback otherwise)
+           */
+          fallback_from?: string;
         };
       };
     };

@@ -3,7 +3,8 @@
 // random for up to 30 s), then the audit and the comparison with a well-behaved
 // carrier. Exits 1 on any violation, difference or process that exited on its own.
 // Then the customer's side: the example receiver behind @handset/inbox, SIGKILLed mid-storm (inbox.ts).
-// Flags: --messages N --calls N --workers N --ingest-processes N --load-seconds N --seed S --no-db-cuts --inbox-only
+// Flags: --messages N --calls N --twilio-messages N --failover-messages N --workers N --ingest-processes N
+// --load-seconds N --seed S --no-db-cuts --no-flap (Telnyx's REST API never goes down) --inbox-only
 
 import { parseArgs } from 'node:util';
 import { createLogger } from '../../telemetry/log.js';
@@ -20,6 +21,9 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     'no-db-cuts': { type: 'boolean' },
     'inbox-only': { type: 'boolean' },
+    'twilio-messages': { type: 'string' },
+    'failover-messages': { type: 'string' },
+    'no-flap': { type: 'boolean' },
   },
 });
 const seed = values.seed ?? `chaos-${Date.now()}`;
@@ -40,6 +44,9 @@ const result = await runChaos({
   ingestProcesses: n(values['ingest-processes'], CHAOS_DEFAULTS.ingestProcesses),
   loadMs: n(values['load-seconds'], CHAOS_DEFAULTS.loadMs / 1000) * 1000,
   ...(values['no-db-cuts'] ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
+  twilioMessages: n(values['twilio-messages'], CHAOS_DEFAULTS.twilioMessages),
+  failoverMessages: n(values['failover-messages'], CHAOS_DEFAULTS.failoverMessages),
+  ...(values['no-flap'] ? { flapEveryMs: [0, 0] as [number, number] } : {}),
   seed,
   databaseUrl: process.env.DATABASE_URL ?? null,
   log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
