@@ -80,7 +80,7 @@ export async function startDev(config: Config, log: Logger, opts: { reset?: bool
     const platform = await startPlatform({ config: devConfig, databaseUrl, roles: ROLES, log });
     stops.push(() => platform.stop());
     sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
-    twilio.setSmsUrl(`${platform.ingestUrl}/webhooks/twilio`);
+    twilio.setWebhookUrl(`${platform.ingestUrl}/webhooks/twilio`);
 
     const demo = await ensureDemo(databaseUrl, config.stateDir, log);
     const state: DevState = {

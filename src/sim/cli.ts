@@ -204,6 +204,19 @@ export async function runSimCommand(args: string[], log: Logger, io: Partial<Sim
   }
 }
 
+/** Resolves on the first SIGINT or SIGTERM (listening from now on). */
+function untilSignal(signals: NonNullable<SimCommandIo['signals']>): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = () => {
+      signals.off('SIGINT', stop);
+      signals.off('SIGTERM', stop);
+      resolve();
+    };
+    signals.once('SIGINT', stop);
+    signals.once('SIGTERM', stop);
+  });
+}
+
 /** Runs the simulator until a signal; resolves to the exit code. */
 export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimCommandIo> = {}): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
@@ -215,15 +228,7 @@ export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimComman
 
   // Listen for the stop signal before printing that we listen: a signal sent
   // on that line must close the simulator cleanly.
-  const stopped = new Promise<void>((resolve) => {
-    const stop = () => {
-      signals.off('SIGINT', stop);
-      signals.off('SIGTERM', stop);
-      resolve();
-    };
-    signals.once('SIGINT', stop);
-    signals.once('SIGTERM', stop);
-  });
+  const stopped = untilSignal(signals);
   const rumours = describeBehaviour(sim.behaviour);
   stdout.write(
     [
@@ -258,15 +263,7 @@ async function runTwilioSim(
     smsUrl: o.webhookUrl ?? null,
     timeScale: o.timeScale ?? 1,
   });
-  const stopped = new Promise<void>((resolve) => {
-    const stop = () => {
-      signals.off('SIGINT', stop);
-      signals.off('SIGTERM', stop);
-      resolve();
-    };
-    signals.once('SIGINT', stop);
-    signals.once('SIGTERM', stop);
-  });
+  const stopped = untilSignal(signals);
   const state = sim.state() as { smsUrl: string | null };
   stdout.write(
     [

@@ -252,9 +252,9 @@ describe('Twilio messaging', () => {
   it('a send Twilio refuses with 21610 fails as recipient_opted_out and records the opt-out once', async () => {
     const who = '+14155550311';
     // Twilio alone heard this STOP (its webhook went nowhere): Handset learns it from the refusal.
-    c.twilio.setSmsUrl(null);
+    c.twilio.setWebhookUrl(null);
     c.twilio.injectInboundSms({ from: who, to: OURS, text: 'STOP' });
-    c.twilio.setSmsUrl(ingest());
+    c.twilio.setWebhookUrl(ingest());
     const id = await send(who, 'hello?');
     await eventually(async () => (await message(id)).status === 'failed');
     expect((await message(id)).error_code).toBe('recipient_opted_out');

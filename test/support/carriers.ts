@@ -44,7 +44,7 @@ export async function startTwoCarriers(o: {
   });
   if (platform.ingestUrl) {
     telnyx.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
-    if (!o.twilio || o.twilio.smsUrl === undefined) twilio.setSmsUrl(`${platform.ingestUrl}/webhooks/twilio`);
+    if (!o.twilio || o.twilio.smsUrl === undefined) twilio.setWebhookUrl(`${platform.ingestUrl}/webhooks/twilio`);
   }
   return {
     telnyx,

@@ -25,18 +25,12 @@ import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { MARKER } from '../../carrier/twilio/events.js';
-import { BehaviourError, checkBehaviour, parseBehaviour, WELL_BEHAVED, type Behaviour } from '../behaviour.js';
-import { DOOR_MODES, FrontDoor, isDoorMode, type DoorMode } from '../door.js';
+import { checkBehaviour, parseBehaviour, WELL_BEHAVED, type Behaviour } from '../behaviour.js';
+import { registerCommonControls } from '../control.js';
+import { FrontDoor, type DoorMode } from '../door.js';
 import { isE164, SimInputError } from '../fields.js';
 import { Inventory } from '../inventory.js';
-import {
-  parsePersona,
-  PersonaBook,
-  PersonaError,
-  SMS_FINALIZED_AFTER_MS,
-  SMS_SENT_AFTER_MS,
-  type Persona,
-} from '../personas.js';
+import { PersonaBook, SMS_FINALIZED_AFTER_MS, SMS_SENT_AFTER_MS, type Persona } from '../personas.js';
 import { freshSeed, seededRandom, type Random } from '../random.js';
 import { Scheduler } from '../scheduler.js';
 import { segmentsOf } from '../segments.js';
@@ -119,7 +113,10 @@ export interface TwilioSimulator {
   acceptedByMarker(): Map<string, number>;
   message(sid: string): TwilioMessage | undefined;
   carrierEnv(): TwilioCarrierEnv;
-  setSmsUrl(url: string | null): void;
+  /** Where inbound messages go (the numbers' SmsUrl). */
+  readonly webhookUrl: string | null;
+  setWebhookUrl(url: string | null): void;
+  holdsNumber(number: string): boolean;
   setBehaviour(partial: Partial<Behaviour>): Behaviour;
   setPersona(number: string, persona: Persona): void;
   setDown(mode: DoorMode): Promise<void>;
@@ -463,9 +460,13 @@ export async function startTwilioSimulator(opts: TwilioSimulatorOptions = {}): P
     },
     message: (sid) => messages.get(sid),
     carrierEnv: () => ({ TWILIO_ACCOUNT_SID: accountSid, TWILIO_AUTH_TOKEN: authToken, TWILIO_API_URL: door.url }),
-    setSmsUrl(url) {
+    get webhookUrl() {
+      return smsUrl;
+    },
+    setWebhookUrl(url) {
       smsUrl = url;
     },
+    holdsNumber: (n) => inventory.holds(n),
     setBehaviour(partial) {
       behaviour = checkBehaviour({ ...behaviour, ...parseBehaviour(partial) });
       return { ...behaviour };
@@ -572,53 +573,14 @@ export async function startTwilioSimulator(opts: TwilioSimulatorOptions = {}): P
   // The control API, on the simulator's own address (it stays up when the door is down).
   void app.register(
     async (c) => {
-      c.setErrorHandler(async (err: Error & { statusCode?: number }, _req, reply) => {
-        const input = err instanceof SimInputError || err instanceof BehaviourError || err instanceof PersonaError;
-        const status = input ? 400 : (err.statusCode ?? 500);
-        return reply.code(status).send({ error: status >= 500 ? 'internal error' : err.message });
-      });
-      c.get('/state', async () => sim.state());
-      c.get('/idle', async () => {
-        await sim.idle();
-        return { idle: true };
-      });
+      registerCommonControls(c, sim);
       c.get<{ Querystring: { marker?: string } }>('/accepted', async (req) => ({
         marker: req.query.marker ?? null,
         accepted: req.query.marker ? sim.acceptedFor(req.query.marker) : creates.filter((x) => x.sid).length,
       }));
-      c.put('/behaviour', async (req) => sim.setBehaviour(parseBehaviour(req.body ?? {})));
-      c.put('/down', async (req) => {
-        const mode = (req.body as { mode?: unknown } | undefined)?.mode;
-        if (!isDoorMode(mode)) throw new SimInputError(`mode must be one of ${DOOR_MODES.join(', ')}`);
-        await sim.setDown(mode);
-        return { mode };
-      });
-      c.put<{ Params: { number: string } }>('/personas/:number', async (req) => {
-        const persona = parsePersona(req.body ?? {});
-        sim.setPersona(req.params.number, persona);
-        return { number: req.params.number, persona };
-      });
-      c.put<{ Params: { number: string } }>('/numbers/:number', async (req) => {
-        sim.addNumber(req.params.number);
-        return { number: req.params.number, held: true };
-      });
-      c.delete<{ Params: { number: string } }>('/numbers/:number', async (req) => {
-        sim.removeNumber(req.params.number);
-        return { number: req.params.number, held: false };
-      });
-      c.put('/webhook_url', async (req) => {
-        const url = (req.body as { url?: unknown } | undefined)?.url;
-        if (url !== null && typeof url !== 'string') throw new SimInputError('url must be a string or null');
-        sim.setSmsUrl(url);
-        return { url };
-      });
       c.post('/inbound/sms', async (req) =>
         sim.injectInboundSms((req.body ?? {}) as { from: string; to: string; text?: string; media_urls?: string[] }),
       );
-      c.post('/reset', async () => {
-        sim.reset();
-        return { reset: true };
-      });
     },
     { prefix: '/_sim' },
   );

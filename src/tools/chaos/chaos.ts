@@ -326,7 +326,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       for (const u of urls) await waitForHttp(u.replace('/webhooks/telnyx', '/readyz'));
       // Twilio's callbacks go where each send's StatusCallback points: the first ingest process.
       env.HANDSET_PUBLIC_INGEST_URL = urls[0]!.replace('/webhooks/telnyx', '');
-      twilio.setSmsUrl(urls[0]!.replace('/telnyx', '/twilio'));
+      twilio.setWebhookUrl(urls[0]!.replace('/telnyx', '/twilio'));
       let turn = 0;
       sim.setWebhookUrl(urls[0]!);
       const rotate = setInterval(() => sim.setWebhookUrl(urls[++turn % urls.length]!), 50);
@@ -334,7 +334,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     } else {
       sim.setWebhookUrl(`${front.ingestUrl}/webhooks/telnyx`);
       env.HANDSET_PUBLIC_INGEST_URL = front.ingestUrl!;
-      twilio.setSmsUrl(`${front.ingestUrl}/webhooks/twilio`);
+      twilio.setWebhookUrl(`${front.ingestUrl}/webhooks/twilio`);
     }
 
     // The customer: an account, two numbers, an endpoint on a local receiver that
