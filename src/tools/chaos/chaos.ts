@@ -511,6 +511,21 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
 
     opts.out(`storm sent after ${Math.round((Date.now() - started) / 1000)} s; cuts stop, waiting for quiescence…`);
     cuttingOn = false;
+    // Telnyx keeps flapping while messages that may fail over still wait to be sent (workers
+    // being killed and restarted send them late), for at most a minute more.
+    const flapUntil = Date.now() + 60_000;
+    while (
+      flapping &&
+      Date.now() < flapUntil &&
+      Number(
+        (
+          await pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM messages WHERE status = 'queued' AND fallback_carrier IS NOT NULL`,
+          )
+        ).rows[0]!.n,
+      ) > 0
+    )
+      await sleep(500);
     flapping = false;
     await cutter; // a cut under way runs its length
     await flapper;
