@@ -144,6 +144,11 @@ export interface ChaosResult {
   failover: {
     /** Times Telnyx's REST API went down (refusing connections), and messages that failed over to Twilio. */
     telnyxDownWindows: number;
+    /**
+     * Calls (which stay on Telnyx) missed because every dial of them was refused while Telnyx was
+     * down, past the dial's retries: what a well-behaved carrier that was down would give too.
+     */
+    callsMissedWhileDown: number;
     failedOver: number;
     /** Recorded requests whose outcome was unknown, by how each was settled (open: still unknown at the end). */
     unknown: { total: number; replayed: number; found: number; shownNone: number; open: number };
@@ -433,14 +438,18 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     // Telnyx flapping: its REST API refuses connections for a while, now and then.
     let flapping = opts.flapEveryMs[1] > 0;
     let downWindows = 0;
+    /** When Telnyx was down: [from, to] in ms (a call dialed in one may never reach it). */
+    const outages: [number, number][] = [];
     const flapper = (async () => {
       while (flapping) {
         await sleep(between(opts.flapEveryMs));
         if (!flapping) break;
         await sim.setDown('refuse');
         downWindows++;
+        const from = Date.now();
         await sleep(between(opts.flapDownMs));
         await sim.setDown('up');
+        outages.push([from, Date.now()]);
       }
     })();
     cleanups.push(async () => {
@@ -559,13 +568,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         .filter((w) => w.eventType === 'call.recording.saved')
         .map((w) => String(JSON.parse(w.body).data.payload.call_control_id)),
     );
-    const mismatches = await compare(
+    const compared = await compare(
       pool,
       expected,
       reached,
       (opts.behaviour.contradictionRate ?? 0) > 0 || (opts.twilioBehaviour.contradictionRate ?? 0) > 0,
       savedAtCarrier,
+      outages,
     );
+    const { mismatches } = compared;
     // Every outbound message counted at both carriers: once, or never for a send refused at the carrier.
     const telnyxAccepted = new Map<string, number>();
     for (const r of sim.requests) {
@@ -611,6 +622,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       },
       failover: {
         telnyxDownWindows: downWindows,
+        callsMissedWhileDown: compared.missedWhileDown,
         failedOver: await q('SELECT count(*)::int AS n FROM messages WHERE failover_reason IS NOT NULL'),
         unknown,
         telnyxReplays: counts.replays,
@@ -754,7 +766,8 @@ async function compare(
   inbound: { from: string; kind: 'sms' | 'call' }[],
   contradictions: boolean,
   savedAtCarrier: ReadonlySet<string>,
-): Promise<string[]> {
+  outages: readonly [number, number][] = [],
+): Promise<{ mismatches: string[]; missedWhileDown: number }> {
   // A contradiction ("delivery_failed" after "delivered", under a new id) may be
   // processed first when two workers race: the first terminal word processed wins.
   // Either way there is exactly one terminal status and one terminal event.
@@ -772,6 +785,18 @@ async function compare(
       FROM calls c LEFT JOIN call_legs l ON l.call_id = c.id
      WHERE c.record AND c.status = 'completed' GROUP BY c.id`);
   const noRecording = new Set(unrecorded.filter((c) => !c.refs.some((r) => savedAtCarrier.has(r))).map((c) => c.id));
+  // A call whose every leg was never dialed (the carrier unavailable past the dial's retries) while Telnyx was
+  // down is missed, as it must be: calls do not fail over.
+  const { rows: undialed } = await pool.query<{ id: string; created: Date; ended: Date }>(`
+    SELECT c.id, c.created_at AS created, c.ended_at AS ended FROM calls c
+     WHERE c.status = 'missed' AND c.direction = 'outbound'
+       AND NOT EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = c.id
+                        AND (l.dialed_at IS NOT NULL OR l.hangup_cause IS DISTINCT FROM 'carrier_unavailable'))`);
+  const missedWhileDown = new Set(
+    undialed
+      .filter((c) => outages.some(([from, to]) => from <= c.ended.getTime() && to >= c.created.getTime()))
+      .map((c) => c.id),
+  );
   for (const [id, want] of expected) {
     const got = byId.get(id);
     const wantEvents = [...want.events, ...(noRecording.has(id) ? ['call.recording.failed'] : [])]
@@ -779,6 +804,7 @@ async function compare(
       .sort()
       .join(',');
     const gotEvents = (got?.events ?? []).map(terminal).sort().join(',');
+    if (missedWhileDown.has(id) && got?.status === 'missed' && gotEvents === 'call.missed') continue;
     if (!got || status(got.status) !== status(want.status) || gotEvents !== wantEvents) {
       const story = id.startsWith('call_') ? (await callStory(pool, id)).map((l) => `\n      ${l}`).join('') : '';
       out.push(
@@ -799,7 +825,7 @@ async function compare(
       out.push(`inbound ${kind} from ${from}: expected one with [${sorted}], got ${JSON.stringify(found)}`);
     }
   }
-  return out;
+  return { mismatches: out, missedWhileDown: missedWhileDown.size };
 }
 
 /** What happened to a call, for a difference to be understood: its legs and the carrier events about them. */
@@ -868,6 +894,7 @@ export function chaosTable(r: ChaosResult): string {
     ['  duplicates / lost / held', `${r.twilio.duplicates} / ${r.twilio.dropped} / ${r.twilio.held}`],
     ['  answers lost / 5xx', `${r.twilio.answersLost} / ${r.twilio.serverErrors}`],
     ['telnyx down windows / messages failed over', `${r.failover.telnyxDownWindows} / ${r.failover.failedOver}`],
+    ['  calls missed: never dialed while telnyx was down', r.failover.callsMissedWhileDown],
     [
       'unknown outcomes: replayed / found / shown none / open',
       `${r.failover.unknown.total}: ${r.failover.unknown.replayed} / ${r.failover.unknown.found} / ${r.failover.unknown.shownNone} / ${r.failover.unknown.open}`,
