@@ -169,7 +169,7 @@ export interface ChaosResult {
   customerEvents: number;
   deliveries: { total: number; succeeded: number; receivedRequests: number; redelivered: number };
   workersKilled: number;
-  /** Calls asked to be recorded and transcribed; record_start commands the carrier acted on; audio stored; transcripts. */
+  /** Answered calls asked to be recorded and transcribed; record_start commands the carrier acted on; audio stored; transcripts. */
   recordings: { calls: number; startsAtCarrier: number; stored: number; transcripts: number };
   audit: AuditReport;
   /** Differences from what a well-behaved carrier would have produced; empty when none. */
@@ -656,7 +656,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       },
       workersKilled: killed,
       recordings: {
-        calls: await q('SELECT count(*)::int AS n FROM calls WHERE record'),
+        // Answered ones: a recorded call missed while Telnyx was down had nothing to record.
+        calls: await q('SELECT count(*)::int AS n FROM calls WHERE record AND answered_at IS NOT NULL'),
         stored: await q(`SELECT count(*)::int AS n FROM recordings WHERE audio_status = 'stored'`),
         transcripts: await q(`SELECT count(*)::int AS n FROM recordings WHERE transcription_status = 'completed'`),
         startsAtCarrier: sim.requests.filter((r) => r.path.endsWith('/actions/record_start') && !r.deduplicated).length,
