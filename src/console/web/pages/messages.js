@@ -56,7 +56,9 @@ const COLUMNS = [
   {
     label: 'Carrier',
     cell: (m) =>
-      html`<span data-carrier=${m.carrier}>${m.carrier}</span>${m.failover ? html` <span class="muted" title=${m.failover.reason}>(failed over)</span>` : null}`,
+      html`<span data-carrier=${m.carrier}
+        >${m.carrier}${m.failover ? html` <span class="muted" title=${m.failover.reason}>(failed over)</span>` : null}</span
+      >`,
   },
   { label: 'Body', kind: 'text', cell: contentOf, full: contentOf },
 ];
