@@ -41,6 +41,29 @@ export interface Config {
     /** Optional, sent with POST /messages. */
     messagingProfileId: string | null;
   };
+  /** Twilio as a second carrier (messaging); null when TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN are not set. */
+  twilio: {
+    accountSid: string;
+    authToken: string;
+    /** Defaults to https://api.twilio.com. */
+    apiUrl: string;
+  } | null;
+  /**
+   * The ingest base URL as the carriers reach it (behind a proxy, its public
+   * https URL): Twilio signs the full URL it calls, and sends' StatusCallback
+   * points here. Null: http://<HANDSET_HOST>:<HANDSET_INGEST_PORT> (the ingest's
+   * own address once it listens, in a process that runs it).
+   */
+  publicIngestUrl: string | null;
+  /**
+   * A carrier is marked down after `downAfter` requests in a row it certainly did
+   * not take (refused connections, answers it defines as not processed): no
+   * request is made to it for `retryAfterMs`, then one request probes it.
+   * Defaults: 3 and 10 s (dev: 5 s).
+   */
+  carrierHealth: { downAfter: number; retryAfterMs: number };
+  /** How long a request to a carrier's REST API may take before its outcome counts as unknown. Defaults to 10 s. */
+  carrierTimeoutMs: number;
   /** Carrier signature timestamp tolerance, both directions. Defaults to 300 s. */
   webhookToleranceSeconds: number;
   /** Delays before each retry of a customer webhook delivery, in ms; its length is the retry count. */
@@ -59,7 +82,12 @@ export interface Config {
    * flight holds a socket, not a database connection. Defaults to DEFAULT_DELIVERY_CONCURRENCY.
    */
   deliveryConcurrency: number;
-  /** Of those, at most this many for one account at a time (and half as many for one endpoint). Defaults to half. */
+  /**
+   * Of those, at most this many for one account at a time (and half as many for one
+   * endpoint); and the accounts whose attempts may hang share this many among them
+   * beyond their first slot each, so the rest of the slots stay for accounts with
+   * nothing in flight and endpoints that answer fast (delivery/capacity.ts). Defaults to half.
+   */
   deliveryPerAccount: number;
   /** Webhook endpoints one account may have. Defaults to 50. */
   endpointsPerAccount: number;
@@ -164,12 +192,20 @@ export function redactCredentials(text: string): string {
     .replace(/\b(password|passwd|pwd|sslpassword|secret|token|api_?key)=([^&\s"]*)/gi, '$1=***');
 }
 
+const DURATION_UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
 /** Parses "250ms", "5s", "5m", "2h", "30d" into milliseconds. */
 export function parseDuration(text: string): number | null {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
   if (!m) return null;
-  const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
-  return Math.round(Number(m[1]) * unit);
+  return Math.round(Number(m[1]) * DURATION_UNITS[m[2] as keyof typeof DURATION_UNITS]);
+}
+
+/** Milliseconds as a duration parseDuration reads back, in the largest unit that holds it whole: "1h", "90s". */
+export function formatDuration(ms: number): string {
+  const units = Object.entries(DURATION_UNITS).reverse();
+  const [unit, size] = units.find(([, size]) => ms % size === 0) ?? ['ms', 1];
+  return `${ms / size}${unit}`;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
@@ -214,6 +250,18 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
   const databaseUrl = url('DATABASE_URL', null);
   if (databaseUrl && !/^postgres(ql)?:/.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must be a postgres:// connection string');
+  }
+
+  const twilioSid = str('TWILIO_ACCOUNT_SID');
+  const twilioToken = str('TWILIO_AUTH_TOKEN');
+  if ((twilioSid === null) !== (twilioToken === null)) {
+    throw new ConfigError(
+      twilioSid === null ? 'TWILIO_ACCOUNT_SID' : 'TWILIO_AUTH_TOKEN',
+      'TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN are set together or not at all',
+    );
+  }
+  if (twilioSid !== null && !/^AC[0-9a-fA-F]{32}$/.test(twilioSid)) {
+    throw new ConfigError('TWILIO_ACCOUNT_SID', 'must be an account SID: AC followed by 32 hex digits');
   }
 
   const publicKey = str('TELNYX_PUBLIC_KEY');
@@ -292,6 +340,20 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
       connectionId: str('TELNYX_CONNECTION_ID'),
       messagingProfileId: str('TELNYX_MESSAGING_PROFILE_ID'),
     },
+    twilio:
+      twilioSid !== null && twilioToken !== null
+        ? {
+            accountSid: twilioSid,
+            authToken: twilioToken,
+            apiUrl: url('TWILIO_API_URL', 'https://api.twilio.com') as string,
+          }
+        : null,
+    publicIngestUrl: url('HANDSET_PUBLIC_INGEST_URL', null),
+    carrierHealth: {
+      downAfter: int('HANDSET_CARRIER_DOWN_AFTER', 3, 1, 1000),
+      retryAfterMs: duration('HANDSET_CARRIER_RETRY_AFTER', dev ? '5s' : '10s'),
+    },
+    carrierTimeoutMs: duration('HANDSET_CARRIER_TIMEOUT', '10s'),
     webhookToleranceSeconds: int('HANDSET_WEBHOOK_TOLERANCE_SECONDS', 300, 1, 86_400),
     deliveryRetrySchedule,
     deliveryTimeoutMs: duration('HANDSET_DELIVERY_TIMEOUT', '15s'),

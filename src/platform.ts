@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
-import { carriers as configuredCarriers, type Carriers } from './carrier/registry.js';
+import { carriers as configuredCarriers, defaultPublicIngestUrl, type Carriers } from './carrier/registry.js';
 import { DEFAULT_ED25519_ENGINE } from './carrier/telnyx/ed25519.js';
 import { processCarrierEventTask, type HandlerRegistry, type ProcessDeps } from './carrier/process.js';
 import { RELAY_LOOPS, startRelay, type Relay } from './carrier/relay.js';
@@ -35,6 +35,7 @@ import { dispatchTask } from './messages/dispatch.js';
 import { messageHandlers } from './messages/receipts.js';
 import { messageEvents, messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
+import { carrierRoutes } from './carrier/routes.js';
 import { optOutEvents, optOutRoutes } from './optouts/routes.js';
 import { fetchTask, recordTask, transcribeTask } from './recordings/jobs.js';
 import { recordingHandlers } from './recordings/recordings.js';
@@ -46,6 +47,7 @@ import { eventRoutes } from './outbox/routes.js';
 import { DELIVERY_TASKS } from './jobs/keys.js';
 import { retryPolicies } from './jobs/retry.js';
 import { startJobRunner, type JobRunner, type TaskRegistry } from './jobs/runner.js';
+import { boundsRecord } from './reconcile/bounds.sql.js';
 import { lookupTask, reconcileTask, scheduleReconcile, type ReconcileDeps } from './reconcile/reconcile.js';
 import { withTx } from './db/tx.js';
 import { createLogger, type Logger } from './telemetry/log.js';
@@ -65,6 +67,7 @@ export const API_ROUTES: readonly ApiRoutes[] = [
   tenantRoutes,
   apiKeyRoutes,
   numberRoutes,
+  carrierRoutes,
   messageRoutes,
   optOutRoutes,
   callRoutes,
@@ -159,7 +162,9 @@ export function checkRoleConfig(config: Config, all: Carriers, roles: readonly R
 
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, log, roles } = opts;
-  const carriers = configuredCarriers(config, opts.carriers);
+  // Where the carriers reach ingest: as configured, else this process's own ingest once it listens.
+  let publicIngestUrl = defaultPublicIngestUrl(config);
+  const carriers = configuredCarriers(config, opts.carriers, () => publicIngestUrl);
   checkRoleConfig(config, carriers, roles);
   const keys = config.secretKeys ? keyring(config.secretKeys) : null;
   const metrics = new Metrics({ scrapeToken: config.metricsToken });
@@ -234,6 +239,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       capConnections(app, 'ingest');
       servers.push(app);
       ingestUrl = await listen(app, config.host, config.ingestPort);
+      if (!config.publicIngestUrl) publicIngestUrl = ingestUrl;
       log.info({ url: ingestUrl, ed25519: DEFAULT_ED25519_ENGINE }, 'ingest listening');
     }
 
@@ -284,7 +290,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         afterMs: config.reconcileAfterMs,
         messageAfterMs: config.reconcileMessageAfterMs,
       };
-      const capacity = new Capacity(config.deliveryPerAccount);
+      const capacity = new Capacity(config.deliveryPerAccount, config.deliveryConcurrency);
       const delivering = {
         pool: deliveryPool,
         log,
@@ -312,7 +318,13 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         'carrier_event.process': processCarrierEventTask(processing),
         'delivery.attempt': deliveryTask(attempting),
         'delivery.recover': recoverTask(delivering),
-        'message.dispatch': dispatchTask({ pool: workerPool, carriers, log, policy: policies.dispatch }),
+        'message.dispatch': dispatchTask({
+          pool: workerPool,
+          carriers,
+          log,
+          policy: policies.dispatch,
+          health: config.carrierHealth,
+        }),
         'call.dial': dialTask({ pool: workerPool, carriers, log, policies }),
         'call.command': commandTask({ pool: workerPool, carriers, log, policies }),
         'call.connect': connectTask({ pool: workerPool, carriers, log, policies }),
@@ -371,13 +383,23 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
         () => sealLegacySecrets(workerPool, keys!, log),
         (f, m) => log.warn(f, m),
       );
-      // The first pass one interval from now, unless one is scheduled already (another worker's).
+      // The first pass one interval from now, unless one is scheduled already (another worker's); and
+      // this worker's bounds recorded as in force, for `handset audit` to judge the database by.
       await untilAvailable(
         'schedule reconciliation',
         () =>
-          withTx(workerPool, (tx) => scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at')),
+          withTx(workerPool, async (tx) => {
+            await boundsRecord(tx, reconcile, new Date());
+            await scheduleReconcile(tx, config.reconcileIntervalMs, new Date(), 'preserve_run_at');
+          }),
         (f, m) => log.warn(f, m),
       );
+      if (config.twilio && !config.publicIngestUrl && !roles.includes('ingest')) {
+        log.warn(
+          { publicIngestUrl },
+          'HANDSET_PUBLIC_INGEST_URL is not set: Twilio status callbacks go to this default address',
+        );
+      }
       if (config.telnyx.apiKey && !config.telnyx.connectionId) {
         log.warn('TELNYX_CONNECTION_ID is not set: calls cannot be dialed');
       }

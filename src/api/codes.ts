@@ -149,6 +149,20 @@ export const ERROR_CODES = {
       'The recipient texted STOP to this number: nothing is sent to them from it, and nothing is billed. They opt back ' +
       'in by texting START to it.',
   },
+  invalid_fallback: {
+    status: [422],
+    about:
+      '`fallback_from` must be another of this account’s numbers, on a different carrier from `from`. ' +
+      'List your numbers and their carriers with GET /v1/phone_numbers.',
+  },
+  carrier_required: {
+    status: [422],
+    about: 'This deployment has several carriers: name the number’s `carrier` (GET /v1/carriers lists them).',
+  },
+  carrier_not_configured: {
+    status: [422],
+    about: 'No carrier of that name is configured here. Use one GET /v1/carriers lists.',
+  },
   voice_not_supported: {
     status: [422],
     about: 'This number’s carrier carries no calls here. Call from another number.',

@@ -19,21 +19,46 @@
 import { DELIVERY_KEY_PREFIX, DISPATCH_KEY_PREFIX } from '../jobs/keys.js';
 import { ABOUT_ENDPOINT_EVENT_TYPES, TEST_EVENT_TYPE, UNSEQUENCED_EVENT_TYPES } from '../outbox/outbox.sql.js';
 
-export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11;
+export type Invariant = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 12;
+
+/**
+ * How long past its expected moment a subject may wait for the carrier before
+ * reconciliation must have asked: for a call leg or an inbound caller
+ * HANDSET_RECONCILE_INTERVAL + HANDSET_RECONCILE_AFTER, for a sent message's
+ * terminal receipt the interval + HANDSET_RECONCILE_MESSAGE_AFTER, in ms.
+ */
+export interface WaitBounds {
+  /** Each recorded setting's bound, and when it was last in force (reconcile/bounds.sql.ts). */
+  recordedMs: number[];
+  lastInForce: Date[];
+  /** A subject no recorded setting was in force for since it began waiting: the latest recorded, else the configured. */
+  otherwiseMs: number;
+}
 
 export interface CheckOptions {
   graceSeconds: number;
-  /**
-   * How long past its expected moment a call leg or an inbound caller may go
-   * without a carrier event before reconciliation must have asked the carrier:
-   * HANDSET_RECONCILE_INTERVAL + HANDSET_RECONCILE_AFTER, in ms.
-   */
-  callBoundMs: number;
-  /** The same for a sent message's terminal receipt (the message bound + the interval), in ms. */
-  messageBoundMs: number;
+  call: WaitBounds;
+  message: WaitBounds;
   /** The carrier event types that are receipts about messages we sent. */
   receiptEventTypes: readonly string[];
 }
+
+/**
+ * The bound (ms, grace included) a subject waiting since `since` (an SQL
+ * expression) is judged by: the most lenient of the settings in force at any time
+ * since then. Reconciliation ran with those while it waited, so it may not have
+ * asked sooner; a setting retired before it began waiting does not excuse it.
+ * Takes $2 … $5 (waitValues).
+ */
+const boundSince = (since: string) =>
+  `(SELECT coalesce(max(b.ms) FILTER (WHERE b.seen >= ${since}), $4::float8) + $5::float8
+      FROM unnest($2::float8[], $3::timestamptz[]) AS b(ms, seen))`;
+const waitValues = (w: WaitBounds, o: CheckOptions) => [
+  w.recordedMs,
+  w.lastInForce,
+  w.otherwiseMs,
+  o.graceSeconds * 1000,
+];
 
 export interface CheckDef {
   /** Stable machine name, for --json readers. */
@@ -396,13 +421,15 @@ export const CHECKS: readonly CheckDef[] = [
     name: 'no leg waits past its bound without the carrier asked',
     unit: () => 'legs still up',
     subjects: `
-      SELECT l.id,
-             coalesce(l.answered_at, l.dialed_at + make_interval(secs => (c.ring_plan->>'timeout')::int))
-               + make_interval(secs => $2::float8 / 1000) > now()
-             OR l.checked_at > now() - make_interval(secs => $2::float8 / 1000) AS ok
-        FROM call_legs l JOIN calls c ON c.id = l.call_id
-       WHERE l.ended_at IS NULL AND l.carrier_ref IS NOT NULL`,
-    values: (o) => [o.callBoundMs + o.graceSeconds * 1000],
+      SELECT w.id,
+             w.since + make_interval(secs => w.bound / 1000) > now()
+             OR w.checked_at > now() - make_interval(secs => w.bound / 1000) AS ok
+        FROM (SELECT s.*, ${boundSince('s.since')} AS bound
+                FROM (SELECT l.id, l.checked_at,
+                             coalesce(l.answered_at, l.dialed_at + make_interval(secs => (c.ring_plan->>'timeout')::int)) AS since
+                        FROM call_legs l JOIN calls c ON c.id = l.call_id
+                       WHERE l.ended_at IS NULL AND l.carrier_ref IS NOT NULL) s) w`,
+    values: (o) => waitValues(o.call, o),
   },
   {
     // A call not ended always has a leg still up (the claim of the next target,
@@ -417,11 +444,12 @@ export const CHECKS: readonly CheckDef[] = [
       SELECT c.id,
              EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = c.id AND l.ended_at IS NULL)
              AND (c.caller_ref IS NULL
-                  OR c.created_at + make_interval(secs => $2::float8 / 1000) > now()
-                  OR c.caller_checked_at > now() - make_interval(secs => $2::float8 / 1000)) AS ok
+                  OR c.created_at + make_interval(secs => w.bound / 1000) > now()
+                  OR c.caller_checked_at > now() - make_interval(secs => w.bound / 1000)) AS ok
         FROM calls c
+       CROSS JOIN LATERAL (SELECT ${boundSince('c.created_at')} AS bound) w
        WHERE c.ended_at IS NULL`,
-    values: (o) => [o.callBoundMs + o.graceSeconds * 1000],
+    values: (o) => waitValues(o.call, o),
   },
   {
     // A sent message without a terminal receipt past its bound has been looked
@@ -431,13 +459,14 @@ export const CHECKS: readonly CheckDef[] = [
     name: 'no sent message waits past its bound without the carrier asked',
     unit: () => 'sent messages',
     subjects: `
-      SELECT id,
-             sent_at + make_interval(secs => $2::float8 / 1000) > now()
-             OR checked_at IS NOT NULL
-             OR sent_at < now() - interval '10 days' AS ok
-        FROM messages
-       WHERE status = 'sent'`,
-    values: (o) => [o.messageBoundMs + o.graceSeconds * 1000],
+      SELECT m.id,
+             m.sent_at + make_interval(secs => w.bound / 1000) > now()
+             OR m.checked_at IS NOT NULL
+             OR m.sent_at < now() - interval '10 days' AS ok
+        FROM messages m
+       CROSS JOIN LATERAL (SELECT ${boundSince('m.sent_at')} AS bound) w
+       WHERE m.status = 'sent'`,
+    values: (o) => waitValues(o.message, o),
   },
   {
     // A queued or scheduled message moves on only through its dispatch job, keyed
@@ -589,5 +618,43 @@ export const CHECKS: readonly CheckDef[] = [
                WHERE data ? 'sequence' AND NOT type = ANY ($2::text[])) e
       WINDOW w AS (PARTITION BY subject_id ORDER BY ms, seq)`,
     values: () => [UNSEQUENCED_EVENT_TYPES],
+  },
+
+  // 12 ─────────────────────────────────────────────────────────────────────────
+  {
+    // Across carriers, at most one carrier took a message: its accepted requests
+    // name one message at one carrier (a repeat answered with the first send's
+    // replay is the same one), the carrier the message names,
+    // under the id it holds; a message that failed over names the fallback it moved
+    // to and left a carrier none of whose requests may have been taken; no callback
+    // handing back its id (Twilio's marker) names another message at any carrier
+    // once it is settled. Billed and announced once, whichever carrier sent it, are
+    // invariants 4 and 3, which count per message, not per carrier.
+    // A message whose requests went unrecorded (no fallback, a carrier that replays
+    // a repeated key) is held to the rest, and to invariant 8.
+    key: 'messages.one_carrier',
+    invariant: 12,
+    name: 'at most one carrier took each message; one that failed over names what sent it',
+    unit: () => 'outbound messages',
+    subjects: `
+      SELECT m.id,
+             (SELECT count(DISTINCT (s.carrier, s.carrier_message_id)) FROM message_sends s
+               WHERE s.message_id = m.id AND s.outcome = 'accepted') <= 1
+         AND NOT EXISTS (SELECT 1 FROM message_sends s
+                          WHERE s.message_id = m.id AND s.outcome = 'accepted'
+                            AND (s.carrier <> m.carrier OR s.carrier_message_id IS DISTINCT FROM m.carrier_message_id))
+         AND (m.failover_reason IS NULL OR (
+               m.carrier = m.fallback_carrier AND m.from_number = m.fallback_from
+               AND m.failed_over_carrier IS DISTINCT FROM m.carrier
+               AND NOT EXISTS (SELECT 1 FROM message_sends s
+                                WHERE s.message_id = m.id AND s.carrier = m.failed_over_carrier
+                                  AND s.outcome <> 'not_accepted')))
+         AND (m.status IN ('queued', 'scheduled') OR NOT EXISTS (
+               SELECT 1 FROM carrier_events ce
+                WHERE ce.payload ? 'handset_message' AND ce.payload ->> 'handset_message' = m.id
+                  AND (ce.carrier <> m.carrier OR ce.subject IS DISTINCT FROM m.carrier_message_id)))
+             AS ok
+        FROM messages m
+       WHERE m.direction = 'outbound'`,
   },
 ];

@@ -35,6 +35,9 @@ export function auditCommand(): Command {
       [
         '',
         'Reads DATABASE_URL, else the database of this checkout’s handset dev (starting it if dev is stopped).',
+        'Invariant 7 is judged with the reconciliation bounds the workers recorded in that database (each',
+        'subject by the most lenient in force since it began waiting); with none recorded, with this',
+        "command's HANDSET_RECONCILE_* settings (serve's defaults when DATABASE_URL is set). The report says which.",
         'exit status: 0 all hold, 1 a violation was found, 2 the audit could not run (bad flags, no database to read).',
       ].join('\n'),
     );
@@ -45,7 +48,7 @@ export const AUDIT_USAGE = helpOf(auditCommand);
 export interface AuditCommandIo {
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown };
-  /** Reconciliation's settings (the configuration's), which bound how long anything may wait for the carrier. */
+  /** Reconciliation's settings (the configuration's), for a database whose workers recorded none. */
   reconcile: AuditOptions['reconcile'];
 }
 

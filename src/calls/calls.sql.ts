@@ -90,6 +90,11 @@ const LEG_COLUMNS_OF_L = LEG_COLUMNS.split(',')
 /** The column lists the rows above are typed from, held to the tables by a test. */
 export const CALL_TABLE_COLUMNS = { calls: CALL_COLUMNS, call_legs: LEG_COLUMNS };
 
+/**
+ * A new call, ringing at sequence 1; everything after (even an end in the same
+ * transaction) is a guarded transition of its own. An inbound call is one per
+ * caller leg at its carrier: null when that leg is a call already.
+ */
 export async function callInsert(
   tx: Tx,
   c: {
@@ -100,11 +105,8 @@ export async function callInsert(
     number: string;
     plan: RingPlan;
     carrier: string;
-    status?: CallStatus;
     callerRef?: string | null;
     createdAt?: Date;
-    /** A call inserted missed ends at once, or at this carrier time (a caller who had already hung up). */
-    endedAt?: Date;
     record?: boolean;
     transcribe?: boolean;
   },
@@ -112,10 +114,8 @@ export async function callInsert(
   const { rows } = await tx.query<CallRow>({
     name: 'call_insert',
     text: `INSERT INTO calls (account_id, tenant_id, direction, from_number, number, status, ring_plan, carrier,
-                              caller_ref, created_at, ended_at, duration_seconds, record, transcribe)
-           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, coalesce($10, now()),
-                   CASE WHEN $6 = 'missed' THEN coalesce($11, $10, now()) END, CASE WHEN $6 = 'missed' THEN 0 END,
-                   $12 OR $13, $13)
+                              caller_ref, created_at, record, transcribe)
+           VALUES ($1, $2, $3, $4, $5, 'ringing', $6::jsonb, $7, $8, coalesce($9, now()), $10 OR $11, $11)
            ON CONFLICT (carrier, caller_ref) DO NOTHING
            RETURNING ${CALL_COLUMNS}`,
     values: [
@@ -124,12 +124,10 @@ export async function callInsert(
       c.direction,
       c.from,
       c.number,
-      c.status ?? 'ringing',
       JSON.stringify(c.plan),
       c.carrier,
       c.callerRef ?? null,
       c.createdAt ?? null,
-      c.endedAt ?? null,
       c.record ?? false,
       c.transcribe ?? false,
     ],

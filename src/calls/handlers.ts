@@ -8,7 +8,7 @@
 // the not-ready policy): a hangup that may have overtaken its leg's answer, an
 // answer about a leg not stamped yet. A caller's hangup that comes before its
 // call exists is kept instead (carrier_leg_endings), and the call.initiated that
-// follows, however late, creates the call missed.
+// follows, however late, creates the call and ends it missed.
 
 import type { CarrierEvent } from '../carrier/carrier.js';
 import { NotReadyError, type HandlerContext, type HandlerRegistry, type HandlerResult } from '../carrier/process.js';
@@ -87,6 +87,10 @@ async function inboundCall(
   }
   const targets = number.inbound_ring;
   const ringing = targets.length > 0 && !gone;
+  // Every call arrives ringing. One that ends at once (no ring plan, or a caller
+  // already gone) ends by a transition of its own, after call.initiated, so each
+  // of its two events carries the call as its own transition left it, with its
+  // own sequence, though both commit together.
   const call = await callInsert(tx, {
     accountId: number.account_id,
     tenantId: number.tenant_id,
@@ -95,12 +99,10 @@ async function inboundCall(
     number: ev.to,
     plan: { targets, timeout: number.ring_timeout_secs, next: ringing ? 1 : 0 },
     carrier: ctx.carrier,
-    status: ringing ? 'ringing' : 'missed',
     callerRef: ev.leg,
     createdAt: ev.occurredAt,
     record: number.inbound_record,
     transcribe: number.inbound_transcribe,
-    ...(gone ? { endedAt: gone.ended_at } : {}),
   });
   if (!call) return { outcome: 'ignored', reason: 'this carrier leg is already a call' };
   await emit(tx, {
@@ -115,13 +117,15 @@ async function inboundCall(
     // No ring plan: the caller is turned away. Or the caller had hung up before we
     // heard of the call: nobody is dialed for them.
     if (!gone) await rejectCaller(tx, ctx.carrier, ev.leg);
+    const missed = await callEnd(tx, call.id, gone?.ended_at ?? ev.occurredAt);
+    if (!missed) throw new Error(`call ${call.id}, inserted in this transaction, could not be ended`);
     await emit(tx, {
-      accountId: call.account_id,
-      tenantId: call.tenant_id,
+      accountId: missed.account_id,
+      tenantId: missed.tenant_id,
       type: 'call.missed',
-      subjectId: call.id,
-      data: callResource(call, []),
-      occurredAt: call.ended_at!,
+      subjectId: missed.id,
+      data: callResource(missed, []),
+      occurredAt: missed.ended_at!,
     });
     return { outcome: 'applied' };
   }

@@ -43,6 +43,12 @@ export type CarrierEvent = (
       carrierStatus: string;
       status: ReceiptStatus;
       errorCode: string | null;
+      /**
+       * Our id of the message, when the carrier hands back a marker we gave the send
+       * (Twilio keeps the StatusCallback URL per message): a receipt that comes
+       * before we learned the carrier's id still says whose it is.
+       */
+      ourMessageId?: string | null;
     }
   | {
       kind: 'call.initiated';
@@ -109,6 +115,21 @@ export interface Envelope {
 /** Why a webhook was refused before anything was parsed or stored. */
 export type VerifyFailure = 'missing_signature' | 'malformed_signature' | 'stale_timestamp' | 'bad_signature';
 
+/** The request a webhook came in, beside its bytes and headers. */
+export interface WebhookRequest {
+  /** The path and query as received (`/webhooks/twilio?message=…`). */
+  url: string;
+  headers: IncomingHttpHeaders;
+  /** Unix seconds now. */
+  nowSeconds: number;
+}
+
+/** The body of a 200 when the carrier expects one of its own (Twilio: empty TwiML for an inbound message). */
+export interface WebhookReply {
+  contentType: string;
+  body: string;
+}
+
 export interface CarrierAdapter {
   /** Stable; stored on every row that came from or goes to this carrier, and the ingest path /webhooks/<name>. */
   readonly name: string;
@@ -116,9 +137,18 @@ export interface CarrierAdapter {
    * Checks the signature over the raw bytes (null when authentic); null itself when
    * this process has nothing to check with (it then receives no webhooks from it).
    */
-  readonly verify: ((raw: Buffer, headers: IncomingHttpHeaders, nowSeconds: number) => VerifyFailure | null) | null;
+  readonly verify:
+    | ((raw: Buffer, headers: IncomingHttpHeaders, nowSeconds: number, url: string) => VerifyFailure | null)
+    | null;
+  /**
+   * The JSON stored for a verified body, when the carrier does not post JSON
+   * (Twilio's form); null when the body is not one. Absent: the body is JSON, stored as sent.
+   */
+  storable?(raw: Buffer, req: WebhookRequest): string | null;
   /** The carrier's event id, type and subject from a parsed body, or null if it is not an envelope. */
   envelope(body: unknown): Envelope | null;
+  /** What a stored or duplicate event is answered with, when the carrier expects a body of its own. */
+  reply?(envelope: Envelope): WebhookReply | null;
   /** Normalizes a stored payload. Throws MalformedCarrierEvent when a known type is missing fields. */
   parse(payload: unknown): CarrierEvent;
   /** The carrier's event types that normalize to `kind` (to look for stored events of a kind). */
@@ -190,7 +220,21 @@ export type RefusalReason = 'recipient_opted_out';
 export type CommandResult<T = unknown> =
   | ({ ok: true } & T)
   | { ok: false; kind: 'rejected'; status: number; code: string; detail: string; reason?: RefusalReason } // 4xx: do not retry
-  | { ok: false; kind: 'retry'; status: number | null; retryAfterMs: number | null; detail: string }; // 429, 5xx, network
+  | {
+      ok: false;
+      kind: 'retry';
+      status: number | null;
+      retryAfterMs: number | null;
+      detail: string;
+      /**
+       * The carrier certainly did not take the request: it never reached the carrier
+       * (connection refused, no such host, a TLS failure, no connection within the
+       * connect timeout), or the carrier answered what its documentation defines as
+       * not processed (Twilio's 429). False: the outcome is unknown (a timeout after
+       * sending, a cut connection, a 5xx, an answer we could not read).
+       */
+      notAccepted: boolean;
+    }; // 429, 5xx, network
 
 export interface SendMessage {
   from: string;
@@ -256,10 +300,35 @@ export type LookupResult<T> =
  */
 export type InventoryResult = { ok: true; owned: boolean } | { ok: false; kind: 'retry'; detail: string };
 
+/** A message the carrier has, found by what it was sent with (a send whose answer we lost). */
+export interface FoundMessage {
+  carrierMessageId: string;
+  parts: number | null;
+  createdAt: Date;
+}
+
+/** What a send whose answer we never read was sent with. */
+export interface SentQuery {
+  from: string;
+  to: string;
+  text: string | null;
+  mediaUrls: string[];
+  /** No earlier than this (a little before the first request whose outcome is unknown). */
+  since: Date;
+}
+
 /** The carrier's REST API, as the workers (and the API, for a number's claim) use it. */
 export interface CarrierClient {
+  /**
+   * Whether a repeated send with the same idempotencyKey is answered with the first
+   * one instead of sending again (Telnyx). Without it (Twilio), a send whose outcome
+   * is unknown is never repeated before `findSent` shows the carrier has none.
+   */
+  readonly idempotentSends: boolean;
   /** The message's parts as the carrier counts (and bills) them, when its answer says. */
   sendMessage(m: SendMessage): Promise<CommandResult<{ carrierMessageId: string; parts: number | null }>>;
+  /** The carrier's messages matching a send (newest first); a carrier without idempotentSends has it. */
+  findSent?(q: SentQuery): Promise<LookupResult<{ found: FoundMessage[] }>>;
   lookupMessage(carrierMessageId: string): Promise<LookupResult<MessageLookup>>;
   /** Whether an E.164 number is one of the account's own at the carrier (its inventory). */
   ownsNumber(number: string): Promise<InventoryResult>;

@@ -245,3 +245,25 @@ export async function carrierEventDeleteProcessed(db: Db, before: Date, batch: n
   });
   return rowCount ?? 0;
 }
+
+/**
+ * The carrier's ids (subjects) of stored events of `eventTypes` that hand back
+ * our message id as their marker (payload.handset_message: Twilio keeps the
+ * StatusCallback URL we sent, with our id, per message). A send whose answer we
+ * lost is found this way as soon as one of its callbacks came.
+ */
+export async function carrierEventSubjectsMarked(
+  db: Db,
+  carrier: string,
+  messageId: string,
+  eventTypes: readonly string[],
+): Promise<string[]> {
+  const { rows } = await db.query<{ subject: string }>({
+    name: 'carrier_event_subjects_marked',
+    text: `SELECT DISTINCT subject FROM carrier_events
+            WHERE payload ? 'handset_message' AND payload ->> 'handset_message' = $2
+              AND carrier = $1 AND event_type = ANY ($3::text[]) AND subject IS NOT NULL`,
+    values: [carrier, messageId, eventTypes],
+  });
+  return rows.map((r) => r.subject);
+}

@@ -2,28 +2,57 @@
 // row that came from or goes to a carrier names it; code looks the adapter up here
 // by that name (a message's carrier sends it, a number's carrier routes its calls).
 // Adding a carrier: a folder implementing CarrierAdapter, its settings in config.ts,
-// and one line below.
+// and a line below.
 
 import type { Config } from '../config.js';
 import type { CarrierAdapter } from './carrier.js';
 import { telnyxAdapter } from './telnyx/adapter.js';
+import { twilioAdapter } from './twilio/adapter.js';
 
 export type Carriers = ReadonlyMap<string, CarrierAdapter>;
 
-/** Every configured carrier; `extra` adds adapters made elsewhere (a test's own carrier). */
-export function carriers(config: Config, extra: readonly CarrierAdapter[] = []): Carriers {
+/** The ingest's public base URL by default: http://<HANDSET_HOST>:<HANDSET_INGEST_PORT>. */
+export const defaultPublicIngestUrl = (config: Config): string =>
+  config.publicIngestUrl ??
+  `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.ingestPort}`;
+
+/**
+ * Every configured carrier; `extra` adds adapters made elsewhere (a test's own
+ * carrier). `publicIngestUrl` is read whenever a carrier needs it (the platform
+ * learns its ingest's address once it listens).
+ */
+export function carriers(
+  config: Config,
+  extra: readonly CarrierAdapter[] = [],
+  publicIngestUrl: () => string = () => defaultPublicIngestUrl(config),
+): Carriers {
   const t = config.telnyx;
+  const w = config.twilio;
   const all: CarrierAdapter[] = [
     telnyxAdapter({
       publicKey: t.publicKey,
       toleranceSeconds: config.webhookToleranceSeconds,
       client: t.apiKey
-        ? { apiUrl: t.apiUrl, apiKey: t.apiKey, connectionId: t.connectionId, messagingProfileId: t.messagingProfileId }
+        ? {
+            apiUrl: t.apiUrl,
+            apiKey: t.apiKey,
+            connectionId: t.connectionId,
+            messagingProfileId: t.messagingProfileId,
+            timeoutMs: config.carrierTimeoutMs,
+          }
         : null,
     }),
+    ...(w
+      ? [twilioAdapter({ accountSid: w.accountSid, authToken: w.authToken, apiUrl: w.apiUrl, publicIngestUrl })]
+      : []),
     ...extra,
   ];
   return new Map(all.map((a) => [a.name, a]));
+}
+
+/** The carriers this deployment can send through (those with a REST client), by name. */
+export function configuredCarrierNames(all: Carriers): string[] {
+  return [...all.values()].filter((a) => a.client).map((a) => a.name);
 }
 
 /** The adapter a row names; a row naming a carrier this deployment does not know is a configuration error. */

@@ -51,13 +51,16 @@ type Action = (config: Config, log: Logger, cmd: Command) => Promise<Outcome>;
 
 let outcome: Outcome = EXIT.ok;
 
-/** The action of a command: reads the configuration for its mode, runs, and translates what it throws. */
-function act(mode: Mode, run: Action) {
+/**
+ * The action of a command: reads the configuration for its mode (or the mode the
+ * environment chooses, for a command that serves either), runs, and translates what it throws.
+ */
+function act(mode: Mode | ((env: NodeJS.ProcessEnv) => Mode), run: Action) {
   return async (...args: unknown[]) => {
     const cmd = args.at(-1) as Command;
     let log = createLogger('info');
     try {
-      const config = loadConfig(process.env, mode);
+      const config = loadConfig(process.env, typeof mode === 'function' ? mode(process.env) : mode);
       log = createLogger(config.logLevel);
       outcome = await run(config, log, cmd);
     } catch (err) {
@@ -177,7 +180,8 @@ export function handsetProgram(): Command {
     ),
   );
 
-  program.addCommand(auditCommand().action(act('dev', audit)));
+  // Against DATABASE_URL (a database `handset serve` writes) with serve's defaults, else dev's.
+  program.addCommand(auditCommand().action(act((env) => (env.DATABASE_URL?.trim() ? 'serve' : 'dev'), audit)));
   program.addCommand(reconcileCommand().action(act('serve', reconcile)));
 
   program
@@ -362,6 +366,13 @@ async function reconcile(config: Config, log: Logger, cmd: Command) {
   const devConfig: Config = {
     ...config,
     telnyx: { ...config.telnyx, apiUrl: dev.carrier.TELNYX_API_URL, apiKey: dev.carrier.TELNYX_API_KEY },
+    twilio: dev.twilioCarrier
+      ? {
+          accountSid: dev.twilioCarrier.TWILIO_ACCOUNT_SID,
+          authToken: dev.twilioCarrier.TWILIO_AUTH_TOKEN,
+          apiUrl: dev.twilioCarrier.TWILIO_API_URL,
+        }
+      : config.twilio,
   };
   return runReconcile(flags, devConfig, dev.databaseUrl, log, print);
 }

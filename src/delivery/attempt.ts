@@ -1,7 +1,8 @@
 // One HTTP attempt of a delivery, signed with every secret the endpoint signs
-// with now: no database connection is held while it runs. An endpoint that is
-// timing out (its circuit breaker is open) gets a short deadline, so a hanging
-// receiver holds a slot for seconds, not the full timeout, until it answers again.
+// with now: no database connection is held while it runs. Every attempt has the
+// whole timeout, whatever the endpoint's health: a receiver that answers 2xx
+// within it has succeeded. An endpoint that is timing out is held to one attempt
+// at a time by its lane (deliver.ts), never to a shorter deadline.
 
 import { type EventType, eventBody, type OutboundEventRow } from '../outbox/outbox.js';
 import type { EndpointRow } from './endpoints.sql.js';
@@ -15,9 +16,6 @@ export interface AttemptOptions {
   allowPrivate: boolean;
 }
 
-/** The deadline for an endpoint whose last attempt timed out: a fifth of the timeout, at least 2 s. */
-export const breakerTimeoutMs = (timeoutMs: number) => Math.min(timeoutMs, Math.max(2_000, Math.round(timeoutMs / 5)));
-
 export async function attemptDelivery(
   opts: AttemptOptions,
   endpoint: EndpointRow,
@@ -29,7 +27,7 @@ export async function attemptDelivery(
   const body = eventBody(event);
   const headers = webhookHeaders(secrets, event.id, Math.floor(startedAt.getTime() / 1000), body);
   return sendWebhook(endpoint.url, headers, body, {
-    timeoutMs: endpoint.timing_out ? breakerTimeoutMs(opts.timeoutMs) : opts.timeoutMs,
+    timeoutMs: opts.timeoutMs,
     allowPrivate: opts.allowPrivate,
   });
 }

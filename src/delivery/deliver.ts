@@ -12,12 +12,14 @@
 // delivery is at-least-once.
 //
 // Fairness: deliveries run in capacity of their own (never beside carrier
-// events); an account has at most its share of that capacity in flight
-// (capacity.ts), the rest of its attempts wait their turn (in its lane, or as
+// events); an account has at most its share of that capacity in flight, and
+// accounts whose endpoints may hang share one account's worth of it beyond their
+// first slot each (capacity.ts), so several accounts' hanging endpoints still
+// leave an account with nothing in flight a slot; the rest of its attempts wait their turn (in its lane, or as
 // rows the relay hands back and claims again when there is room); and an endpoint that is
-// failing runs in its own serial lane, with a short deadline while it times out,
-// so a hanging endpoint holds one slot for seconds while every other endpoint's
-// deliveries keep flowing.
+// failing runs in its own serial lane (its breaker: one attempt at a time, each
+// a real delivery with the whole timeout, the first 2xx closing it), so a hanging
+// endpoint holds one slot while every other endpoint's deliveries keep flowing.
 
 import type pg from 'pg';
 import { withTx } from '../db/tx.js';
@@ -172,7 +174,7 @@ export async function deliver(
   deps.metrics.deliveryDuration.observe(result.durationMs / 1000);
 
   const succeeded = result.status !== null && result.status >= 200 && result.status < 300;
-  deps.capacity.note(endpoint.id, result.durationMs, succeeded);
+  deps.capacity.note(endpoint.id, result.durationMs, succeeded, endpoint.account_id);
   // A success at an endpoint read healthy has no health to reset: it touches the
   // delivery row alone, so attempts to a busy endpoint do not queue on the
   // endpoint's row, and it is recorded together with the others finishing now.

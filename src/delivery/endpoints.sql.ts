@@ -32,7 +32,7 @@ export interface EndpointRow {
   disabled_reason: DisableReason | null;
   disabled_at: Date | null;
   consecutive_failures: number;
-  /** Its last attempt timed out: a short timeout and one lane until it answers again. */
+  /** Its last attempt timed out: one attempt at a time, in its lane, until it answers again. */
   timing_out: boolean;
   last_failure: LastFailure | null;
   created_at: Date;

@@ -93,6 +93,10 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     woken = true;
     wake?.();
   };
+  // A slot freed elsewhere (a lane's attempt, in this process's job runner) is room for rows left behind too.
+  const unsubscribe = capacity.onRelease(() => {
+    if (leftBehind && !stopped) wakeUp();
+  });
   /** Attempts in flight: the delivery each holds the lease of → its run. */
   const running = new Map<string, Promise<void>>();
   /** Hand-backs committed so far: a claim that ran meanwhile may not have seen their rows. */
@@ -189,7 +193,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     let failures = 0; // claims failed in a row, for the backoff
     while (!stopped) {
       woken = false;
-      const limit = Math.min(batchSize, opts.concurrency - running.size);
+      const limit = Math.min(batchSize, opts.concurrency - running.size, capacity.free());
       if (limit <= 0) {
         leftBehind = true;
         await idle();
@@ -199,7 +203,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
       try {
         const now = clock();
         const from = floor.get() ?? floor.looked((await deliveryRelayOldest(pool))?.getTime() ?? null, now);
-        const room = { limit, ...capacity.room(), perEndpoint: capacity.perEndpoint, perAccount: capacity.perAccount };
+        const room = { limit, ...capacity.room() };
         const handBacksBefore = handBacks;
         claimed = await deliveryClaim(pool, now, new Date(now.getTime() + leaseMs), room, new Date(from));
         leftBehind = mayHaveLeftRows(room, claimed) || handBacks !== handBacksBefore;
@@ -247,6 +251,7 @@ export function startDeliveryRelay(opts: DeliveryRelayOptions): DeliveryRelay {
     },
     async stop() {
       stopped = true;
+      unsubscribe();
       stopping.abort();
       wake?.();
       await looping;

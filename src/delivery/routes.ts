@@ -67,7 +67,8 @@ export const Endpoint = named(
     disabled_at: Nullable(Time),
     consecutive_failures: Type.Integer(),
     timing_out: Type.Boolean({
-      description: 'its last attempt got no answer in time: it gets a short timeout and one attempt at a time',
+      description:
+        'its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout)',
     }),
     created_at: Time,
     updated_at: Time,

@@ -1,8 +1,9 @@
 // `handset dev` (what `npm start` runs): the whole platform on one machine with
 // nothing but Node.js — an embedded PostgreSQL under .handset/, migrations, the
-// ingest, API and worker roles, and the Telnyx simulator as the carrier, wired
-// together (its URL, API key, signing key and connection id). A demo account, API
-// key and phone number are created on first run and kept across restarts;
+// ingest, API and worker roles, and two carriers: the Telnyx simulator (messages
+// and calls) and the Twilio simulator (messages), wired together (their URLs,
+// keys, signing keys and connection id). A demo account, API key and a phone
+// number at each carrier are created on first run and kept across restarts;
 // `--reset` starts from scratch.
 
 import { randomBytes } from 'node:crypto';
@@ -19,10 +20,13 @@ import { numberInsert } from '../numbers/numbers.sql.js';
 import { ROLES, startPlatform } from '../platform.js';
 import { loadOrCreateKey } from '../sim/cli.js';
 import { startSimulator } from '../sim/simulator.js';
+import { startTwilioSimulator } from '../sim/twilio/simulator.js';
 import type { Logger } from '../telemetry/log.js';
 import { readDevState, writeDevState, type DevState } from './state.js';
 
 export const DEMO_NUMBER = '+13125550142';
+/** The demo account's number at Twilio: messages only, and the fallback `handset trigger failover` uses. */
+export const DEMO_TWILIO_NUMBER = '+13125550143';
 /** The simulator's magic numbers: never answers, busy, answers after 2 s and talks 5 s. */
 export const DEMO_RING = ['+15555550110', '+15555550111', '+15555550113'];
 
@@ -58,6 +62,13 @@ export async function startDev(
       log,
     });
     stops.push(() => sim.close());
+    const twilio = await startTwilioSimulator({
+      host: config.host,
+      seed: sim.seed,
+      authToken: await loadOrCreateToken(path.join(config.stateDir, 'twilio-token')),
+      log,
+    });
+    stops.push(() => twilio.close());
     const devConfig: Config = {
       ...config,
       secretKeys: config.secretKeys ?? [await loadOrCreateSecretKey(path.join(config.stateDir, 'secret.key'))],
@@ -69,10 +80,12 @@ export async function startDev(
         connectionId: sim.connectionId,
         messagingProfileId: sim.messagingProfileId,
       },
+      twilio: config.twilio ?? { accountSid: twilio.accountSid, authToken: twilio.authToken, apiUrl: twilio.url },
     };
     const platform = await startPlatform({ config: devConfig, databaseUrl, roles: ROLES, log });
     stops.push(() => platform.stop());
     sim.setWebhookUrl(`${platform.ingestUrl}/webhooks/telnyx`);
+    twilio.setWebhookUrl(`${platform.ingestUrl}/webhooks/twilio`);
 
     const demo = await ensureDemo(databaseUrl, config.stateDir, log);
     const state: DevState = {
@@ -80,6 +93,9 @@ export async function startDev(
       ingestUrl: platform.ingestUrl!,
       simUrl: sim.url,
       simControlUrl: sim.controlUrl,
+      twilioSimControlUrl: twilio.controlUrl,
+      twilioNumber: DEMO_TWILIO_NUMBER,
+      twilioCarrier: twilio.carrierEnv(),
       databaseUrl,
       ...demo,
       carrier: sim.carrierEnv(),
@@ -102,16 +118,39 @@ async function loadOrCreateSecretKey(file: string): Promise<Buffer> {
   return key;
 }
 
-/** The demo account, key and number: made once, then found again on every start. */
+/** The Twilio simulator's auth token in dev: made once, kept in the state directory (mode 600). */
+async function loadOrCreateToken(file: string): Promise<string> {
+  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  const token = randomBytes(16).toString('hex');
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, `${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+/** The demo account, key and numbers: made once, then found again on every start. */
 async function ensureDemo(databaseUrl: string, stateDir: string, log: Logger) {
   const previous = await readDevState(stateDir);
   const pool = createPool(databaseUrl, { max: 2, applicationName: 'handset-dev', log });
+  // Its number at Twilio too (a dev made before Twilio came along gets it on its next start).
+  const atTwilio = (accountId: string) =>
+    withTx(pool, (tx) =>
+      numberInsert(tx, {
+        accountId,
+        tenantId: null,
+        carrier: 'twilio',
+        number: DEMO_TWILIO_NUMBER,
+        inboundRing: [],
+        ringTimeoutSecs: 20,
+      }),
+    );
   try {
     if (previous) {
-      if (await accountExists(pool, previous.accountId))
+      if (await accountExists(pool, previous.accountId)) {
+        await atTwilio(previous.accountId);
         return { accountId: previous.accountId, apiKey: previous.apiKey, number: previous.number };
+      }
     }
-    return await withTx(pool, async (tx) => {
+    const made = await withTx(pool, async (tx) => {
       const account = await accountCreate(tx, 'Demo');
       const { key } = await apiKeyCreate(tx, account.id);
       await numberInsert(tx, {
@@ -124,6 +163,8 @@ async function ensureDemo(databaseUrl: string, stateDir: string, log: Logger) {
       });
       return { accountId: account.id, apiKey: key, number: DEMO_NUMBER };
     });
+    await atTwilio(made.accountId);
+    return made;
   } finally {
     await pool.end();
   }
@@ -134,13 +175,14 @@ export function devBanner(s: DevState, logFile: string): string {
   const json = `-H "Content-Type: application/json"`;
   return [
     '',
-    'Handset is running, with the Telnyx simulator as its carrier.',
+    'Handset is running, with the Telnyx and Twilio simulators as its carriers.',
     '',
     `  API        ${s.apiUrl}          docs: ${s.apiUrl}/docs`,
     `  API key    ${s.apiKey}`,
     // The key stays out of the console's URL (it would land in browser history): the console asks for it.
     `  Console    ${s.apiUrl}/console  (sign in with the API key above)`,
-    `  Number     ${s.number}  (inbound calls ring ${DEMO_RING.join(', ')})`,
+    `  Number     ${s.number}  (Telnyx; inbound calls ring ${DEMO_RING.join(', ')})`,
+    `             ${s.twilioNumber ?? DEMO_TWILIO_NUMBER}  (Twilio: messages only; calls stay on Telnyx)`,
     `  Carrier    ${s.simUrl}  (simulator control: ${s.simControlUrl}/state)`,
     `  Logs       ${logFile}`,
     '',
@@ -158,6 +200,7 @@ export function devBanner(s: DevState, logFile: string): string {
     `    -d '{"from":"${s.number}","to":${JSON.stringify(DEMO_RING)},"ring_timeout_secs":5}'`,
     '',
     '  # and see exactly-once under a misbehaving carrier: npx handset trigger duplicate-storm',
+    '  # or a message failing over from Telnyx (down) to Twilio, sent once: npx handset trigger failover',
     '',
   ].join('\n');
 }

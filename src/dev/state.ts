@@ -9,12 +9,18 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DEFAULT_STATE_DIR } from '../config.js';
 import type { CarrierEnv } from '../sim/simulator.js';
+import type { TwilioCarrierEnv } from '../sim/twilio/simulator.js';
 
 export interface DevState {
   apiUrl: string;
   ingestUrl: string;
   simUrl: string;
   simControlUrl: string;
+  /** The Twilio simulator's control API, and the demo account's number there (absent in a dev.json from before Twilio). */
+  twilioSimControlUrl?: string;
+  twilioNumber?: string;
+  /** The settings that point a tool at dev's Twilio simulator. */
+  twilioCarrier?: TwilioCarrierEnv;
   databaseUrl: string;
   accountId: string;
   apiKey: string;

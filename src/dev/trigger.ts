@@ -16,7 +16,7 @@ type Out = (line: string) => void;
 type Json = any;
 
 /** What a scenario can be told, beside what it does without. */
-const PARAMS = ['from', 'to', 'body'] as const;
+const PARAMS = ['from', 'to', 'body', 'carrier', 'mode'] as const;
 type Param = (typeof PARAMS)[number];
 
 interface Ctx {
@@ -24,9 +24,13 @@ interface Ctx {
   api: HandsetClient;
   /** The simulator's control API. */
   sim: (method: string, path: string, body?: unknown) => Promise<Json>;
+  /** The Twilio simulator's control API. */
+  twilioSim: (method: string, path: string, body?: unknown) => Promise<Json>;
   given: Partial<Record<Param, string>>;
   /** Your Handset number: the running dev's demo number. */
   ours: string | null;
+  /** Your number at Twilio: the running dev's second demo number. */
+  oursAtTwilio: string | null;
   out: Out;
 }
 
@@ -110,6 +114,84 @@ export const SCENARIOS: Record<string, Scenario> = {
         return { ...sent, carrier, refused, events };
       } finally {
         await c.sim('PUT', '/behaviour', previous);
+      }
+    },
+  },
+  'carrier-down': {
+    about: 'take a carrier down (refuse connections, answer 5xx, or stall every answer), or bring it back up',
+    takes: { carrier: 'telnyx (or twilio)', mode: 'refuse (or error, stall, up)' },
+    run: async (c) => {
+      const carrier = c.given.carrier ?? 'telnyx';
+      const mode = c.given.mode ?? 'refuse';
+      if (!['telnyx', 'twilio'].includes(carrier)) throw new UsageError('--carrier is telnyx or twilio');
+      if (!['refuse', 'error', 'stall', 'up'].includes(mode))
+        throw new UsageError('--mode is refuse, error, stall or up');
+      const answer = await (carrier === 'twilio' ? c.twilioSim : c.sim)('PUT', '/down', { mode });
+      if (answer?.mode !== mode)
+        throw new Error(`the ${carrier} simulator did not take the mode: ${JSON.stringify(answer)}`);
+      const what: Record<string, string> = {
+        refuse: 'now refuses every connection: requests certainly never reach it',
+        error: 'now answers every request 503, doing nothing',
+        stall: 'now carries out every request and never answers: outcomes are unknown',
+        up: 'is back up',
+      };
+      c.out(`${carrier} ${what[mode]}.`);
+      const carriers = must(await c.api.GET('/v1/carriers'), 'GET /v1/carriers').data;
+      for (const x of carriers)
+        c.out(`  ${x.name.padEnd(7)} ${x.status}${x.refusals ? ` (${x.refusals} refused in a row)` : ''}`);
+      return { carrier, mode, carriers };
+    },
+  },
+  failover: {
+    about: 'Telnyx refuses connections; a message with a Twilio fallback goes out once, through Twilio',
+    takes: {
+      from: YOUR_NUMBER,
+      to: '+15555550100, which the simulator delivers',
+      body: GREETING,
+    },
+    run: async (c) => {
+      const fallback = c.oursAtTwilio;
+      if (!fallback) throw new UsageError('failover needs a handset dev with a Twilio number (restart handset dev)');
+      const to = c.given.to ?? '+15555550100';
+      const body = c.given.body ?? `Hello from handset trigger at ${new Date().toISOString()}`;
+      await c.sim('PUT', '/down', { mode: 'refuse' });
+      c.out('Telnyx now refuses every connection.');
+      try {
+        const sent = must(
+          await c.api.POST('/v1/messages', { body: { from: ours(c, 'from'), to, body, fallback_from: fallback } }),
+          'POST /v1/messages',
+        );
+        c.out(`Sent ${sent.id} from ${sent.from} (Telnyx) with fallback_from ${fallback} (Twilio).`);
+        const { message, history, events } = await messageSettled(c, sent.id, ['delivered', 'failed']);
+        for (const h of history as { carrier: string | null; status: string; effect: string; note: string | null }[]) {
+          c.out(`  ${(h.carrier ?? '').padEnd(7)} ${h.status.padEnd(9)} ${h.effect}${h.note ? ` — ${h.note}` : ''}`);
+        }
+        const telnyx = (
+          (await c.sim('GET', '/state')).recentRequests as {
+            path: string;
+            idempotencyKey: string | null;
+            status: number | null;
+            replayed: boolean;
+          }[]
+        ).filter(
+          (r) => r.path === '/v2/messages' && r.idempotencyKey === sent.id && r.status === 200 && !r.replayed,
+        ).length;
+        const twilio = (await c.twilioSim('GET', `/accepted?marker=${encodeURIComponent(sent.id)}`)).accepted as number;
+        c.out(
+          `It is ${message.status}, sent through ${message.carrier} from ${message.from}` +
+            `${message.failover ? ` (failed over from ${message.failover.carrier}: ${message.failover.reason})` : ''}.`,
+        );
+        c.out(
+          `Accepted by Telnyx ${telnyx} time(s), by Twilio ${twilio} time(s); your endpoint got: ${events.join(', ')}.`,
+        );
+        return {
+          message: { ...messageSummary(message), carrier: message.carrier, failover: message.failover },
+          accepted: { telnyx, twilio },
+          events,
+        };
+      } finally {
+        await c.sim('PUT', '/down', { mode: 'up' });
+        c.out('Telnyx is back up.');
       }
     },
   },
@@ -386,6 +468,8 @@ export interface TriggerFlags {
   from?: string;
   to?: string;
   body?: string;
+  carrier?: string;
+  mode?: string;
   apiUrl?: string;
   apiKey?: string;
   simUrl?: string;
@@ -400,6 +484,8 @@ export function triggerCommand(): Command {
     .option('--from <number>', 'the sender (outbound: your number; inbound: the caller)')
     .option('--to <number>', 'the recipient (outbound: theirs, comma-separated for a ring; inbound: your number)')
     .option('--body <text>', 'the SMS text')
+    .option('--carrier <name>', 'carrier-down: which carrier (telnyx, twilio)')
+    .option('--mode <mode>', 'carrier-down: refuse, error, stall or up')
     .option('--json', 'print what Handset made of it as JSON, and nothing else')
     .option('--api-url <url>', 'the Handset API (default: the running handset dev; or HANDSET_API_URL)')
     .option('--api-key <key>', 'its API key (default: the running handset dev’s demo key; or HANDSET_API_KEY)')
@@ -407,10 +493,13 @@ export function triggerCommand(): Command {
 }
 
 export function describeScenarios(): string {
-  const lines = ['scenarios (handset trigger <scenario> [--from N] [--to N] [--body TEXT] [--json]):', ''];
+  const lines = [
+    'scenarios (handset trigger <scenario> [--from N] [--to N] [--body TEXT] [--carrier C] [--mode M] [--json]):',
+    '',
+  ];
   for (const [name, s] of Object.entries(SCENARIOS)) {
     lines.push(`  ${name.padEnd(16)} ${s.about}`);
-    for (const p of PARAMS) if (s.takes[p]) lines.push(`  ${''.padEnd(16)}   --${p.padEnd(5)} default: ${s.takes[p]}`);
+    for (const p of PARAMS) if (s.takes[p]) lines.push(`  ${''.padEnd(16)}   --${p.padEnd(7)} default: ${s.takes[p]}`);
   }
   return lines.join('\n');
 }
@@ -449,14 +538,20 @@ export async function runTrigger(
   const { apiUrl, apiKey, dev, via } = await resolveApi(stateDir, { apiUrl: flags.apiUrl, apiKey: flags.apiKey });
   if (via) note(via);
   const simUrl = flags.simUrl ?? dev?.simControlUrl;
+  const twilioSimUrl = dev?.twilioSimControlUrl;
   const summary = await scenario.run({
     api: createClient({ baseUrl: apiUrl, apiKey, fetch: (req) => reach(apiUrl, () => fetch(req)) }),
     sim: async (m, p, b) => {
       if (!simUrl) throw new UsageError('no simulator to drive: pass --sim-url (its control URL)');
       return request(simUrl, m, p, b);
     },
+    twilioSim: async (m, p, b) => {
+      if (!twilioSimUrl) throw new UsageError('no Twilio simulator to drive: run it next to a handset dev');
+      return request(twilioSimUrl, m, p, b);
+    },
     given,
     ours: dev?.number ?? null,
+    oursAtTwilio: dev?.twilioNumber ?? null,
     out: flags.json ? () => undefined : out,
   });
   if (flags.json) out(JSON.stringify({ scenario: scenarioName, ...summary }, null, 2));

@@ -94,19 +94,24 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
       const started = performance.now();
       const raw = Buffer.isBuffer(req.body) ? req.body : EMPTY;
 
-      // 1. Verify over the raw bytes, before anything is parsed or stored.
-      const failure = verify(raw, req.headers, nowSeconds());
+      // 1. Verify over the raw bytes (and, for a carrier that signs it, the URL it called), before anything is stored.
+      const now = nowSeconds();
+      const failure = verify(raw, req.headers, now, req.url);
       if (failure) return answer(reply, started, 'bad_signature', 401, { error: failure });
 
       let text: string;
       let envelope: ReturnType<typeof adapter.envelope>;
       try {
-        text = storableJson(utf8.decode(raw));
+        const decoded = adapter.storable
+          ? adapter.storable(raw, { url: req.url, headers: req.headers, nowSeconds: now })
+          : utf8.decode(raw);
+        if (decoded === null) throw new Error('not a body of this carrier');
+        text = storableJson(decoded);
         envelope = adapter.envelope(JSON.parse(text));
       } catch {
         return answer(reply, started, 'bad_request', 400, {
           error: 'malformed_body',
-          detail: 'body is not UTF-8 JSON',
+          detail: adapter.storable ? `not a ${adapter.name} webhook body` : 'body is not UTF-8 JSON',
         });
       }
       if (!envelope) {
@@ -115,6 +120,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
           detail: `not a ${adapter.name} event: its id or type is missing`,
         });
       }
+      const own = adapter.reply?.(envelope) ?? null;
 
       // 2 and 3. Persist once and enqueue, in one statement, shared with the webhooks arriving meanwhile.
       try {
@@ -125,9 +131,13 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
           subject: envelope.subject,
           rawJson: text,
         });
-        return result.stored
-          ? answer(reply, started, 'stored', 200, { status: 'stored' })
-          : answer(reply, started, 'duplicate', 200, { status: 'duplicate' });
+        const outcome = result.stored ? 'stored' : 'duplicate';
+        if (own) {
+          metrics.ingestRequests.inc({ outcome });
+          metrics.ingestDuration.observe({ outcome }, (performance.now() - started) / 1000);
+          return reply.code(200).type(own.contentType).send(own.body);
+        }
+        return answer(reply, started, outcome, 200, { status: outcome });
       } catch (err) {
         if (err instanceof QueueFullError) {
           return answer(reply, started, 'queue_full', 503, { error: 'unavailable', detail: 'try again' });

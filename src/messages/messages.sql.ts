@@ -5,7 +5,8 @@
 //   scheduled ──claim──▶ queued ──sent──▶ sent ──receipt──▶ delivered | failed
 //       │                  │                                 (first terminal word wins)
 //       └─cancel─▶ canceled ├─carrier 4xx─▶ failed
-//                          └─recipient opted out─▶ failed (never reached the carrier)
+//                          ├─recipient opted out─▶ failed (never reached the carrier)
+//                          └─fail over─▶ queued (from its fallback number, through its carrier; once)
 //   inbound: received (inserted once per carrier message id)
 
 import type { Db } from '../db/pool.js';
@@ -54,15 +55,25 @@ export interface MessageRow {
   carrier_segments: number | null;
   /** Its place in the dispatch line while queued (its dispatch job's priority); null otherwise. */
   dispatch_rank: number | null;
+  /** The account's number on another carrier it may be sent from instead, and that carrier. */
+  fallback_from: string | null;
+  fallback_carrier: string | null;
+  /** Why it failed over (null: it did not), and the number and carrier it left. */
+  failover_reason: string | null;
+  failed_over_from: string | null;
+  failed_over_carrier: string | null;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
   segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence,
-  dispatched_at, carrier_segments, dispatch_rank`;
+  dispatched_at, carrier_segments, dispatch_rank, fallback_from, fallback_carrier, failover_reason, failed_over_from,
+  failed_over_carrier`;
 
 export interface HistoryRow {
   id: string;
   message_id: string;
   source: HistorySource;
+  /** The carrier the word came from or was about. */
+  carrier: string | null;
   carrier_event_id: string | null;
   status: string;
   carrier_status: string | null;
@@ -73,10 +84,32 @@ export interface HistoryRow {
   created_at: Date;
 }
 const HISTORY_COLUMNS =
-  'id, message_id, source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at, created_at';
+  'id, message_id, source, carrier, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at, created_at';
+
+/** What became of one request a message made of a carrier (or chose not to make: the carrier was down). */
+export const SEND_OUTCOMES = ['pending', 'accepted', 'not_accepted', 'unknown', 'rejected'] as const;
+export type SendOutcome = (typeof SEND_OUTCOMES)[number];
+
+export interface SendRow {
+  id: string;
+  message_id: string;
+  carrier: string;
+  from_number: string;
+  outcome: SendOutcome;
+  carrier_message_id: string | null;
+  detail: string | null;
+  started_at: Date;
+  settled_at: Date | null;
+}
+const SEND_COLUMNS =
+  'id::text, message_id, carrier, from_number, outcome, carrier_message_id, detail, started_at, settled_at';
 
 /** The column lists the rows above are typed from, held to the tables by a test. */
-export const MESSAGE_TABLE_COLUMNS = { messages: MESSAGE_COLUMNS, message_status_history: HISTORY_COLUMNS };
+export const MESSAGE_TABLE_COLUMNS = {
+  messages: MESSAGE_COLUMNS,
+  message_status_history: HISTORY_COLUMNS,
+  message_sends: SEND_COLUMNS.replace('id::text', 'id'),
+};
 
 /**
  * The place a message takes as it joins the dispatch line: one after its account's
@@ -100,17 +133,32 @@ export interface NewOutbound {
   segments: number;
   sendAt: Date | null;
   carrier: string;
+  /** Another number of the account, on another carrier, to fail over to. */
+  fallback?: { from: string; carrier: string } | null;
 }
 
 export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<MessageRow> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_insert_outbound',
     text: `INSERT INTO messages (account_id, tenant_id, direction, from_number, to_number, body, media_urls,
-                                 status, encoding, segments, send_at, carrier, dispatch_rank)
+                                 status, encoding, segments, send_at, carrier, dispatch_rank, fallback_from, fallback_carrier)
            VALUES ($1, $2, 'outbound', $3, $4, $5, $6, CASE WHEN $7::timestamptz IS NULL THEN 'queued' ELSE 'scheduled' END,
-                   $8, $9, $7, $10, CASE WHEN $7::timestamptz IS NULL THEN ${NEXT_RANK('$1')} END)
+                   $8, $9, $7, $10, CASE WHEN $7::timestamptz IS NULL THEN ${NEXT_RANK('$1')} END, $11, $12)
            RETURNING ${MESSAGE_COLUMNS}`,
-    values: [m.accountId, m.tenantId, m.from, m.to, m.body, m.mediaUrls, m.sendAt, m.encoding, m.segments, m.carrier],
+    values: [
+      m.accountId,
+      m.tenantId,
+      m.from,
+      m.to,
+      m.body,
+      m.mediaUrls,
+      m.sendAt,
+      m.encoding,
+      m.segments,
+      m.carrier,
+      m.fallback?.from ?? null,
+      m.fallback?.carrier ?? null,
+    ],
   });
   return rows[0]!;
 }
@@ -144,13 +192,13 @@ export async function messageInsertInbound(
   return rows[0] ?? null;
 }
 
-/** How many of the account's outbound messages from this number of this carrier still wait to be sent. */
+/** How many of the account's outbound messages still wait to be sent from this number of this carrier, or may fail over to it. */
 export async function messagesWaitingFrom(db: Db, accountId: string, carrier: string, from: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>({
     name: 'messages_waiting_from',
     text: `SELECT count(*)::int AS n FROM messages
-            WHERE account_id = $1 AND carrier = $2 AND from_number = $3 AND direction = 'outbound'
-              AND status IN ('scheduled', 'queued')`,
+            WHERE account_id = $1 AND direction = 'outbound' AND status IN ('scheduled', 'queued')
+              AND ((carrier = $2 AND from_number = $3) OR (fallback_carrier = $2 AND fallback_from = $3))`,
     values: [accountId, carrier, from],
   });
   return rows[0]!.n;
@@ -353,9 +401,83 @@ export async function messageMarkChecked(db: Db, id: string, at: Date): Promise<
   });
 }
 
+/**
+ * queued → queued from its fallback number, through the fallback's carrier:
+ * once, and only from the carrier it was on (`from`). What it left is kept.
+ */
+export async function messageFailOver(tx: Tx, id: string, from: string, reason: string): Promise<MessageRow | null> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'message_fail_over',
+    text: `UPDATE messages SET failed_over_from = from_number, failed_over_carrier = carrier,
+                               from_number = fallback_from, carrier = fallback_carrier, failover_reason = $3
+            WHERE id = $1 AND status = 'queued' AND carrier = $2 AND failover_reason IS NULL
+              AND fallback_carrier IS NOT NULL
+            RETURNING ${MESSAGE_COLUMNS}`,
+    values: [id, from, reason.slice(0, 500)],
+  });
+  return rows[0] ?? null;
+}
+
+/** Every request the message made of a carrier (or chose not to make), oldest first. */
+export async function messageSendsOf(db: Db, messageId: string): Promise<SendRow[]> {
+  const { rows } = await db.query<SendRow>({
+    name: 'message_sends_of',
+    text: `SELECT ${SEND_COLUMNS} FROM message_sends WHERE message_id = $1 ORDER BY id`,
+    values: [messageId],
+  });
+  return rows;
+}
+
+/** Records a request about to be made (`pending`), or one not made (`not_accepted`: the carrier was down). */
+export async function messageSendRecord(
+  db: Db,
+  s: {
+    messageId: string;
+    carrier: string;
+    from: string;
+    outcome: 'pending' | 'not_accepted';
+    detail?: string;
+    at: Date;
+  },
+): Promise<string> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'message_send_record',
+    text: `INSERT INTO message_sends (message_id, carrier, from_number, outcome, detail, started_at, settled_at)
+           VALUES ($1, $2, $3, $4::text, $5, $6::timestamptz, CASE WHEN $4::text = 'pending' THEN NULL ELSE $6::timestamptz END)
+           RETURNING id::text`,
+    values: [s.messageId, s.carrier, s.from, s.outcome, s.detail ?? null, s.at],
+  });
+  return rows[0]!.id;
+}
+
+/**
+ * Settles requests whose outcome was open (pending, or unknown): what the carrier
+ * answered, or what asking it later showed. A settled request is not reopened.
+ */
+export async function messageSendSettle(
+  db: Db,
+  ids: readonly string[],
+  outcome: Exclude<SendOutcome, 'pending'>,
+  detail: string,
+  at: Date,
+  carrierMessageId: string | null = null,
+): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query({
+    name: 'message_send_settle',
+    text: `UPDATE message_sends SET outcome = $2, settled_at = $4,
+                  detail = CASE WHEN detail IS NULL THEN $3::text ELSE detail || '; ' || $3::text END,
+                  carrier_message_id = coalesce($5, carrier_message_id)
+            WHERE id = ANY ($1::bigint[]) AND outcome IN ('pending', 'unknown')`,
+    values: [ids, outcome, detail.slice(0, 500), at, carrierMessageId],
+  });
+}
+
 export interface HistoryEntry {
   messageId: string;
   source: HistorySource;
+  /** The carrier the word came from or is about. */
+  carrier?: string | null;
   carrierEventId?: string | null;
   status: string;
   carrierStatus?: string | null;
@@ -368,8 +490,8 @@ export interface HistoryEntry {
 export async function historyRecord(tx: Tx, h: HistoryEntry): Promise<void> {
   await tx.query({
     name: 'message_history_record',
-    text: `INSERT INTO message_status_history (message_id, source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    text: `INSERT INTO message_status_history (message_id, source, carrier_event_id, status, carrier_status, error_code, effect, note, occurred_at, carrier)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
     values: [
       h.messageId,
       h.source,
@@ -380,6 +502,7 @@ export async function historyRecord(tx: Tx, h: HistoryEntry): Promise<void> {
       h.effect,
       h.note ?? null,
       h.occurredAt,
+      h.carrier ?? null,
     ],
   });
 }

@@ -29,7 +29,13 @@ export function messageResource(m: MessageRow) {
     segments: m.segments,
     carrier_segments: m.carrier_segments,
     error_code: m.error_code,
+    carrier: m.carrier,
     carrier_message_id: m.carrier_message_id,
+    fallback_from: m.fallback_from,
+    failover:
+      m.failover_reason !== null && m.failed_over_carrier !== null && m.failed_over_from !== null
+        ? { carrier: m.failed_over_carrier, from: m.failed_over_from, reason: m.failover_reason }
+        : null,
     tenant_id: m.tenant_id,
     send_at: m.send_at?.toISOString() ?? null,
     created_at: m.created_at.toISOString(),
@@ -46,6 +52,8 @@ export interface NewMessage {
   body: string | null;
   mediaUrls: string[];
   sendAt: Date | null;
+  /** Another number of the account, on another carrier, to send from when the first carrier certainly did not take it. */
+  fallbackFrom?: string | null;
 }
 
 /**
@@ -68,6 +76,20 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<M
   }
   const number = await numberOwned(tx, m.accountId, m.from);
   if (!number) return refuse('from_not_owned', `${m.from} is not one of this account's phone numbers`, 'from');
+  let fallback: { from: string; carrier: string } | null = null;
+  if (m.fallbackFrom) {
+    const other = await numberOwned(tx, m.accountId, m.fallbackFrom);
+    if (!other || other.carrier === number.carrier) {
+      return refuse(
+        'invalid_fallback',
+        other
+          ? `${m.fallbackFrom} is on ${other.carrier}, the carrier of ${m.from}: a fallback must be on another carrier`
+          : `${m.fallbackFrom} is not one of this account's phone numbers`,
+        'fallback_from',
+      );
+    }
+    fallback = { from: other.number, carrier: other.carrier };
+  }
   // A STOP that lands after this check is caught by the dispatcher, which checks again under the pair's lock.
   if (await optOutActive(tx, { accountId: m.accountId, number: m.from, recipient: m.to })) {
     return refuse(
@@ -88,10 +110,12 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<M
     segments,
     sendAt: m.sendAt,
     carrier: number.carrier,
+    fallback,
   });
   await historyRecord(tx, {
     messageId: message.id,
     source: 'api',
+    carrier: message.carrier,
     status: message.status,
     effect: 'applied',
     occurredAt: now,

@@ -4,7 +4,9 @@
 // only when it changed the row. A receipt that arrives before the dispatcher has
 // stamped the carrier id waits (NotReadyError) for the not-ready policy; one that
 // still matches no message then is not ours (another application on the same
-// carrier account) and is recorded as such. An inbound SMS is inserted once per
+// carrier account) and is recorded as such; one that hands back our own message id
+// (Twilio's StatusCallback marker) about a message still queued waits for as long
+// as the dispatcher takes to learn the send it is about. An inbound SMS is inserted once per
 // carrier message id, whatever event id it came under; when its whole text is a
 // STOP or START keyword, the opt-out list changes in the same transaction, only
 // for the insert that applied, so a replayed or re-sent STOP changes nothing.
@@ -17,13 +19,20 @@ import { numberAtCarrier } from '../numbers/numbers.sql.js';
 import { keywordOf, optIn, optOut } from '../optouts/optouts.js';
 import { emit } from '../outbox/outbox.js';
 import { messageResource } from './messages.js';
-import { historyRecord, messageByCarrierId, messageFinalize, messageInsertInbound } from './messages.sql.js';
+import {
+  historyRecord,
+  messageByCarrierId,
+  messageById,
+  messageFinalize,
+  messageInsertInbound,
+} from './messages.sql.js';
 import { segmentsOf } from './segments.js';
 
 export const messageHandlers: HandlerRegistry = {
   'message.receipt': async (tx, ev, ctx) => {
     const history = {
       source: ev.source === 'reconciliation' ? ('reconciliation' as const) : ('carrier' as const),
+      carrier: ctx.carrier,
       carrierEventId: ctx.eventRowId,
       carrierStatus: ev.carrierStatus,
       errorCode: ev.errorCode,
@@ -51,6 +60,13 @@ export const messageHandlers: HandlerRegistry = {
     }
     if (!done) {
       if (!m) {
+        const ours = ev.ourMessageId ? await messageById(tx, ev.ourMessageId) : null;
+        if (ours?.status === 'queued' && ours.carrier === ctx.carrier) {
+          // The carrier says this send is ours; the dispatcher has not learned so yet (its answer was lost or is late).
+          throw new NotReadyError(
+            `${ev.ourMessageId} is still learning its ${ctx.carrier} id (${ev.carrierMessageId})`,
+          );
+        }
         if (!ctx.waitedOut) throw new NotReadyError(`no message with ${ctx.carrier} id ${ev.carrierMessageId} yet`);
         return { outcome: 'rejected', reason: `no message has ${ctx.carrier} id ${ev.carrierMessageId}` };
       }
@@ -114,6 +130,7 @@ export const messageHandlers: HandlerRegistry = {
     await historyRecord(tx, {
       messageId: m.id,
       source: 'carrier',
+      carrier: ctx.carrier,
       carrierEventId: ctx.eventRowId,
       status: 'received',
       effect: 'applied',

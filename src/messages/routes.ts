@@ -51,7 +51,26 @@ const Message = named(
       Type.Integer({ description: 'the parts the carrier said it sent (and bills), once sent; billing follows it' }),
     ),
     error_code: Nullable(Type.String()),
+    carrier: Type.String({ description: 'the carrier it was (or will be) sent through' }),
     carrier_message_id: Nullable(Type.String()),
+    fallback_from: Nullable(
+      Type.String({
+        description: 'the number (on another carrier) it may be sent from when its carrier did not take it',
+      }),
+    ),
+    failover: Nullable(
+      named(
+        'MessageFailover',
+        Type.Object(
+          {
+            carrier: Type.String({ description: 'the carrier it left' }),
+            from: Type.String({ description: 'the number it left' }),
+            reason: Type.String({ description: 'why: how that carrier certainly did not take it' }),
+          },
+          { description: 'set when the message failed over: `from` and `carrier` then name what sent it' },
+        ),
+      ),
+    ),
     tenant_id: Nullable(Type.String()),
     send_at: Nullable(Time),
     created_at: Time,
@@ -65,6 +84,7 @@ const StatusHistoryEntry = named(
   'MessageStatusHistoryEntry',
   Type.Object({
     source: Type.Enum([...HISTORY_SOURCES]),
+    carrier: Nullable(Type.String({ description: 'the carrier this word came from or is about' })),
     status: Type.String(),
     carrier_status: Nullable(Type.String()),
     error_code: Nullable(Type.String()),
@@ -116,6 +136,14 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             send_at: Type.Optional(
               Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' }),
             ),
+            fallback_from: Type.Optional(
+              Type.String({
+                ...E164,
+                description:
+                  'another number of the account, on another carrier: the message is sent from it, through its carrier, ' +
+                  'only when the first carrier certainly did not take it (422 invalid_fallback otherwise)',
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -134,6 +162,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             body: req.body.body || null,
             mediaUrls: req.body.media_urls ?? [],
             sendAt: req.body.send_at ? new Date(req.body.send_at) : null,
+            fallbackFrom: req.body.fallback_from ?? null,
           },
           new Date(),
         );
@@ -208,6 +237,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
       const rows = await historyList(ctx.pool, m.id);
       const data = rows.map((h) => ({
         source: h.source,
+        carrier: h.carrier,
         status: h.status,
         carrier_status: h.carrier_status,
         error_code: h.error_code,

@@ -10,6 +10,7 @@ import { ok, problems } from '../api/openapi.js';
 import { cursorOf, listOf, ListQuery, page } from '../api/pagination.js';
 import { ApiError, conflict, notFound, Problem, unprocessable } from '../api/problem.js';
 import type { ApiRoutes } from '../api/server.js';
+import { configuredCarrierNames } from '../carrier/registry.js';
 import { withTx } from '../db/tx.js';
 import { E164, numberRelease, PhoneNumber, phoneNumberResource } from './numbers.js';
 import { numberHeldByAccount, numberInsert, numberList, numberOfAccount } from './numbers.sql.js';
@@ -54,7 +55,9 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
               Type.String({
                 minLength: 1,
                 maxLength: 64,
-                description: "the number's carrier; the deployment's first by default",
+                description:
+                  "the number's carrier: one of the deployment's configured carriers (422 carrier_not_configured); " +
+                  'required when several are configured (422 carrier_required)',
               }),
             ),
           },
@@ -76,12 +79,21 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
       // foreign key from here on: tenants are never deleted).
       if (req.body.tenant_id !== undefined && !(await tenantOfAccount(ctx.pool, accountId, req.body.tenant_id)))
         throw notFound('tenant');
-      const carrier = req.body.carrier ?? ctx.carriers.keys().next().value!;
-      const adapter = ctx.carriers.get(carrier);
-      if (!adapter) {
+      // A number belongs to one carrier: the only one configured, or the one named, which must be configured.
+      const configured = configuredCarrierNames(ctx.carriers);
+      if (req.body.carrier === undefined && configured.length > 1) {
         throw unprocessable(
-          'unknown_carrier',
-          `no carrier named "${carrier}" (${[...ctx.carriers.keys()].join(', ')})`,
+          'carrier_required',
+          `name the number's carrier: this deployment has several (${configured.join(', ')})`,
+          'carrier',
+        );
+      }
+      const carrier = req.body.carrier ?? configured[0] ?? ctx.carriers.keys().next().value!;
+      const adapter = ctx.carriers.get(carrier);
+      if (!adapter || !configured.includes(carrier)) {
+        throw unprocessable(
+          'carrier_not_configured',
+          `no carrier named "${carrier}" is configured here (${configured.join(', ') || 'none'})`,
           'carrier',
         );
       }

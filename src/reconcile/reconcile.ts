@@ -43,6 +43,7 @@ import { messageById, messageMarkChecked, messagesAwaitingReceipt, type MessageR
 import { recordingsOfCall } from '../recordings/recordings.sql.js';
 import type { Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import { boundsRecord } from './bounds.sql.js';
 import { requestLookup } from './requests.js';
 
 export interface ReconcileDeps {
@@ -382,9 +383,11 @@ export function reconcileTask(deps: ReconcileDeps): TaskHandler<'reconcile'> {
       deps.log.warn({ err: (err as Error).message }, 'reconciliation pass failed');
     }
     const now = deps.now?.() ?? new Date();
-    await withTx(deps.pool, (tx) =>
-      scheduleReconcile(tx, Math.max(0, started.getTime() + deps.intervalMs - now.getTime()), now),
-    );
+    await withTx(deps.pool, async (tx) => {
+      // The bounds this pass ran with were in force until now: what `handset audit` judges by.
+      await boundsRecord(tx, deps, now);
+      await scheduleReconcile(tx, Math.max(0, started.getTime() + deps.intervalMs - now.getTime()), now);
+    });
   };
 }
 

@@ -1,7 +1,8 @@
-// `handset sim`: the Telnyx simulator on its own. Parses flags (one per behaviour
-// knob, e.g. --duplicate-rate 0.5, --drop-rates call.hangup=1), starts it, prints the three values a platform
-// needs (TELNYX_API_URL, TELNYX_API_KEY, TELNYX_PUBLIC_KEY) and runs until SIGINT
-// or SIGTERM.
+// `handset sim`: a carrier simulator on its own, Telnyx's or (--carrier twilio)
+// Twilio's. Parses flags (one per behaviour knob, e.g. --duplicate-rate 0.5,
+// --drop-rates call.hangup=1), starts it, prints the values a platform needs
+// (TELNYX_API_URL, TELNYX_API_KEY, TELNYX_PUBLIC_KEY; or TWILIO_ACCOUNT_SID,
+// TWILIO_AUTH_TOKEN, TWILIO_API_URL) and runs until SIGINT or SIGTERM.
 
 import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -25,18 +26,32 @@ import {
 } from './behaviour.js';
 import { EVENT_TYPES } from './events.js';
 import { startSimulator, type SimulatorOptions } from './simulator.js';
+import { startTwilioSimulator } from './twilio/simulator.js';
 
 export const SIM_DEFAULT_PORT = 3002;
 export const SIM_DEFAULT_WEBHOOK_URL = 'http://127.0.0.1:3001/webhooks/telnyx';
+export const SIM_CARRIERS = ['telnyx', 'twilio'] as const;
+export type SimCarrier = (typeof SIM_CARRIERS)[number];
 
 /** `handset sim`: its flags, one per behaviour knob (no action: the caller attaches one). */
 export function simCommand(): Command {
   const cmd = new Command('sim')
-    .description('the Telnyx simulator on its own; prints the TELNYX_* settings that point Handset at it')
-    .option('--port <n>', `listen port (0 = any free port)`, String(SIM_DEFAULT_PORT))
+    .description(
+      'a carrier simulator on its own (Telnyx by default); prints the TELNYX_* (or TWILIO_*) settings that point Handset at it',
+    )
+    .option('--carrier <name>', `which carrier to be: ${SIM_CARRIERS.join(' or ')}`, 'telnyx')
+    .option('--port <n>', `control API port (0 = any free port)`, String(SIM_DEFAULT_PORT))
+    .option(
+      '--api-port <n>',
+      'the carrier REST API port, what TELNYX_API_URL or TWILIO_API_URL points at (default: any free port)',
+      '0',
+    )
     .option('--host <addr>', 'bind address', '127.0.0.1')
-    .option('--webhook-url <url>', 'where webhooks go ("" = nowhere)', SIM_DEFAULT_WEBHOOK_URL)
-    .option('--api-key <key>', 'the Bearer key to accept (default: generated)')
+    .option(
+      '--webhook-url <url>',
+      `where webhooks go ("" = nowhere; default ${SIM_DEFAULT_WEBHOOK_URL}, or …/webhooks/twilio)`,
+    )
+    .option('--api-key <key>', 'the Bearer key to accept, or with --carrier twilio the auth token (default: generated)')
     .option('--key-file <path>', 'Ed25519 private key (PEM); created if missing, so the public key survives restarts')
     .option('--connection-id <id>', 'the only connection_id dials accept (default: any)')
     .option('--seed <seed>', 'seeds every decision (default: random, printed)')
@@ -74,6 +89,7 @@ function wrap(text: string, width: number): string[] {
 export const SIM_USAGE = helpOf(simCommand);
 
 export interface SimArgs {
+  carrier: SimCarrier;
   options: SimulatorOptions;
   keyFile: string | null;
 }
@@ -105,9 +121,22 @@ export function simArgs(v: OptionValues): SimArgs {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new SimUsageError('--port must be 0..65535');
   const timeScale = number('--time-scale', text('timeScale') ?? '1');
   if (!(timeScale > 0)) throw new SimUsageError('--time-scale must be a positive number');
-  const webhookUrl = text('webhookUrl') ?? SIM_DEFAULT_WEBHOOK_URL;
+  const carrier = text('carrier') ?? 'telnyx';
+  if (!(SIM_CARRIERS as readonly string[]).includes(carrier)) {
+    throw new SimUsageError(`--carrier must be ${SIM_CARRIERS.join(' or ')}, got "${carrier}"`);
+  }
+  const apiPort = number('--api-port', text('apiPort') ?? '0');
+  if (!Number.isInteger(apiPort) || apiPort < 0 || apiPort > 65535)
+    throw new SimUsageError('--api-port must be 0..65535');
+  const webhookUrl = text('webhookUrl') ?? SIM_DEFAULT_WEBHOOK_URL.replace('/webhooks/telnyx', `/webhooks/${carrier}`);
 
-  const options: SimulatorOptions = { port, timeScale, webhookUrl: webhookUrl === '' ? null : webhookUrl, behaviour };
+  const options: SimulatorOptions = {
+    port,
+    apiPort,
+    timeScale,
+    webhookUrl: webhookUrl === '' ? null : webhookUrl,
+    behaviour,
+  };
   const host = text('host');
   if (host !== undefined) options.host = host;
   const apiKey = text('apiKey');
@@ -116,7 +145,7 @@ export function simArgs(v: OptionValues): SimArgs {
   if (seed !== undefined) options.seed = seed;
   const connectionId = text('connectionId');
   if (connectionId !== undefined) options.connectionId = connectionId;
-  return { options, keyFile: text('keyFile') ?? null };
+  return { carrier: carrier as SimCarrier, options, keyFile: text('keyFile') ?? null };
 }
 
 /** `handset sim …`'s arguments on their own (`--help` is a SimUsageError here: there is nothing to run). */
@@ -175,17 +204,9 @@ export async function runSimCommand(args: string[], log: Logger, io: Partial<Sim
   }
 }
 
-/** Runs the simulator until a signal; resolves to the exit code. */
-export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimCommandIo> = {}): Promise<number> {
-  const stdout = io.stdout ?? process.stdout;
-  const signals = io.signals ?? process;
-  const options: SimulatorOptions = { ...parsed.options, log };
-  if (parsed.keyFile) options.privateKey = await loadOrCreateKey(parsed.keyFile);
-  const sim = await startSimulator(options);
-
-  // Listen for the stop signal before printing that we listen: a signal sent
-  // on that line must close the simulator cleanly.
-  const stopped = new Promise<void>((resolve) => {
+/** Resolves on the first SIGINT or SIGTERM (listening from now on). */
+function untilSignal(signals: NonNullable<SimCommandIo['signals']>): Promise<void> {
+  return new Promise<void>((resolve) => {
     const stop = () => {
       signals.off('SIGINT', stop);
       signals.off('SIGTERM', stop);
@@ -194,6 +215,20 @@ export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimComman
     signals.once('SIGINT', stop);
     signals.once('SIGTERM', stop);
   });
+}
+
+/** Runs the simulator until a signal; resolves to the exit code. */
+export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimCommandIo> = {}): Promise<number> {
+  const stdout = io.stdout ?? process.stdout;
+  const signals = io.signals ?? process;
+  const options: SimulatorOptions = { ...parsed.options, log };
+  if (parsed.carrier === 'twilio') return runTwilioSim(options, stdout, signals);
+  if (parsed.keyFile) options.privateKey = await loadOrCreateKey(parsed.keyFile);
+  const sim = await startSimulator(options);
+
+  // Listen for the stop signal before printing that we listen: a signal sent
+  // on that line must close the simulator cleanly.
+  const stopped = untilSignal(signals);
   const rumours = describeBehaviour(sim.behaviour);
   stdout.write(
     [
@@ -206,6 +241,39 @@ export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimComman
     ].join('\n'),
   );
 
+  await stopped;
+  await sim.close();
+  return 0;
+}
+
+/** `handset sim --carrier twilio`: the Twilio simulator until a signal. */
+async function runTwilioSim(
+  o: SimulatorOptions,
+  stdout: { write(text: string): unknown },
+  signals: NonNullable<SimCommandIo['signals']>,
+): Promise<number> {
+  const sim = await startTwilioSimulator({
+    ...(o.port !== undefined ? { port: o.port } : {}),
+    ...(o.apiPort !== undefined ? { apiPort: o.apiPort } : {}),
+    ...(o.host !== undefined ? { host: o.host } : {}),
+    ...(o.apiKey !== undefined ? { authToken: o.apiKey } : {}),
+    ...(o.seed !== undefined ? { seed: o.seed } : {}),
+    ...(o.behaviour ? { behaviour: o.behaviour } : {}),
+    ...(o.log ? { log: o.log } : {}),
+    smsUrl: o.webhookUrl ?? null,
+    timeScale: o.timeScale ?? 1,
+  });
+  const stopped = untilSignal(signals);
+  const state = sim.state() as { smsUrl: string | null };
+  stdout.write(
+    [
+      `Twilio simulator listening (seed ${sim.seed})`,
+      ...Object.entries(sim.carrierEnv()).map(([name, value]) => `  ${name}=${value}`),
+      `  inbound   → ${state.smsUrl ?? '(none)'}  (status callbacks go to each message's StatusCallback)`,
+      `  control   → ${sim.controlUrl}/state`,
+      '',
+    ].join('\n'),
+  );
   await stopped;
   await sim.close();
   return 0;

@@ -20,6 +20,8 @@
 //   POST /_sim/calls/{call_control_id}/answer
 //   POST /_sim/calls/{call_control_id}/hangup {"cause"?}
 //   POST /_sim/deliver                       {"body":"<raw envelope>","url"?} → {"status"}
+//   PUT  /_sim/down                          {"mode":"refuse"|"error"|"stall"|"up"}: take the carrier's REST API down
+//                                            (door.ts) or bring it back
 //   POST /_sim/reset
 //
 // Beside it, recordings.ts serves GET /_sim/recordings/{id}.{wav|mp3}?expires=&signature=,
@@ -27,6 +29,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { BehaviourError, parseBehaviour } from './behaviour.js';
+import { isDoorMode, DOOR_MODES, type DoorMode } from './door.js';
 import { isBody, SimInputError } from './fields.js';
 import { parsePersona, PersonaError } from './personas.js';
 import type { Behaviour } from './behaviour.js';
@@ -35,10 +38,9 @@ import type { InboundSms } from './messages.js';
 import type { Persona } from './personas.js';
 import type { DroppedEvent } from './webhooks.js';
 
-/** What the control API drives: the simulator's own operations (simulator.ts hands itself in). */
-export interface Controls {
+/** What every simulated carrier's control API drives (Telnyx's and Twilio's alike). */
+export interface CommonControls {
   readonly webhookUrl: string | null;
-  readonly dropped: readonly DroppedEvent[];
   state(): unknown;
   idle(): Promise<void>;
   setBehaviour(partial: Partial<Behaviour>): Behaviour;
@@ -47,49 +49,25 @@ export interface Controls {
   addNumber(number: string): void;
   removeNumber(number: string): void;
   setWebhookUrl(url: string | null): void;
+  setDown(mode: DoorMode): Promise<void>;
+  reset(): void;
+}
+
+/** What the Telnyx simulator's control API drives: the simulator's own operations (simulator.ts hands itself in). */
+export interface Controls extends CommonControls {
+  readonly dropped: readonly DroppedEvent[];
   injectInboundSms(input: InboundSms): { messageId: string; eventId: string };
   injectInboundCall(input: InboundCall): InboundCallResult;
   answer(callControlId: string): void;
   hangup(callControlId: string, cause?: string): void;
   deliver(body: string, url?: string): Promise<number>;
-  reset(): void;
 }
 
 export function registerControlApi(app: FastifyInstance, sim: Controls): void {
   void app.register(
     async (c) => {
-      c.setErrorHandler(async (err: Error & { statusCode?: number }, _req, reply) => {
-        const input = err instanceof SimInputError || err instanceof BehaviourError || err instanceof PersonaError;
-        const status = input ? 400 : (err.statusCode ?? 500);
-        return reply.code(status).send({ error: status >= 500 ? 'internal error' : err.message });
-      });
-
-      c.get('/state', async () => sim.state());
-      c.get('/idle', async () => {
-        await sim.idle();
-        return { idle: true };
-      });
-      c.put('/behaviour', async (req) => sim.setBehaviour(parseBehaviour(req.body ?? {})));
+      registerCommonControls(c, sim);
       c.get('/dropped', async () => ({ data: sim.dropped }));
-      c.put<{ Params: { number: string } }>('/personas/:number', async (req) => {
-        const persona = parsePersona(req.body ?? {});
-        sim.setPersona(req.params.number, persona);
-        return { number: req.params.number, persona };
-      });
-      c.put<{ Params: { number: string } }>('/numbers/:number', async (req) => {
-        sim.addNumber(req.params.number);
-        return { number: req.params.number, held: sim.holdsNumber(req.params.number) };
-      });
-      c.delete<{ Params: { number: string } }>('/numbers/:number', async (req) => {
-        sim.removeNumber(req.params.number);
-        return { number: req.params.number, held: sim.holdsNumber(req.params.number) };
-      });
-      c.put('/webhook_url', async (req) => {
-        const url = isBody(req.body) ? req.body['url'] : undefined;
-        if (url !== null && typeof url !== 'string') throw new SimInputError('body must be {"url": "http…" | null}');
-        sim.setWebhookUrl(url);
-        return { webhookUrl: sim.webhookUrl };
-      });
       c.post('/inbound/sms', async (req) => {
         const b = body(req.body);
         const media = b['media_urls'];
@@ -131,10 +109,6 @@ export function registerControlApi(app: FastifyInstance, sim: Controls): void {
         const status = await sim.deliver(str(b, 'body'), b['url'] === undefined ? undefined : str(b, 'url'));
         return { status };
       });
-      c.post('/reset', async () => {
-        sim.reset();
-        return { result: 'ok' };
-      });
     },
     { prefix: '/_sim' },
   );
@@ -149,4 +123,53 @@ function str(b: Record<string, unknown>, key: string): string {
   const v = b[key];
   if (typeof v !== 'string') throw new SimInputError(`${key} must be a string`);
   return v;
+}
+
+/**
+ * The routes every simulated carrier's control API has, under the prefix it is
+ * registered at: state, idle, behaviour, down, personas, numbers, the webhook
+ * URL, reset; and its error handler (a bad input is a 400 naming what was wrong).
+ */
+export function registerCommonControls(c: FastifyInstance, sim: CommonControls): void {
+  c.setErrorHandler(async (err: Error & { statusCode?: number }, _req, reply) => {
+    const input = err instanceof SimInputError || err instanceof BehaviourError || err instanceof PersonaError;
+    const status = input ? 400 : (err.statusCode ?? 500);
+    return reply.code(status).send({ error: status >= 500 ? 'internal error' : err.message });
+  });
+
+  c.get('/state', async () => sim.state());
+  c.get('/idle', async () => {
+    await sim.idle();
+    return { idle: true };
+  });
+  c.put('/behaviour', async (req) => sim.setBehaviour(parseBehaviour(req.body ?? {})));
+  c.put('/down', async (req) => {
+    const mode = isBody(req.body) ? req.body['mode'] : undefined;
+    if (!isDoorMode(mode)) throw new SimInputError(`mode must be one of ${DOOR_MODES.join(', ')}`);
+    await sim.setDown(mode);
+    return { mode };
+  });
+  c.put<{ Params: { number: string } }>('/personas/:number', async (req) => {
+    const persona = parsePersona(req.body ?? {});
+    sim.setPersona(req.params.number, persona);
+    return { number: req.params.number, persona };
+  });
+  c.put<{ Params: { number: string } }>('/numbers/:number', async (req) => {
+    sim.addNumber(req.params.number);
+    return { number: req.params.number, held: sim.holdsNumber(req.params.number) };
+  });
+  c.delete<{ Params: { number: string } }>('/numbers/:number', async (req) => {
+    sim.removeNumber(req.params.number);
+    return { number: req.params.number, held: sim.holdsNumber(req.params.number) };
+  });
+  c.put('/webhook_url', async (req) => {
+    const url = isBody(req.body) ? req.body['url'] : undefined;
+    if (url !== null && typeof url !== 'string') throw new SimInputError('body must be {"url": "http…" | null}');
+    sim.setWebhookUrl(url);
+    return { webhookUrl: sim.webhookUrl };
+  });
+  c.post('/reset', async () => {
+    sim.reset();
+    return { result: 'ok' };
+  });
 }

@@ -21,6 +21,7 @@ import type { Account } from './account.js';
 import { checkBehaviour, parseBehaviour, WELL_BEHAVED, type Behaviour } from './behaviour.js';
 import { CallControl, type InboundCall, type InboundCallResult, type LiveLeg } from './calls.js';
 import { registerControlApi } from './control.js';
+import { FrontDoor, type DoorMode } from './door.js';
 import { newConnectionId } from './events.js';
 import { isE164, SimInputError } from './fields.js';
 import { Inventory } from './inventory.js';
@@ -71,6 +72,8 @@ export interface SimulatorOptions {
   messagingProfileId?: string;
   /** The wall clock (ms since the epoch): signing timestamps and the command_id window. */
   now?: () => number;
+  /** The port of the REST API's front door (door.ts), what TELNYX_API_URL points at; 0 = any free port. */
+  apiPort?: number;
   /** How many requests and webhook attempts are kept for inspection (oldest dropped first). */
   historyLimit?: number;
   log?: Logger;
@@ -91,6 +94,8 @@ export interface SimulatorState {
   webhookUrl: string | null;
   connectionId: string;
   messagingProfileId: string;
+  /** Whether the REST API is up, or down and how (door.ts). */
+  down: DoorMode;
   behaviour: Behaviour;
   personas: Record<string, Persona>;
   /** Numbers added to and removed from the account's inventory (every other 555 number but NOT_OURS is held). */
@@ -111,7 +116,7 @@ export type CarrierEnv = {
 };
 
 export interface Simulator {
-  /** Base URL of the REST API, ending in /v2 (what TELNYX_API_URL points at). */
+  /** Base URL of the REST API, ending in /v2 (what TELNYX_API_URL points at): its front door (door.ts). */
   readonly url: string;
   /** Base URL of the control API, ending in /_sim. */
   readonly controlUrl: string;
@@ -150,6 +155,9 @@ export interface Simulator {
   answer(callControlId: string): void;
   /** The far end hangs up (the callee of an outgoing leg, the caller of an incoming one). */
   hangup(callControlId: string, cause?: string): void;
+  /** Takes the REST API down (refusing connections, answering 503, or never answering) or brings it back up. */
+  setDown(mode: DoorMode): Promise<void>;
+  readonly down: DoorMode;
   /** POSTs an arbitrary body, signed with a fresh timestamp, once; resolves to the status. */
   deliver(body: string, url?: string): Promise<number>;
   state(): SimulatorState;
@@ -257,10 +265,14 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   });
 
   registerRecordingFiles(app, recordings);
+  const door = new FrontDoor(app, opts.host ?? '127.0.0.1', () => ({
+    contentType: 'application/json',
+    body: JSON.stringify(errorBody(refuse.serverError(503))),
+  }));
 
   const sim: Simulator = {
     get url() {
-      return `${base}/v2`;
+      return `${door.url}/v2`;
     },
     get controlUrl() {
       return `${base}/_sim`;
@@ -312,6 +324,10 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       if (!isE164(number)) throw new SimInputError('a persona belongs to an E.164 number');
       personas.set(number, persona);
     },
+    setDown: (mode) => door.setMode(mode),
+    get down() {
+      return door.mode;
+    },
     holdsNumber: (number) => inventory.holds(number),
     addNumber(number) {
       if (!isE164(number)) throw new SimInputError('the inventory holds E.164 numbers');
@@ -342,6 +358,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         webhookUrl,
         connectionId: account.connectionId,
         messagingProfileId: account.messagingProfileId,
+        down: door.mode,
         behaviour: { ...behaviour },
         personas: personas.list(),
         numbers: inventory.changes(),
@@ -354,6 +371,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     },
     idle: () => scheduler.idle(),
     reset() {
+      void door.setMode('up');
       scheduler.cancelAll();
       carrierApi.forget();
       messaging.reset();
@@ -375,6 +393,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     async close() {
       scheduler.cancelAll();
       carrierApi.forget();
+      await door.close();
       await app.close();
     },
   };
@@ -384,6 +403,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('the simulator is not listening on a TCP port');
   base = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  await door.open(opts.apiPort ?? 0);
   log.info({ url: sim.url, webhookUrl, seed, timeScale }, 'telnyx simulator listening');
   return sim;
 }

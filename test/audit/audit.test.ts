@@ -258,14 +258,14 @@ const messageWhere = (db: pg.Pool, where: string) =>
 
 describe('a database with real traffic', () => {
   it('holds every invariant, and every check had something to examine', () => {
-    expect(formatAuditReport(clean)).toContain('✔ all 28 checks hold');
+    expect(formatAuditReport(clean)).toContain('✔ all 29 checks hold');
     expect(clean.ok).toBe(true);
-    expect(clean.checks).toHaveLength(28);
+    expect(clean.checks).toHaveLength(29);
     for (const c of clean.checks) {
       expect({ key: c.key, violations: c.violations }).toEqual({ key: c.key, violations: 0 });
       expect({ key: c.key, checked: c.checked > 0 }).toEqual({ key: c.key, checked: true });
     }
-    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]));
+    expect(new Set(clean.checks.map((c) => c.invariant))).toEqual(new Set([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]));
   });
 
   it('the traffic covered what the checks are about', async () => {
@@ -650,6 +650,19 @@ const plants: Plant[] = [
     },
   },
   {
+    what: 'a message two carriers took (an acceptance recorded at a carrier it does not name)',
+    check: 'messages.one_carrier',
+    async plant(db) {
+      const m = await messageWhere(db, `direction = 'outbound' AND carrier_message_id IS NOT NULL`);
+      await db.query(
+        `INSERT INTO message_sends (message_id, carrier, from_number, outcome, carrier_message_id, started_at)
+         VALUES ($1, 'twilio', $2, 'accepted', $3, now())`,
+        [m.id, m.from_number, `SM${'0'.repeat(32)}`],
+      );
+      return [m.id];
+    },
+  },
+  {
     what: 'an event about a message whose sequence is not above the previous event’s (a second event for one transition)',
     check: 'events.sequence_increases',
     async plant(db) {
@@ -817,9 +830,13 @@ describe('handset audit (the command)', () => {
       const { code, stdout } = await command([], url);
       expect(code).toBe(0);
       const lines = stdout.trimEnd().split('\n');
-      expect(lines).toHaveLength(29);
-      expect(lines.slice(0, 28).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
-      expect(lines[28]).toBe('✔ all 28 checks hold');
+      expect(lines).toHaveLength(31);
+      // The bounds the traffic's worker ran with (the tests' serve defaults), as it recorded them.
+      expect(lines[0]).toMatch(
+        /^invariant 7 judged with the bounds recorded by the workers that wrote this database: HANDSET_RECONCILE_INTERVAL 1m, HANDSET_RECONCILE_AFTER 1m, HANDSET_RECONCILE_MESSAGE_AFTER 1h \(in force \S+ to \S+\)$/,
+      );
+      expect(lines.slice(1, 30).every((l) => /^✔ (\d|1\d) {1,2}.+ \(checked [\d,]+ .+\): ok$/.test(l))).toBe(true);
+      expect(lines[30]).toBe('✔ all 29 checks hold');
     });
   });
 
@@ -832,13 +849,13 @@ describe('handset audit (the command)', () => {
       expect(text.code).toBe(1);
       expect(text.stdout).toContain(`✘ 4  message segments billed exactly once (checked `);
       expect(text.stdout).toContain(`: 1 violation: ${m.id}\n`);
-      expect(text.stdout).toMatch(/^✘ 1 of 28 checks broken: 1 violation \(invariant 4\)$/m);
+      expect(text.stdout).toMatch(/^✘ 1 of 29 checks broken: 1 violation \(invariant 4\)$/m);
 
       const json = await command(['--json'], url);
       expect(json.code).toBe(1);
       const report = JSON.parse(json.stdout) as AuditReport;
       expect(report.ok).toBe(false);
-      expect(report.checks).toHaveLength(28);
+      expect(report.checks).toHaveLength(29);
       expect(report.checks.find((c) => c.key === 'messages.billed_once')).toMatchObject({
         invariant: 4,
         violations: 1,
@@ -855,7 +872,7 @@ describe('handset audit (the command)', () => {
       const report = JSON.parse(stdout) as AuditReport;
       expect(report.ok).toBe(true);
       expect(report.checks.map((c) => c.invariant)).toEqual([
-        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 8, 9, 9, 9, 10, 10, 11,
+        1, 1, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 8, 9, 9, 9, 10, 10, 11, 12,
       ]);
     });
   });

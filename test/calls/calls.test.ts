@@ -444,6 +444,22 @@ describe('inbound', () => {
     expect(rows[0].status).toBe('missed');
     expect(await events(rows[0].id, 'call.missed')).toBe(1);
   });
+
+  it('a call turned away for want of a ring plan is announced ringing at sequence 1, then missed at sequence 2', async () => {
+    expect((await acme.post('/v1/phone_numbers', { number: '+13125550103' })).status).toBe(201);
+    const inbound = sim.injectInboundCall({ from: '+14155550996', to: '+13125550103' });
+    await eventually(async () => actions(inbound.callControlId, 'reject') === 1);
+    const call = (await db.pool.query('SELECT id FROM calls WHERE caller_ref = $1', [inbound.callControlId])).rows[0];
+    const { rows } = await db.pool.query<{ type: string; data: Record<string, unknown> }>(
+      'SELECT type, data FROM outbound_events WHERE subject_id = $1 ORDER BY id',
+      [call.id],
+    );
+    expect(rows.map((e) => [e.type, e.data['status'], e.data['sequence']])).toEqual([
+      ['call.initiated', 'ringing', 1],
+      ['call.missed', 'missed', 2],
+    ]);
+    expect((await getCall(call.id)).sequence).toBe(2);
+  });
 });
 
 describe('bad input', () => {

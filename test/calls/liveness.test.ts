@@ -6,6 +6,7 @@
 // timestamp the call is billed from is the carrier's own.
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { runAudit } from '../../src/audit/audit.js';
 import { connectTask, dialLeg } from '../../src/calls/commands.js';
 import { callHandlers } from '../../src/calls/handlers.js';
 import { carrierEventStore } from '../../src/carrier/events.sql.js';
@@ -321,6 +322,33 @@ describe('an inbound caller who gives up before their call is processed', () => 
     expect(await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`reject:${callControlId}`])).toBe(
       0,
     );
+  });
+});
+
+describe('two transitions of one call in one transaction', () => {
+  it('a caller gone before call.initiated is processed: call.initiated carries the call ringing at sequence 1, call.missed the call missed at sequence 2', async () => {
+    const from = '+14155550791';
+    const { callControlId } = sim.injectInboundCall({ from, to: INBOUND });
+    const initiated = await webhook('call.initiated', callControlId);
+    sim.hangup(callControlId);
+    const hangup = await webhook('call.hangup', callControlId);
+    expect(await processCarrierEvent(processDeps(), (await store(hangup.raw)).id, 1)).toBe('ignored');
+    expect(await processCarrierEvent(processDeps(), (await store(initiated.raw)).id)).toBe('applied');
+
+    const call = (await db.pool.query('SELECT * FROM calls WHERE caller_ref = $1', [callControlId])).rows[0];
+    const { rows } = await db.pool.query<{ id: string; type: string; data: Record<string, unknown> }>(
+      'SELECT id, type, data FROM outbound_events WHERE subject_id = $1 ORDER BY id',
+      [call.id],
+    );
+    expect(rows.map((e) => [e.type, e.data['status'], e.data['sequence'], e.data['ended_at']])).toEqual([
+      ['call.initiated', 'ringing', 1, null],
+      ['call.missed', 'missed', 2, new Date(hangup.json.data.payload['end_time'] as string).toISOString()],
+    ]);
+    expect(call).toMatchObject({ status: 'missed', sequence: 2 });
+    // The audit's rule for invariant 11 finds nothing wrong with them.
+    const report = await runAudit(db.pool, { sampleLimit: 1_000 });
+    const sequences = report.checks.find((c) => c.key === 'events.sequence_increases')!;
+    expect(sequences.sample.filter((id) => rows.some((e) => e.id === id))).toEqual([]);
   });
 });
 

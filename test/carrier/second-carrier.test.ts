@@ -183,6 +183,11 @@ describe('a second carrier', () => {
     expect((await acme.post('/v1/phone_numbers', { number: OURS, carrier: 'relay' })).status).toBe(409);
     const unknown = await acme.post('/v1/phone_numbers', { number: '+13125550166', carrier: 'nope' });
     expect(unknown.status).toBe(422);
-    expect(unknown.json.code).toBe('unknown_carrier');
+    expect(unknown.json.code).toBe('carrier_not_configured');
+    // Two carriers are configured here (telnyx and relay): a number must say which.
+    const unnamed = await acme.post('/v1/phone_numbers', { number: '+13125550166' });
+    expect(unnamed.status).toBe(422);
+    expect(unnamed.json.code).toBe('carrier_required');
+    expect(await count(db.pool, `SELECT * FROM phone_numbers WHERE number = '+13125550166'`)).toBe(0);
   });
 });

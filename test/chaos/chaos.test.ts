@@ -20,6 +20,11 @@ describe('chaos', () => {
       inboundMessages: 12,
       outboundCalls: 9,
       inboundCalls: 4,
+      twilioMessages: 12,
+      failoverMessages: 18,
+      flapEveryMs: [1500, 3000],
+      flapDownMs: [300, 1000],
+      twilioBehaviour: { ...CHAOS_DEFAULTS.twilioBehaviour, holdMinMs: 2000, holdMaxMs: 6000 },
       workers: 2,
       ingestProcesses: 2,
       killEveryMs: [1000, 2500],
@@ -40,6 +45,10 @@ describe('chaos', () => {
     expect(result.dbCuts.count, report).toBeGreaterThan(0);
     expect(result.carrier.duplicates + result.carrier.resends, report).toBeGreaterThan(0);
     expect(result.deliveries.succeeded, report).toBe(result.deliveries.total);
+    // Two carriers: every outbound message accepted by one at most, a share failed over while Telnyx was down.
+    expect(result.failover.acceptedBy.twice, report).toBe(0);
+    expect(result.failover.telnyxDownWindows, report).toBeGreaterThan(0);
+    expect(result.twilio.sends, report).toBeGreaterThan(0);
     expect(result.customerEvents, report).toBe(result.deliveries.total);
     // Every recorded call: one recording started at the carrier, stored, and transcribed once.
     expect(result.recordings.calls, report).toBeGreaterThan(0);
@@ -63,6 +72,9 @@ describe('chaos', () => {
       inboundMessages: 0,
       outboundCalls: 0,
       inboundCalls: 0,
+      twilioMessages: 0,
+      failoverMessages: 0,
+      flapEveryMs: [0, 0],
       workers: 1,
       ingestProcesses: 0,
       killEveryMs: [0, 0],

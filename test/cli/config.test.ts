@@ -1,7 +1,7 @@
 // Configuration: a bad value stops start-up with one line naming the variable.
 
 import { describe, expect, it } from 'vitest';
-import { loadConfig, parseDuration } from '../../src/config.js';
+import { formatDuration, loadConfig, parseDuration } from '../../src/config.js';
 import { runHandset } from '../support/process.js';
 
 describe('configuration', () => {
@@ -85,5 +85,11 @@ describe('configuration', () => {
       null,
       null,
     ]);
+  });
+
+  it('a duration is shown in the largest unit that holds it whole, and reads back the same', () => {
+    const ms = [250, 1500, 5000, 90_000, 60_000, 3_600_000, 2_592_000_000];
+    expect(ms.map(formatDuration)).toEqual(['250ms', '1500ms', '5s', '90s', '1m', '1h', '30d']);
+    expect(ms.map(formatDuration).map(parseDuration)).toEqual(ms);
   });
 });

@@ -16,7 +16,9 @@ import {
   HISTORY_SOURCES,
   MESSAGE_DIRECTIONS,
   MESSAGE_STATUSES,
+  SEND_OUTCOMES,
 } from '../../src/messages/messages.sql.js';
+import { CARRIER_STATES } from '../../src/carrier/health.sql.js';
 import { RECOVERY_STATUSES } from '../../src/delivery/recoveries.sql.js';
 import { OPT_OUT_SOURCES } from '../../src/optouts/optouts.sql.js';
 import { AUDIO_STATUSES, TRANSCRIPTION_STATUSES } from '../../src/recordings/recordings.sql.js';
@@ -39,6 +41,8 @@ const LIST_OF: Record<string, readonly string[]> = {
   'opt_outs.source': OPT_OUT_SOURCES,
   'recordings.audio_status': AUDIO_STATUSES,
   'recordings.transcription_status': TRANSCRIPTION_STATUSES,
+  'message_sends.outcome': SEND_OUTCOMES,
+  'carrier_health.state': CARRIER_STATES,
 };
 
 interface EnumeratedCheck {

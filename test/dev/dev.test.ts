@@ -76,6 +76,12 @@ describe('handset dev', () => {
     expect((await trigger.exited).code).toBe(0);
     expect(trigger.output()).toContain('It was not delivered: the carrier answered error 40008.');
 
+    // Telnyx refusing connections: a message with the demo Twilio number as fallback goes out once, through Twilio
+    const failover = spawnHandset(['trigger', 'failover'], env(dir), here(dir));
+    expect((await failover.exited).code, failover.output()).toBe(0);
+    expect(failover.output()).toMatch(/sent through twilio from \+13125550143 \(failed over from telnyx: /);
+    expect(failover.output()).toMatch(/Accepted by Telnyx 0 time\(s\), by Twilio 1 time\(s\)/);
+
     // a hangup the carrier loses for good is learned from its record, and the late webhook changes nothing
     const lost = spawnHandset(['trigger', 'lost-hangup'], env(dir), here(dir));
     expect((await lost.exited).code, lost.output()).toBe(0);

@@ -127,6 +127,7 @@ function relayClient(apiUrl: string): CarrierClient {
     }
   };
   return {
+    idempotentSends: true,
     async sendMessage(m) {
       const r = await call('POST', '/texts', { from: m.from, to: m.to, text: m.text ?? '' }, m.idempotencyKey);
       if (r.status === 200)
@@ -134,7 +135,14 @@ function relayClient(apiUrl: string): CarrierClient {
       if (r.status !== null && r.status >= 400 && r.status < 500 && r.status !== 429) {
         return { ok: false, kind: 'rejected', status: r.status, code: String(r.json['error']), detail: 'refused' };
       }
-      return { ok: false, kind: 'retry', status: r.status, retryAfterMs: null, detail: String(r.json['error'] ?? '') };
+      return {
+        ok: false,
+        kind: 'retry',
+        status: r.status,
+        retryAfterMs: null,
+        detail: String(r.json['error'] ?? ''),
+        notAccepted: false,
+      };
     },
     async lookupMessage(ref) {
       const r = await call('GET', `/texts/${encodeURIComponent(ref)}`);

@@ -50,6 +50,10 @@ export interface paths {
      */
     delete: operations["releasePhoneNumber"];
   };
+  "/v1/carriers": {
+    /** The deployment's carriers and their health */
+    get: operations["listCarriers"];
+  };
   "/v1/messages": {
     /** List messages, newest first */
     get: operations["listMessages"];
@@ -319,6 +323,20 @@ export interface components {
       id: string;
       deleted: boolean;
     };
+    Carrier: {
+      /** @description as numbers and messages name it */
+      name: string;
+      carries: ("messages" | "calls")[];
+      /**
+       * @description up; down: its recent requests certainly did not reach it, and none is made until it is probed; probing: one request is trying it
+       * @enum {unknown}
+       */
+      status: "up" | "down" | "probing";
+      /** @description requests in a row it certainly did not take */
+      refusals: number;
+      since: string | null;
+      last_refusal: string | null;
+    };
     /** @enum {unknown} */
     MessageDirection: "outbound" | "inbound";
     /**
@@ -326,6 +344,15 @@ export interface components {
      * @enum {unknown}
      */
     MessageStatus: "scheduled" | "queued" | "sent" | "delivered" | "failed" | "canceled" | "received";
+    /** @description set when the message failed over: `from` and `carrier` then name what sent it */
+    MessageFailover: {
+      /** @description the carrier it left */
+      carrier: string;
+      /** @description the number it left */
+      from: string;
+      /** @description why: how that carrier certainly did not take it */
+      reason: string;
+    };
     Message: {
       id: string;
       direction: components["schemas"]["MessageDirection"];
@@ -340,7 +367,11 @@ export interface components {
       segments: number;
       carrier_segments: number | null;
       error_code: string | null;
+      /** @description the carrier it was (or will be) sent through */
+      carrier: string;
       carrier_message_id: string | null;
+      fallback_from: string | null;
+      failover: components["schemas"]["MessageFailover"] | null;
       tenant_id: string | null;
       send_at: string | null;
       /** Format: date-time */
@@ -353,6 +384,7 @@ export interface components {
     MessageStatusHistoryEntry: {
       /** @enum {unknown} */
       source: "api" | "dispatch" | "carrier" | "reconciliation";
+      carrier: string | null;
       status: string;
       carrier_status: string | null;
       error_code: string | null;
@@ -501,7 +533,7 @@ export interface components {
       disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
       disabled_at: string | null;
       consecutive_failures: number;
-      /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+      /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
       timing_out: boolean;
       /** Format: date-time */
       created_at: string;
@@ -524,7 +556,7 @@ export interface components {
       disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
       disabled_at: string | null;
       consecutive_failures: number;
-      /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+      /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
       timing_out: boolean;
       /** Format: date-time */
       created_at: string;
@@ -1123,7 +1155,7 @@ export interface operations {
           /** @description transcribe recorded inbound calls when they end; implies record */
           transcribe?: boolean;
           tenant_id?: string;
-          /** @description the number's carrier; the deployment's first by default */
+          /** @description the number's carrier: one of the deployment's configured carriers (422 carrier_not_configured); required when several are configured (422 carrier_required) */
           carrier?: string;
         };
       };
@@ -1292,6 +1324,43 @@ export interface operations {
       };
     };
   };
+  /** The deployment's carriers and their health */
+  listCarriers: {
+    responses: {
+      /** @description Every configured carrier */
+      200: {
+        content: {
+          "application/json": {
+            data: components["schemas"]["Carrier"][];
+          };
+        };
+      };
+      /** @description Malformed request: unparseable JSON, a bad Idempotency-Key, a value that cannot be stored */
+      400: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, invalid or revoked API key */
+      401: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Invalid input; `param` names the field and `detail` says what is allowed */
+      422: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests; retry after Retry-After */
+      429: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
   /** List messages, newest first */
   listMessages: {
     parameters: {
@@ -1368,6 +1437,11 @@ export interface operations {
            * @description up to 35 days ahead
            */
           send_at?: string;
+          /**
+           * Format: phone
+           * @description another number of the account, on another carrier: the message is sent from it, through its carrier, only when the first carrier certainly did not take it (422 invalid_fallback otherwise)
+           */
+          fallback_from?: string;
         };
       };
     };
@@ -3607,7 +3681,7 @@ export interface operations {
             disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
             disabled_at: string | null;
             consecutive_failures: number;
-            /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+            /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
             timing_out: boolean;
             /** Format: date-time */
             created_at: string;
@@ -3704,7 +3778,7 @@ export interface operations {
             disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
             disabled_at: string | null;
             consecutive_failures: number;
-            /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+            /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
             timing_out: boolean;
             /** Format: date-time */
             created_at: string;
@@ -3761,7 +3835,7 @@ export interface operations {
             disabled_reason: components["schemas"]["WebhookEndpointDisabledReason"] | null;
             disabled_at: string | null;
             consecutive_failures: number;
-            /** @description its last attempt got no answer in time: it gets a short timeout and one attempt at a time */
+            /** @description its last attempt got no answer in time: one attempt at a time until it answers (each with the whole timeout) */
             timing_out: boolean;
             /** Format: date-time */
             created_at: string;

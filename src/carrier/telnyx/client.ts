@@ -25,6 +25,7 @@ import type {
   VoiceClient,
 } from '../carrier.js';
 import { parseRetryAfter } from '../../jobs/retry.js';
+import { failureCode, neverReached } from '../reach.js';
 import { encodeClientState, receiptStatusOf, recordingUrl } from './events.js';
 
 export interface TelnyxClientOptions {
@@ -65,6 +66,8 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     retryAfterMs: number | null;
     date: Date;
     detail: string;
+    /** No answer because the request never reached Telnyx (reach.ts). */
+    unreached: boolean;
   }> {
     let res: Response;
     let text: string;
@@ -83,12 +86,14 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       // Inside the try: headers followed by a body that never finishes is as unknown an outcome as no answer.
       text = await res.text();
     } catch (err) {
+      const code = failureCode(err);
       return {
         status: null,
         json: {},
         retryAfterMs: null,
         date: new Date(),
-        detail: `no answer: ${(err as Error).message}`,
+        detail: `no answer: ${code ?? (err as Error).message}`,
+        unreached: neverReached(err),
       };
     }
     let json: TelnyxAnswer<T> = {};
@@ -105,6 +110,7 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       retryAfterMs: parseRetryAfter(res.headers.get('retry-after')),
       date: Number.isNaN(date.getTime()) ? new Date() : date,
       detail: String(first?.detail ?? first?.title ?? `HTTP ${res.status}`),
+      unreached: false,
     };
   }
 
@@ -112,8 +118,17 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     const r = await request<T>('POST', path, JSON.stringify(body), idempotencyKey);
     if (r.status !== null && r.status >= 200 && r.status < 300 && r.json.data !== undefined)
       return { ok: true, data: r.json.data };
-    if (r.status === null || r.status === 429 || r.status >= 500 || r.status < 400) {
-      return { ok: false, kind: 'retry', status: r.status, retryAfterMs: r.retryAfterMs, detail: r.detail };
+    // Telnyx does not say a 429 or a 5xx was left undone: only a request that never reached it certainly was.
+    // A 409 is the same key still being carried out: its outcome is not known yet either.
+    if (r.status === null || r.status === 409 || r.status === 429 || r.status >= 500 || r.status < 400) {
+      return {
+        ok: false,
+        kind: 'retry',
+        status: r.status,
+        retryAfterMs: r.retryAfterMs,
+        detail: r.detail,
+        notAccepted: r.unreached,
+      };
     }
     return {
       ok: false,
@@ -161,7 +176,8 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
       if (r.ok) return { ok: true, alreadyEnded: false };
       if (r.kind === 'rejected' && r.code === CALL_ALREADY_ENDED) return { ok: true, alreadyEnded: true };
       // "Call not answered yet": an answer we sent is still being carried out; asking again shortly succeeds.
-      if (r.kind === 'rejected' && r.code === NOT_ANSWERED_YET) return { ...r, kind: 'retry', retryAfterMs: null };
+      if (r.kind === 'rejected' && r.code === NOT_ANSWERED_YET)
+        return { ...r, kind: 'retry', retryAfterMs: null, notAccepted: false };
       return r;
     },
     lookupRecording(recordingId: string) {
@@ -221,6 +237,7 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
   };
 
   return {
+    idempotentSends: true,
     async sendMessage(m: SendMessage) {
       // Built in one fixed order from the message alone: the same bytes on every retry.
       const r = await command<{ id: string; parts?: unknown }>(

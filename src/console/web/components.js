@@ -85,9 +85,9 @@ export function ErrorBox({ error }) {
 export const Loading = () => html`<p class="muted" role="status">Loading…</p>`;
 
 const TONES = {
-  good: ['delivered', 'completed', 'succeeded', 'applied', 'enabled', 'received', 'answered'],
-  bad: ['failed', 'refused', 'missed', 'disabled', 'no_answer', 'canceled'],
-  busy: ['queued', 'sent', 'ringing', 'dialing', 'in_progress', 'pending', 'scheduled'],
+  good: ['delivered', 'completed', 'succeeded', 'applied', 'enabled', 'received', 'answered', 'up'],
+  bad: ['failed', 'refused', 'missed', 'disabled', 'no_answer', 'canceled', 'down'],
+  busy: ['queued', 'sent', 'ringing', 'dialing', 'in_progress', 'pending', 'scheduled', 'probing'],
 };
 
 /** @param {{ value: string, label?: string }} props */

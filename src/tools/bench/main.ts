@@ -10,7 +10,7 @@
 // stored; duplicates; half-peak latency),
 // pipeline (queue floor, receipts → customer webhooks), delivery (1 and 8
 // endpoints), bulk (a campaign end to end: API → simulator → receipts → customer), growth (10k vs 1M stored carrier events), scale (1, 2, 4 ingest
-// processes, each against as many writers over pg).
+// processes, each against as many writers over pg), inbox (@handset/inbox beside the same handler without it).
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, type ServerResponse } from 'node:http';
@@ -64,6 +64,7 @@ import {
 import { runBulkSend, type CarrierCounts } from './bulk.js';
 import { measureVerify } from './verify.js';
 import { ReceiptFactory, type SignedWebhook } from './webhooks.js';
+import { inboxPhase, inboxTable, inboxTargets } from './inbox.js';
 
 const WORKER_CONCURRENCY = 10; // the worker role's default (HANDSET_WORKER_CONCURRENCY)
 
@@ -693,6 +694,10 @@ async function main(): Promise<void> {
       log('6. scale-out: 1, 2 and 4 ingest processes');
       await scalePhase(bench);
     }
+    if (has('inbox')) {
+      log('7. @handset/inbox: added latency at 100/s, events/s at concurrency 32, beside the same handler without it');
+      report.inbox = await inboxPhase(db, opts, log);
+    }
   } catch (err) {
     failure = err;
   } finally {
@@ -702,14 +707,16 @@ async function main(): Promise<void> {
   }
 
   report.seconds = (Date.now() - started) / 1000;
-  report.targets = evaluateTargets(report);
+  report.targets = [...evaluateTargets(report), ...inboxTargets(report.inbox)];
   if (failure) report.notes.push(`the run stopped early: ${(failure as Error).message.split('\n')[0]}`);
   await mkdir(opts.outDir, { recursive: true });
   const stamp = report.startedAt.replace(/[:.]/g, '-');
   const json = JSON.stringify(report, null, 2);
   await writeFile(path.join(opts.outDir, `bench-${stamp}.json`), json);
   await writeFile(path.join(opts.outDir, 'latest.json'), json);
-  process.stdout.write(`\n${renderTable(report)}\n\nresults: ${path.join(opts.outDir, `bench-${stamp}.json`)}\n`);
+  process.stdout.write(
+    `\n${renderTable(report)}\n${report.inbox ? `\n${inboxTable(report.inbox)}\n` : ''}\nresults: ${path.join(opts.outDir, `bench-${stamp}.json`)}\n`,
+  );
   if (failure) {
     process.stderr.write(`bench failed: ${(failure as Error).stack ?? String(failure)}\n`);
     process.exit(1);

@@ -4,7 +4,7 @@
 
 import { parseArgs } from 'node:util';
 
-export const PHASES = ['ingest', 'pipeline', 'delivery', 'bulk', 'growth', 'scale'] as const;
+export const PHASES = ['ingest', 'pipeline', 'delivery', 'bulk', 'growth', 'scale', 'inbox'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface BenchOptions {

@@ -5,6 +5,7 @@
 
 import { DEFAULT_DELIVERY_CONCURRENCY } from '../../config.js';
 import type { LoadResult } from './http-load.js';
+import type { InboxBench } from './inbox.js';
 import type { CpuSplit, MachineInfo } from './machine.js';
 import type { BenchOptions } from './options.js';
 import type { DeliveryResult, PipelineResult, PipelineStages } from './pipeline.js';
@@ -78,6 +79,8 @@ export interface BenchReport {
   delivery: (DeliveryResult & { cpu: CpuSplit })[];
   growth: GrowthPoint[];
   scale: ScalePoint[];
+  /** @handset/inbox beside the same handler without it (inbox.ts). */
+  inbox?: InboxBench;
   targets: Target[];
   notes: string[];
 }

@@ -2,11 +2,14 @@
 // processes SIGKILLed at random, webhooks lost and held back, the database cut at
 // random for up to 30 s), then the audit and the comparison with a well-behaved
 // carrier. Exits 1 on any violation, difference or process that exited on its own.
-// Flags: --messages N --calls N --workers N --ingest-processes N --load-seconds N --seed S --no-db-cuts
+// Then the customer's side: the example receiver behind @handset/inbox, SIGKILLed mid-storm (inbox.ts).
+// Flags: --messages N --calls N --twilio-messages N --failover-messages N --workers N --ingest-processes N
+// --load-seconds N --seed S --no-db-cuts --no-flap (Telnyx's REST API never goes down) --inbox-only
 
 import { parseArgs } from 'node:util';
 import { createLogger } from '../../telemetry/log.js';
 import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from './chaos.js';
+import { inboxChaosPhase } from './inbox.js';
 
 const { values } = parseArgs({
   options: {
@@ -17,8 +20,16 @@ const { values } = parseArgs({
     'load-seconds': { type: 'string' },
     seed: { type: 'string' },
     'no-db-cuts': { type: 'boolean' },
+    'inbox-only': { type: 'boolean' },
+    'twilio-messages': { type: 'string' },
+    'failover-messages': { type: 'string' },
+    'no-flap': { type: 'boolean' },
   },
 });
+const seed = values.seed ?? `chaos-${Date.now()}`;
+const say = (line: string) => process.stdout.write(`${line}\n`);
+if (values['inbox-only'])
+  process.exit(await inboxChaosPhase(seed, createLogger(process.env.LOG_LEVEL ?? 'silent'), say));
 const n = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number(v));
 const messages = n(values.messages, CHAOS_DEFAULTS.outboundMessages);
 const calls = n(values.calls, CHAOS_DEFAULTS.outboundCalls);
@@ -33,7 +44,10 @@ const result = await runChaos({
   ingestProcesses: n(values['ingest-processes'], CHAOS_DEFAULTS.ingestProcesses),
   loadMs: n(values['load-seconds'], CHAOS_DEFAULTS.loadMs / 1000) * 1000,
   ...(values['no-db-cuts'] ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
-  seed: values.seed ?? `chaos-${Date.now()}`,
+  twilioMessages: n(values['twilio-messages'], CHAOS_DEFAULTS.twilioMessages),
+  failoverMessages: n(values['failover-messages'], CHAOS_DEFAULTS.failoverMessages),
+  ...(values['no-flap'] ? { flapEveryMs: [0, 0] as [number, number] } : {}),
+  seed,
   databaseUrl: process.env.DATABASE_URL ?? null,
   log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
   out: (line) => process.stdout.write(`${line}\n`),
@@ -48,4 +62,7 @@ if (result.mismatches.length > 0) {
       .join('\n')}\n`,
   );
 }
-process.exit(result.audit.ok && result.mismatches.length === 0 && result.unexpectedExits === 0 ? 0 : 1);
+const inboxExit = await inboxChaosPhase(seed, createLogger(process.env.LOG_LEVEL ?? 'silent'), say);
+process.exit(
+  result.audit.ok && result.mismatches.length === 0 && result.unexpectedExits === 0 && inboxExit === 0 ? 0 : 1,
+);

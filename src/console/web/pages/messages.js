@@ -1,8 +1,10 @@
 // Messages: the list (filters by status and direction, cursor paging) with a form
-// to send one, and a message's page: its details and its timeline — every word
-// about it (the API, the dispatcher, each carrier receipt marked applied, refused
-// or informational), what the ledger billed and the events it produced with their
-// deliveries, in the order they happened.
+// to send one (from a number, with a fallback on another carrier) and the
+// carriers' health, and a message's page: its details (the carrier that sent it,
+// and why it failed over if it did) and its timeline — every word about it (the
+// API, the dispatcher, each carrier receipt marked applied, refused or
+// informational, each naming its carrier), what the ledger billed and the events
+// it produced with their deliveries, in the order they happened.
 
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
@@ -12,6 +14,7 @@ import { href, navigate } from '../router.js';
 import {
   anyDeliveryPending,
   BillingLine,
+  CarrierHealth,
   eventsAbout,
   EventSummary,
   FromSelect,
@@ -50,6 +53,13 @@ const COLUMNS = [
   { label: 'Direction', cell: (m) => m.direction },
   { label: 'From', cell: (m) => m.from },
   { label: 'To', cell: (m) => m.to },
+  {
+    label: 'Carrier',
+    cell: (m) =>
+      html`<span data-carrier=${m.carrier}
+        >${m.carrier}${m.failover ? html` <span class="muted" title=${m.failover.reason}>(failed over)</span>` : null}</span
+      >`,
+  },
   { label: 'Body', kind: 'text', cell: contentOf, full: contentOf },
 ];
 
@@ -59,6 +69,7 @@ export function MessageList({ search }) {
   const list = useList('/v1/messages', search, ['status', 'direction']);
   return html`<main id="main">
     <h1 tabindex="-1">Messages</h1>
+    <${CarrierHealth} />
     <${ComposeMessage} />
     <${StatusAndDirection} base="/v1/messages" search=${search} />
     <${ListView} list=${list} search=${search} label="Messages" columns=${COLUMNS} />
@@ -70,9 +81,13 @@ function ComposeMessage() {
   const [from, setFrom] = useState('');
   const [to, setTo] = useState('');
   const [body, setBody] = useState('');
+  const [fallback, setFallback] = useState('');
   const [key] = useState(idempotencyKey);
   const submit = useSubmit();
   const sender = from || numbers[0]?.number || '';
+  const senderCarrier = numbers.find((n) => n.number === sender)?.carrier;
+  // A fallback is a number at another carrier: the message goes out from it only if the first certainly did not take it.
+  const fallbacks = numbers.filter((n) => n.carrier !== senderCarrier);
   /** @param {Event} e */
   const send = (e) => {
     e.preventDefault();
@@ -80,7 +95,12 @@ function ComposeMessage() {
       const m = await answer(
         client.POST('/v1/messages', {
           params: { header: { 'idempotency-key': key } },
-          body: { from: sender, to: to.trim(), body },
+          body: {
+            from: sender,
+            to: to.trim(),
+            body,
+            ...(fallback && fallbacks.some((n) => n.number === fallback) ? { fallback_from: fallback } : {}),
+          },
         }),
       );
       navigate(href(`/messages/${encodeURIComponent(m.id)}`));
@@ -91,6 +111,13 @@ function ComposeMessage() {
     <form onSubmit=${send}>
       <div class="field"><label for="msg-from">From</label>
         <${FromSelect} id="msg-from" value=${sender} onChange=${setFrom} numbers=${numbers} /></div>
+      ${
+        fallbacks.length > 0
+          ? html`<div class="field"><label for="msg-fallback">Fallback</label>
+            <${FromSelect} id="msg-fallback" value=${fallback} onChange=${setFallback} numbers=${fallbacks}
+              required=${false} placeholder="None" /></div>`
+          : null
+      }
       <div class="field"><label for="msg-to">To</label>
         <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to}
           onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>
@@ -106,9 +133,12 @@ function ComposeMessage() {
 /** @param {any} h a status history entry */
 function historyTitle(h) {
   if (h.source === 'api') return h.status === 'canceled' ? 'Canceled' : `Created (${h.status})`;
-  if (h.source === 'dispatch')
-    return h.status === 'sent' ? 'Accepted by the carrier (sent)' : 'Refused by the carrier at send';
-  return `Carrier receipt: ${h.carrier_status ?? h.status}`;
+  if (h.source === 'dispatch') {
+    if (h.status === 'sent') return `Accepted by ${h.carrier ?? 'the carrier'} (sent)`;
+    if (h.status === 'queued') return `Failed over from ${h.carrier ?? 'its carrier'}`;
+    return 'Refused by the carrier at send';
+  }
+  return `Carrier receipt: ${h.carrier_status ?? h.status}${h.carrier ? ` (${h.carrier})` : ''}`;
 }
 
 const EFFECT_LABEL = /** @type {Record<string, string>} */ ({
@@ -211,6 +241,14 @@ export function MessagePage({ params }) {
             ['Body', d.message.body],
             ['Segments', `${d.message.segments} (${d.message.encoding})`],
             ['Error code', d.message.error_code],
+            ['Carrier', d.message.carrier],
+            ['Fallback', d.message.fallback_from],
+            [
+              'Failed over',
+              d.message.failover
+                ? `from ${d.message.failover.from} (${d.message.failover.carrier}): ${d.message.failover.reason}`
+                : null,
+            ],
             ['Carrier id', d.message.carrier_message_id ? html`<code>${d.message.carrier_message_id}</code>` : null],
             ['Created', html`<${Time} at=${d.message.created_at} />`],
             ['Sent', html`<${Time} at=${d.message.sent_at} />`],

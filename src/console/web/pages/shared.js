@@ -1,6 +1,6 @@
 // Parts shared by the pages of several resources: list filters kept in the
-// address, a resource's billing and the events it produced, and the account's
-// phone numbers for the compose forms.
+// address, a resource's billing and the events it produced, the account's phone
+// numbers (each at its carrier) for the compose forms, and the carriers' health.
 
 import { html } from 'htm/preact';
 import { answer, client, enumOf } from '../api.js';
@@ -252,13 +252,43 @@ export function useNumbers() {
 }
 
 /**
- * A <select> of the account's numbers.
- * @param {{ id: string, value: string, onChange: (v: string) => void, numbers: any[] }} props
+ * A <select> of the account's numbers, each with its carrier.
+ * @param {{ id: string, value: string, onChange: (v: string) => void, numbers: any[], required?: boolean,
+ *   placeholder?: string }} props placeholder: the empty choice (default: none may be chosen)
  */
-export function FromSelect({ id, value, onChange, numbers }) {
-  return html`<select id=${id} required value=${value}
+export function FromSelect({ id, value, onChange, numbers, required = true, placeholder }) {
+  return html`<select id=${id} required=${required} value=${value}
     onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.value)}>
-    <option value="" disabled>Choose one of your numbers</option>
-    ${numbers.map((n) => html`<option value=${n.number}>${n.number}</option>`)}
+    <option value="" disabled=${required}>${placeholder ?? 'Choose one of your numbers'}</option>
+    ${numbers.map((n) => html`<option value=${n.number}>${n.number} (${n.carrier})</option>`)}
   </select>`;
+}
+
+/** How often the carriers' health is read again. */
+const HEALTH_POLL_MS = 5000;
+
+/**
+ * The deployment's carriers and how each is doing: up, down (its recent requests
+ * never reached it, and none is made until a probe) or being probed.
+ */
+export function CarrierHealth() {
+  const carriers = useLoad('carriers', (signal) => answer(client.GET('/v1/carriers', { signal })), {
+    poll: () => HEALTH_POLL_MS,
+  });
+  const list = carriers.data?.data ?? [];
+  return html`<section class="carriers" aria-labelledby="carriers-h">
+    <h2 id="carriers-h">Carriers</h2>
+    <${ErrorBox} error=${carriers.error} />
+    <ul class="carrier-health">
+      ${list.map(
+        (c) => html`<li data-carrier=${c.name} data-status=${c.status}>
+          <strong>${c.name}</strong> <${Badge} value=${c.status} />
+          <span class="muted"> ${c.carries.join(' and ')}</span>
+          ${c.refusals > 0 ? html` <span class="muted">— ${c.refusals} refused in a row</span>` : null}
+          ${c.status !== 'up' && c.last_refusal ? html`<div class="note">${c.last_refusal}</div>` : null}
+          ${c.status !== 'up' && c.since ? html`<div class="muted">since <${Time} at=${c.since} /></div>` : null}
+        </li>`,
+      )}
+    </ul>
+  </section>`;
 }
