@@ -171,10 +171,6 @@ export const ERROR_CODES = {
     status: [409],
     about: 'Only a scheduled message can be canceled; this one has already been queued or sent.',
   },
-  unknown_carrier: {
-    status: [422],
-    about: 'No carrier of that name is configured here. `detail` lists the ones that are.',
-  },
   number_unavailable: {
     status: [422],
     about: 'This number cannot be added: the carrier account does not hold it, or another account has it.',

@@ -18,6 +18,7 @@ export const API_TAGS = [
   { name: 'Webhook endpoints', description: 'Where Handset sends your events (Standard Webhooks), and their health.' },
   { name: 'Events', description: 'Every event of the account, and each attempt to deliver it.' },
   { name: 'Phone numbers', description: 'The numbers you send from and receive on, and how they ring.' },
+  { name: 'Carriers', description: 'The carriers this deployment sends through, and whether each is taking requests.' },
   { name: 'Opt-outs', description: 'Recipients who texted STOP, and entries you make yourself.' },
   { name: 'Usage', description: 'What the account was billed for, from the ledger.' },
   { name: 'API keys', description: 'The account’s keys: create, roll and revoke them.' },
