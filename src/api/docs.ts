@@ -1,7 +1,8 @@
 // The API's own documentation pages: the reference at /docs (Swagger UI over the
 // OpenAPI document, in Handset's name, opening on Messages and trying requests
-// against the server it is read from) and /docs/errors, every error code of
-// codes.ts with what it means and what to do, where each problem's `type` points.
+// against the server it is read from), /docs/errors, every error code of codes.ts
+// with what it means and what to do, where each problem's `type` points, and
+// /docs/inbox, how a receiver handles each event once (the console links to it).
 
 import { readFileSync } from 'node:fs';
 import swaggerUi from '@fastify/swagger-ui';
@@ -9,6 +10,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ERROR_CODES, ERRORS_PAGE } from './codes.js';
 
 export const DOCS_PATH = '/docs';
+export const INBOX_PAGE = `${DOCS_PATH}/inbox`;
 
 /** The reference's sections in the order a newcomer needs them; every operation is tagged with one of these. */
 export const API_TAGS = [
@@ -50,9 +52,12 @@ export async function registerDocs(app: FastifyInstance): Promise<void> {
       servers: [{ url: origin(req), description: 'this Handset API' }],
     }),
   });
-  app.get(ERRORS_PAGE, { schema: { hide: true } }, (_req, reply) =>
-    reply.type('text/html; charset=utf-8').send(ERRORS_HTML),
-  );
+  for (const [path, html] of [
+    [ERRORS_PAGE, ERRORS_HTML],
+    [INBOX_PAGE, INBOX_HTML],
+  ] as const) {
+    app.get(path, { schema: { hide: true } }, (_req, reply) => reply.type('text/html; charset=utf-8').send(html));
+  }
 }
 
 const escapeHtml = (text: string) =>
@@ -69,12 +74,13 @@ const EXAMPLE = {
   param: 'to',
 };
 
-const ERRORS_HTML = `<!doctype html>
+/** A documentation page in the errors page's plain style. */
+const page = (title: string, body: string) => `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Handset API errors</title>
+<title>${title}</title>
 <link rel="icon" href="${DOCS_PATH}/static/theme/icon.svg" type="image/svg+xml">
 <style>
   body { font: 15px/1.5 system-ui, sans-serif; color: #1b1f24; margin: 0; }
@@ -90,7 +96,15 @@ const ERRORS_HTML = `<!doctype html>
 </head>
 <body>
 <main>
-<h1>Handset API errors</h1>
+${body}
+</main>
+</body>
+</html>
+`;
+
+const ERRORS_HTML = page(
+  'Handset API errors',
+  `<h1>Handset API errors</h1>
 <p>Every error the API answers is <code>application/problem+json</code>
 (<a href="https://www.rfc-editor.org/rfc/rfc9457">RFC 9457</a>), such as:</p>
 <pre>${escapeHtml(JSON.stringify(EXAMPLE, null, 2))}</pre>
@@ -109,8 +123,49 @@ ${Object.entries(ERROR_CODES)
   )
   .join('\n')}
 </tbody>
-</table>
-</main>
-</body>
-</html>
-`;
+</table>`,
+);
+
+const INBOX_EXAMPLE = `import pg from 'pg';
+import { createInbox } from '@handset/inbox';
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+const inbox = createInbox({ pool, secret: process.env.HANDSET_WEBHOOK_SECRET }); // whsec_…
+await inbox.migrate(); // handset_inbox and its subjects table; safe at every start
+
+// Mount before any body parser: the signature covers the exact bytes sent.
+app.post('/webhooks/handset', inbox.nodeHandler(async (event, tx) => {
+  if (event.type === 'message.delivered')
+    await tx.query('UPDATE orders SET sms_confirmed = true WHERE sms_id = $1', [event.data.id]);
+}));`;
+
+const INBOX_HTML = page(
+  'Receive each Handset event once',
+  `<h1>Receive each Handset event once</h1>
+<p>Handset delivers every event <strong>at least once</strong>, signed with
+<a href="https://www.standardwebhooks.com/">Standard Webhooks</a>. It retries until your endpoint answers a 2xx
+within 15 seconds, so an event comes again when your answer was lost after you had acted on it. Redeliver and
+Recover send old events again under their original ids, and two events about one message can arrive in either
+order. A cache of seen ids in Redis or memory does not make your handler run once: the cache and your data commit
+separately, and a crash between the two acts twice or loses the event.</p>
+<p><code>@handset/inbox</code> makes the check part of your own PostgreSQL transaction. It verifies the signature
+before it reads anything, inserts the event id into <code>handset_inbox</code> with
+<code>ON CONFLICT DO NOTHING</code>, then runs your handler on that same transaction and commits both together. A
+copy of an event already handled answers <code>200 duplicate</code> without calling your handler; a handler that
+throws rolls back your writes and the id, answers <code>500</code>, and runs again on the retry; an event older
+(by <code>data.sequence</code>) than one already handled for the same resource is skipped as
+<code>200 stale</code>.</p>
+<h2>Install</h2>
+<p>Make the package in the Handset checkout and install it, with <code>pg</code>, in your project:</p>
+<pre>npm pack ./packages/inbox --pack-destination ~
+cd ~/my-app &amp;&amp; npm install ~/handset-inbox-0.1.0.tgz pg</pre>
+<h2>Use</h2>
+<pre>${escapeHtml(INBOX_EXAMPLE)}</pre>
+<p>Every write of the handler goes through <code>tx</code>. The same inbox serves Next.js route handlers, Hono, Bun
+and Deno with <code>inbox.fetchHandler(handle)</code>. The package's README (<code>packages/inbox/README.md</code>)
+covers Express, Fastify, options, retention with <code>prune()</code> and other drivers. A runnable receiver is in
+<code>examples/inbox-receiver</code>: beside <code>handset dev</code>, <code>npm start</code> in that folder, then
+<code>npx handset trigger duplicate-storm</code> in the checkout, and every event is applied once. With
+<code>handset listen --forward-to</code>, your own inbox-backed app receives dev's events unchanged.</p>
+<p>The events and their fields are in the <a href="${DOCS_PATH}">API reference</a>.</p>`,
+);

@@ -81,9 +81,10 @@ function handset(args: string[], env: Record<string, string> = {}): Promise<Run>
 }
 
 describe('--help', () => {
-  it.each(COMMANDS.flatMap((c) => [[c, '--help'] as const, [c, '-h'] as const]))(
+  // Each is its own process doing nothing: they run side by side.
+  it.concurrent.for(COMMANDS.flatMap((c) => [[c, '--help'] as const, [c, '-h'] as const]))(
     'handset %j %s prints its own usage, exits 0 and touches nothing',
-    async (command, flag) => {
+    async ([command, flag], { expect }) => {
       const before = connections;
       const r = await handset([...command, flag]);
       expect(r.code, r.stderr).toBe(0);

@@ -5,6 +5,7 @@
 // API: the OpenAPI document does not list it. The dev banner names its URL
 // without putting the key in it.
 
+import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { devBanner } from '../../src/dev/dev.js';
 import { request } from '../support/api.js';
@@ -98,6 +99,25 @@ describe('serving the console', () => {
     const doc = (await request(base, 'GET', '/openapi.json', null)).json;
     expect(Object.keys(doc.paths).every((p) => p.startsWith('/v1/'))).toBe(true);
     expect((await request(base, 'GET', '/v1/messages', null)).status).toBe(401);
+  });
+});
+
+describe("the endpoint page's link to @handset/inbox", () => {
+  it('goes to a page the API serves, whose install line and example use the package as it is', async () => {
+    const source = await (await get('/console/pages/endpoints.js')).text();
+    expect(source).toContain('href="/docs/inbox"');
+    const page = await get('/docs/inbox');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    const html = await page.text();
+    const pkg = JSON.parse(readFileSync(new URL('../../packages/inbox/package.json', import.meta.url), 'utf8'));
+    expect(html).toContain(`npm install ~/handset-inbox-${pkg.version}.tgz pg`);
+    const { createInbox } = await import('@handset/inbox');
+    const inbox = createInbox({ pool: {} as never, secret: `whsec_${Buffer.from('k'.repeat(24)).toString('base64')}` });
+    for (const used of ['createInbox', 'migrate', 'nodeHandler', 'fetchHandler', 'prune']) {
+      expect(html).toContain(used);
+      if (used !== 'createInbox') expect(typeof (inbox as unknown as Record<string, unknown>)[used]).toBe('function');
+    }
   });
 });
 

@@ -346,6 +346,10 @@ export function EndpointPage({ params, search }) {
             ['Created', html`<${Time} at=${d.e.created_at} />`],
           ]}
         />
+        <p class="muted">
+          ${'Each event comes at least once, and may come again. '}<a href="/docs/inbox">Run your handler once per
+          event</a> with <code>@handset/inbox</code>.
+        </p>
         <div class="actions" role="group" aria-label="Endpoint actions">
           ${
             d.e.enabled
