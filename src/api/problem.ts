@@ -117,11 +117,7 @@ export function apiErrorHandler(log: Logger) {
         problem(503, 'service_unavailable', 'The database is briefly unavailable; retry shortly'),
       );
     }
-    if (isBadInput(err))
-      return sendProblem(
-        reply,
-        problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)'),
-      );
+    if (isBadInput(err)) return sendProblem(reply, unstorable());
     if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', err.message));
     if (err.statusCode === 414) return sendProblem(reply, problem(414, 'path_too_long', err.message));
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
@@ -138,6 +134,10 @@ export function apiErrorHandler(log: Logger) {
     return sendProblem(reply, problem(500, 'internal_error', 'Something went wrong on our side'));
   };
 }
+
+/** What the database refused to store (a NUL in text, a value out of its range). */
+export const unstorable = () =>
+  problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)');
 
 /** The problem a schema's refusal is answered with: the first error Ajv found (verbose), where it was found. */
 export function validationProblem(errors: readonly AjvError[], where: string): Problem {

@@ -6,7 +6,7 @@
 
 import type { FastifyRequest } from 'fastify';
 import { type Static, type TSchema, Type } from 'typebox';
-import { type AjvError, type Problem, ValidationError, validationProblem } from '../api/problem.js';
+import { type AjvError, type Problem, unstorable, ValidationError, validationProblem } from '../api/problem.js';
 import { MAX_BODY_CHARACTERS } from './messages.js';
 
 export const MAX_BATCH = 1_000;
@@ -41,7 +41,8 @@ interface Validate {
 }
 
 /**
- * The batch's items, each its input or the problem its schema found. Called on a
+ * The batch's items, each its input or the problem its schema found (or, for text
+ * holding a NUL, the one the database's refusal gives a single create). Called on a
  * route declared with attachValidation: a refusal of anything but the body, or of
  * the envelope, is thrown as the route would have thrown it; when the body passed
  * whole (the usual case), the items are not checked again.
@@ -49,6 +50,13 @@ interface Validate {
 export function validItems<T extends TSchema>(req: FastifyRequest, item: T): BatchItem<T>[] {
   const refused = req.validationError as (Error & { validationContext?: string }) | undefined;
   if (refused && refused.validationContext !== 'body') throw refused;
+  const items = checked(req, item, refused !== undefined);
+  // PostgreSQL stores no NUL in text: one such item would fail the whole transaction, so it is answered in its place.
+  return items.map((i) => ('input' in i && holdsNul(i.input) ? { problem: unstorable() } : i));
+}
+
+/** Each item by the single create's schema; the envelope first. */
+function checked<T extends TSchema>(req: FastifyRequest, item: T, refused: boolean): BatchItem<T>[] {
   if (refused) {
     const envelope = req.compileValidationSchema(Envelope, 'body') as Validate;
     if (!envelope(req.body)) throw new ValidationError(envelope.errors ?? [], 'body');
@@ -60,3 +68,10 @@ export function validItems<T extends TSchema>(req: FastifyRequest, item: T): Bat
     one(input) ? { input: input as Static<T> } : { problem: validationProblem(one.errors ?? [], 'body') },
   );
 }
+
+const holdsNul = (v: unknown): boolean =>
+  typeof v === 'string'
+    ? v.includes('\0')
+    : Array.isArray(v)
+      ? v.some(holdsNul)
+      : v !== null && typeof v === 'object' && Object.values(v).some(holdsNul);

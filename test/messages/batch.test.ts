@@ -204,6 +204,19 @@ describe('an invalid item', () => {
     expect(await written(acme.accountId)).toEqual({ messages: 1, history: 1, jobs: 1, events: 0 });
   });
 
+  it('text holding a NUL, which the database cannot store, is answered in its place as the single create answers it', async () => {
+    await clear(acme.accountId);
+    const nul = { from: OURS, to: RECIPIENT(1), body: 'a\u0000b' };
+    const res = await acme.post('/v1/messages/batch', {
+      messages: [nul, { from: OURS, to: RECIPIENT(2), body: 'Hi' }],
+    });
+    expect(res.status).toBe(201);
+    const alone = await acme.post('/v1/messages', nul);
+    expect(alone.status).toBe(400);
+    expect(res.json.data[0]).toEqual({ index: 0, error: alone.json });
+    expect(await written(acme.accountId)).toEqual({ messages: 1, history: 1, jobs: 1, events: 0 });
+  });
+
   it('a batch of nothing but invalid items stores nothing', async () => {
     await clear(acme.accountId);
     const res = await acme.post('/v1/messages/batch', { messages: INVALID });
