@@ -66,7 +66,7 @@ describe.skipIf(!findChromium() && !browserRequired)('sending to a CSV list from
       'Opted out,+15555550704',
       'Alan,+15555550705',
     ].join('\r\n');
-    await page.getByLabel('Or to a list (CSV)').setInputFiles({
+    await page.getByLabel('Recipients (CSV)').setInputFiles({
       name: 'customers.csv',
       mimeType: 'text/csv',
       buffer: Buffer.from(csv),

@@ -148,7 +148,7 @@ function ComposeMessage({ onSent }) {
             <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to}
               onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>`
       }
-      <div class="field"><label for="msg-csv">Or to a list (CSV)</label>
+      <div class="field"><label for="msg-csv">Recipients (CSV)</label>
         <input id="msg-csv" type="file" accept=".csv,text/csv,text/plain" onChange=${chooseFile} /></div>
       <div class="field wide"><label for="msg-body">Body</label>
         <textarea id="msg-body" rows="2" required maxlength="1600" value=${body}
