@@ -74,6 +74,12 @@ export const ERROR_CODES = {
       'The body or query names a field this route does not take. `param` names it and `detail` suggests the nearest ' +
       'one it does take (for example body, not text). Nothing is ignored silently: remove or rename it.',
   },
+  invalid_batch_size: {
+    status: [422],
+    about:
+      'A batch holds 1 to 1,000 messages in `messages`. Split a longer list into several batches (each with its own ' +
+      'Idempotency-Key).',
+  },
   invalid_text: {
     status: [422],
     about:

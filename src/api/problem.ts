@@ -78,7 +78,7 @@ export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
   return reply.code(p.status).type('application/problem+json').send(p);
 }
 
-interface AjvError {
+export interface AjvError {
   instancePath: string;
   keyword: string;
   message?: string;
@@ -96,20 +96,8 @@ export function apiErrorHandler(log: Logger) {
       return sendProblem(reply, problem(err.status, err.code, err.detail, err.param));
     }
     if (err.validation && err.validation.length > 0) {
-      const first = err.validation[0]!;
       const where = (err as { validationContext?: string }).validationContext ?? 'body';
-      const field = fieldName(first, where);
-      if (first.keyword === 'additionalProperties') {
-        return sendProblem(reply, problem(422, 'unknown_field', unknownField(first, field, where), field));
-      }
-      // A schema may name its own error code (x-code), e.g. invalid_phone_number.
-      const xCode = first.parentSchema?.['x-code'];
-      const code = isErrorCode(xCode) ? xCode : 'invalid_request';
-      // A phone number says why in words, not with the pattern it failed.
-      const phone =
-        code === 'invalid_phone_number' && typeof first.data === 'string' ? phoneNumberProblem(first.data) : null;
-      const detail = `${field ? `${field}: ` : ''}${phone ?? wordsOf(first)}`;
-      return sendProblem(reply, problem(422, code, detail, field || undefined));
+      return sendProblem(reply, validationProblem(err.validation, where));
     }
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
       return sendProblem(reply, problem(413, 'body_too_large', err.message));
@@ -129,11 +117,7 @@ export function apiErrorHandler(log: Logger) {
         problem(503, 'service_unavailable', 'The database is briefly unavailable; retry shortly'),
       );
     }
-    if (isBadInput(err))
-      return sendProblem(
-        reply,
-        problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)'),
-      );
+    if (isBadInput(err)) return sendProblem(reply, unstorable());
     if (err.statusCode === 429) return sendProblem(reply, problem(429, 'rate_limited', err.message));
     if (err.statusCode === 414) return sendProblem(reply, problem(414, 'path_too_long', err.message));
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
@@ -149,6 +133,38 @@ export function apiErrorHandler(log: Logger) {
     log.error({ err: err.message, stack: err.stack, method: req.method, url: req.routeOptions.url }, 'api error');
     return sendProblem(reply, problem(500, 'internal_error', 'Something went wrong on our side'));
   };
+}
+
+/** What the database refused to store (a NUL in text, a value out of its range). */
+export const unstorable = () =>
+  problem(400, 'invalid_request', 'The request contains characters or values that cannot be stored (e.g. NUL)');
+
+/** The problem a schema's refusal is answered with: the first error Ajv found (verbose), where it was found. */
+export function validationProblem(errors: readonly AjvError[], where: string): Problem {
+  const first = errors[0]!;
+  const field = fieldName(first, where);
+  if (first.keyword === 'additionalProperties') {
+    return problem(422, 'unknown_field', unknownField(first, field, where), field);
+  }
+  // A schema may name its own error code (x-code), e.g. invalid_phone_number.
+  const xCode = first.parentSchema?.['x-code'];
+  const code = isErrorCode(xCode) ? xCode : 'invalid_request';
+  // A phone number says why in words, not with the pattern it failed.
+  const phone =
+    code === 'invalid_phone_number' && typeof first.data === 'string' ? phoneNumberProblem(first.data) : null;
+  const detail = `${field ? `${field}: ` : ''}${phone ?? wordsOf(first)}`;
+  return problem(422, code, detail, field || undefined);
+}
+
+/** A schema's refusal, thrown to the error handler as Fastify's own validation would be. */
+export class ValidationError extends Error {
+  constructor(
+    readonly validation: readonly AjvError[],
+    readonly validationContext: string,
+  ) {
+    super('validation failed');
+    this.name = 'ValidationError';
+  }
 }
 
 /** Ajv's message, with what it leaves out: the values an enum allows, the forms a format takes. */

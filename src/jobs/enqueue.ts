@@ -50,7 +50,7 @@ export async function enqueue<K extends TaskName>(
 
 export interface JobSpec<K extends TaskName> {
   payload: GraphileWorker.Tasks[K];
-  opts?: Pick<JobOptions, 'jobKey' | 'queueName' | 'runAt'>;
+  opts?: Pick<JobOptions, 'jobKey' | 'queueName' | 'runAt' | 'priority'>;
 }
 
 /** Many jobs of one task in one statement (one NOTIFY); nothing is sent for none. */
@@ -59,14 +59,15 @@ export async function enqueueMany<K extends TaskName>(tx: Tx, task: K, jobs: rea
   await tx.query({
     name: 'jobs_enqueue_many',
     text: `SELECT FROM graphile_worker.add_jobs(
-             (SELECT array_agg(ROW($1::text, p::json, q, r, NULL, k, NULL, NULL)::graphile_worker.job_spec)
-                FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[]) AS j (p, q, r, k)))`,
+             (SELECT array_agg(ROW($1::text, p::json, q, r, NULL, k, n, NULL)::graphile_worker.job_spec)
+                FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::int[]) AS j (p, q, r, k, n)))`,
     values: [
       task,
       jobs.map((j) => JSON.stringify(j.payload)),
       jobs.map((j) => j.opts?.queueName ?? null),
       jobs.map((j) => j.opts?.runAt ?? null),
       jobs.map((j) => j.opts?.jobKey ?? null),
+      jobs.map((j) => j.opts?.priority ?? null),
     ],
   });
 }

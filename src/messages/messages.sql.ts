@@ -11,6 +11,7 @@
 
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
+import { newId } from '../db/ids.js';
 import { MAX_PRIORITY } from '../jobs/enqueue.js';
 import type { Encoding } from './segments.js';
 
@@ -138,29 +139,60 @@ export interface NewOutbound {
 }
 
 export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<MessageRow> {
+  return (await messagesInsertOutbound(tx, m.accountId, [m]))[0]!;
+}
+
+/**
+ * Inserts one account's outbound messages in one statement, each `queued` (or
+ * `scheduled` with send_at), in the given order.
+ * The queued ones take consecutive places in the dispatch line, from the one a
+ * single message would take, as if inserted one after another (the function
+ * reading the line sees the statement's snapshot, not the rows it inserts).
+ */
+export async function messagesInsertOutbound(
+  tx: Tx,
+  accountId: string,
+  ms: readonly Omit<NewOutbound, 'accountId'>[],
+): Promise<MessageRow[]> {
+  if (ms.length === 0) return [];
+  // Made here rather than by the column's default, so each row returned is matched to what asked for it.
+  const ids = ms.map(() => newId('msg'));
+  let queued = 0;
   const { rows } = await tx.query<MessageRow>({
-    name: 'message_insert_outbound',
-    text: `INSERT INTO messages (account_id, tenant_id, direction, from_number, to_number, body, media_urls,
-                                 status, encoding, segments, send_at, carrier, dispatch_rank, fallback_from, fallback_carrier)
-           VALUES ($1, $2, 'outbound', $3, $4, $5, $6, CASE WHEN $7::timestamptz IS NULL THEN 'queued' ELSE 'scheduled' END,
-                   $8, $9, $7, $10, CASE WHEN $7::timestamptz IS NULL THEN ${NEXT_RANK('$1')} END, $11, $12)
-           RETURNING ${MESSAGE_COLUMNS}`,
+    name: 'messages_insert_outbound',
+    text: `WITH line AS (SELECT ${NEXT_RANK('$1')} AS first)
+             INSERT INTO messages (id, account_id, tenant_id, direction, from_number, to_number, body, media_urls,
+                                   status, encoding, segments, send_at, carrier, dispatch_rank, fallback_from, fallback_carrier)
+             SELECT m.id, $1, m.tenant_id, 'outbound', m.from_number, m.to_number, m.body,
+                    ARRAY(SELECT jsonb_array_elements_text(m.media_urls)),
+                    CASE WHEN m.send_at IS NULL THEN 'queued' ELSE 'scheduled' END, m.encoding, m.segments, m.send_at,
+                    m.carrier, CASE WHEN m.send_at IS NULL THEN least(line.first + m.place, ${MAX_PRIORITY}) END,
+                    m.fallback_from, m.fallback_carrier
+               FROM line, unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[],
+                                 $9::int[], $10::timestamptz[], $11::text[], $12::int[], $13::text[], $14::text[])
+                      WITH ORDINALITY AS m (id, tenant_id, from_number, to_number, body, media_urls, encoding, segments,
+                                            send_at, carrier, place, fallback_from, fallback_carrier, n)
+              ORDER BY m.n
+             RETURNING ${MESSAGE_COLUMNS}`,
     values: [
-      m.accountId,
-      m.tenantId,
-      m.from,
-      m.to,
-      m.body,
-      m.mediaUrls,
-      m.sendAt,
-      m.encoding,
-      m.segments,
-      m.carrier,
-      m.fallback?.from ?? null,
-      m.fallback?.carrier ?? null,
+      accountId,
+      ids,
+      ms.map((m) => m.tenantId),
+      ms.map((m) => m.from),
+      ms.map((m) => m.to),
+      ms.map((m) => m.body),
+      ms.map((m) => JSON.stringify(m.mediaUrls)),
+      ms.map((m) => m.encoding),
+      ms.map((m) => m.segments),
+      ms.map((m) => m.sendAt),
+      ms.map((m) => m.carrier),
+      ms.map((m) => (m.sendAt ? null : queued++)),
+      ms.map((m) => m.fallback?.from ?? null),
+      ms.map((m) => m.fallback?.carrier ?? null),
     ],
   });
-  return rows[0]!;
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => byId.get(id)!);
 }
 
 /** Inserts an inbound message once per carrier message id; null for a duplicate. */
@@ -504,6 +536,21 @@ export async function historyRecord(tx: Tx, h: HistoryEntry): Promise<void> {
       h.occurredAt,
       h.carrier ?? null,
     ],
+  });
+}
+
+/** The first entry of each message just created, in one statement. */
+export async function historyRecordCreated(
+  tx: Tx,
+  ms: readonly Pick<MessageRow, 'id' | 'carrier' | 'status'>[],
+  occurredAt: Date,
+): Promise<void> {
+  if (ms.length === 0) return;
+  await tx.query({
+    name: 'message_history_record_created',
+    text: `INSERT INTO message_status_history (message_id, source, carrier, status, effect, occurred_at)
+           SELECT m.id, 'api', m.carrier, m.status, 'applied', $4 FROM unnest($1::text[], $2::text[], $3::text[]) AS m (id, carrier, status)`,
+    values: [ms.map((m) => m.id), ms.map((m) => m.carrier), ms.map((m) => m.status), occurredAt],
   });
 }
 

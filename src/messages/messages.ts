@@ -1,15 +1,22 @@
-// Messages as customers see them: creating one (validated, refused to an
+// Messages as customers see them: creating one or a batch (validated, refused to an
 // opted-out recipient, segmented, and committed together with its dispatch job), canceling a scheduled one, and the
 // resource shape shared by the API and the customer events.
 
 import type { Tx } from '../db/tx.js';
-import { type Refusal, refuse } from '../api/refusal.js';
-import { enqueue, removeJob } from '../jobs/enqueue.js';
+import { isRefusal, type Refusal, refuse } from '../api/refusal.js';
+import { enqueueMany, removeJob } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
-import { numberOwned } from '../numbers/numbers.sql.js';
-import { optOutActive } from '../optouts/optouts.sql.js';
+import { numbersOwned, type PhoneNumberRow } from '../numbers/numbers.sql.js';
+import { optOutsActive, pairOf } from '../optouts/optouts.sql.js';
 import { emit } from '../outbox/outbox.js';
-import { historyRecord, messageCancel, messageInsertOutbound, type MessageRow } from './messages.sql.js';
+import {
+  historyRecord,
+  historyRecordCreated,
+  messageCancel,
+  messagesInsertOutbound,
+  type MessageRow,
+  type NewOutbound,
+} from './messages.sql.js';
 import { mediaUrlProblem } from './media.js';
 import { segmentsOf } from './segments.js';
 
@@ -62,6 +69,91 @@ export interface NewMessage {
  * through the carrier its from-number belongs to.
  */
 export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<MessageRow | Refusal> {
+  return (await createMessages(tx, m.accountId, [m], now))[0]!;
+}
+
+/**
+ * createMessage for many messages of one account in the caller's transaction:
+ * each is refused or created as it would be alone (a refusal in its place), with
+ * a handful of statements whatever their number — the account's numbers, the
+ * opt-outs, the messages, their history and their jobs are each read or written
+ * in one.
+ */
+export async function createMessages(
+  tx: Tx,
+  accountId: string,
+  ms: readonly Omit<NewMessage, 'accountId'>[],
+  now: Date,
+): Promise<(MessageRow | Refusal)[]> {
+  const results: (MessageRow | Refusal | null)[] = ms.map((m) => inputProblem(m, now));
+  const numbers = await numbersOwned(
+    tx,
+    accountId,
+    ms.flatMap((m, i) => (results[i] ? [] : [m.from, ...(m.fallbackFrom ? [m.fallbackFrom] : [])])),
+  );
+  const senders = ms.map((m, i) => {
+    if (results[i]) return null;
+    const sender = senderOf(m, numbers);
+    if (isRefusal(sender)) {
+      results[i] = sender;
+      return null;
+    }
+    return sender;
+  });
+  // A STOP that lands after this check is caught by the dispatcher, which checks again under the pair's lock.
+  const optedOut = await optOutsActive(
+    tx,
+    accountId,
+    ms.flatMap((m, i) => (senders[i] ? [{ number: m.from, recipient: m.to }] : [])),
+  );
+  const creating: number[] = [];
+  const rows: NewOutbound[] = [];
+  for (const [i, m] of ms.entries()) {
+    const sender = senders[i];
+    if (!sender) continue;
+    if (optedOut.has(pairOf({ number: m.from, recipient: m.to }))) {
+      results[i] = refuse(
+        'recipient_opted_out',
+        `${m.to} opted out of messages from ${m.from}; they can opt back in by texting START to it`,
+        'to',
+      );
+      continue;
+    }
+    creating.push(i);
+    rows.push({
+      accountId,
+      tenantId: sender.number.tenant_id,
+      from: m.from,
+      to: m.to,
+      body: m.body,
+      mediaUrls: m.mediaUrls,
+      ...segmentsOf(m.body, m.mediaUrls),
+      sendAt: m.sendAt,
+      carrier: sender.number.carrier,
+      fallback: sender.fallback,
+    });
+  }
+  const made = await messagesInsertOutbound(tx, accountId, rows);
+  await historyRecordCreated(tx, made, now);
+  await enqueueMany(
+    tx,
+    'message.dispatch',
+    made.map((message) => ({
+      payload: { messageId: message.id },
+      opts: {
+        jobKey: jobKeys.dispatch(message.id),
+        // Its place in the dispatch line: every account's next message is taken before anyone's following one.
+        priority: message.dispatch_rank ?? 0,
+        ...(message.send_at ? { runAt: message.send_at } : {}),
+      },
+    })),
+  );
+  for (const [k, i] of creating.entries()) results[i] = made[k]!;
+  return results as (MessageRow | Refusal)[];
+}
+
+/** What is wrong with a message's own fields, before anything is looked up. */
+function inputProblem(m: Omit<NewMessage, 'accountId'>, now: Date): Refusal | null {
   if (!m.body && m.mediaUrls.length === 0) return refuse('empty_message', 'Give a body, media_urls, or both', 'body');
   for (const [i, url] of m.mediaUrls.entries()) {
     const problem = mediaUrlProblem(url);
@@ -74,64 +166,28 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<M
       return refuse('invalid_send_at', `send_at must be at most ${MAX_SCHEDULE_DAYS} days ahead`, 'send_at');
     }
   }
-  const number = await numberOwned(tx, m.accountId, m.from);
+  return null;
+}
+
+/** The account's number a message goes from, and its fallback on another carrier, or why not. */
+function senderOf(
+  m: Omit<NewMessage, 'accountId'>,
+  numbers: ReadonlyMap<string, PhoneNumberRow>,
+): { number: PhoneNumberRow; fallback: { from: string; carrier: string } | null } | Refusal {
+  const number = numbers.get(m.from);
   if (!number) return refuse('from_not_owned', `${m.from} is not one of this account's phone numbers`, 'from');
-  let fallback: { from: string; carrier: string } | null = null;
-  if (m.fallbackFrom) {
-    const other = await numberOwned(tx, m.accountId, m.fallbackFrom);
-    if (!other || other.carrier === number.carrier) {
-      return refuse(
-        'invalid_fallback',
-        other
-          ? `${m.fallbackFrom} is on ${other.carrier}, the carrier of ${m.from}: a fallback must be on another carrier`
-          : `${m.fallbackFrom} is not one of this account's phone numbers`,
-        'fallback_from',
-      );
-    }
-    fallback = { from: other.number, carrier: other.carrier };
-  }
-  // A STOP that lands after this check is caught by the dispatcher, which checks again under the pair's lock.
-  if (await optOutActive(tx, { accountId: m.accountId, number: m.from, recipient: m.to })) {
+  if (!m.fallbackFrom) return { number, fallback: null };
+  const other = numbers.get(m.fallbackFrom);
+  if (!other || other.carrier === number.carrier) {
     return refuse(
-      'recipient_opted_out',
-      `${m.to} opted out of messages from ${m.from}; they can opt back in by texting START to it`,
-      'to',
+      'invalid_fallback',
+      other
+        ? `${m.fallbackFrom} is on ${other.carrier}, the carrier of ${m.from}: a fallback must be on another carrier`
+        : `${m.fallbackFrom} is not one of this account's phone numbers`,
+      'fallback_from',
     );
   }
-  const { encoding, segments } = segmentsOf(m.body, m.mediaUrls);
-  const message = await messageInsertOutbound(tx, {
-    accountId: m.accountId,
-    tenantId: number.tenant_id,
-    from: m.from,
-    to: m.to,
-    body: m.body,
-    mediaUrls: m.mediaUrls,
-    encoding,
-    segments,
-    sendAt: m.sendAt,
-    carrier: number.carrier,
-    fallback,
-  });
-  await historyRecord(tx, {
-    messageId: message.id,
-    source: 'api',
-    carrier: message.carrier,
-    status: message.status,
-    effect: 'applied',
-    occurredAt: now,
-  });
-  await enqueue(
-    tx,
-    'message.dispatch',
-    { messageId: message.id },
-    {
-      jobKey: jobKeys.dispatch(message.id),
-      // Its place in the dispatch line: every account's next message is taken before anyone's following one.
-      priority: message.dispatch_rank ?? 0,
-      ...(m.sendAt ? { runAt: m.sendAt } : {}),
-    },
-  );
-  return message;
+  return { number, fallback: { from: other.number, carrier: other.carrier } };
 }
 
 /** scheduled → canceled, with one message.canceled; null when it is no longer scheduled. */

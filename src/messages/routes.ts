@@ -1,19 +1,27 @@
-// Customer API for messages: send (now or at send_at), cancel a scheduled one,
+// Customer API for messages: send (now or at send_at, one or a batch), cancel a scheduled one,
 // read one with its status history, and list them.
 
-import { Type } from 'typebox';
+import { type Static, Type } from 'typebox';
 import { named, Nullable, Sequence, Time } from '../api/fields.js';
 import { createIdempotently, IdempotencyHeaders, sendCreated } from '../api/idempotency.js';
 import { ok, problems } from '../api/openapi.js';
 import { cursorOf, listOf, listQuery, page } from '../api/pagination.js';
-import { conflict, notFound, unprocessable } from '../api/problem.js';
+import { conflict, notFound, Problem, problem, unprocessable } from '../api/problem.js';
 import { isRefusal } from '../api/refusal.js';
 import type { EventSchemas } from '../outbox/outbox.sql.js';
 import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
 import { E164 } from '../numbers/numbers.js';
 import { MAX_MEDIA_URL_LENGTH } from './media.js';
-import { cancelMessage, createMessage, MAX_BODY_CHARACTERS, messageResource } from './messages.js';
+import { BATCH_BODY_LIMIT, batchBody, MAX_BATCH, validItems } from './batch.js';
+import {
+  cancelMessage,
+  createMessage,
+  createMessages,
+  MAX_BODY_CHARACTERS,
+  messageResource,
+  type NewMessage,
+} from './messages.js';
 import {
   ENCODINGS,
   HISTORY_EFFECTS,
@@ -94,6 +102,74 @@ const StatusHistoryEntry = named(
   }),
 );
 
+/** One message to create: the body of POST /messages, and each item of a batch. */
+export const CreateMessageBody = named(
+  'CreateMessageRequest',
+  Type.Object(
+    {
+      from: E164,
+      to: E164,
+      body: Type.Optional(Type.String({ maxLength: MAX_BODY_CHARACTERS })),
+      media_urls: Type.Optional(
+        Type.Array(
+          Type.String({
+            pattern: '^https://',
+            maxLength: MAX_MEDIA_URL_LENGTH,
+            'x-code': 'invalid_media_url',
+            description: 'a public https URL the carrier fetches',
+          }),
+          {
+            maxItems: 10,
+          },
+        ),
+      ),
+      send_at: Type.Optional(
+        Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' }),
+      ),
+      fallback_from: Type.Optional(
+        Type.String({
+          ...E164,
+          description:
+            'another number of the account, on another carrier: the message is sent from it, through its carrier, ' +
+            'only when the first carrier certainly did not take it (422 invalid_fallback otherwise)',
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+);
+
+const MessageBatch = named(
+  'MessageBatch',
+  Type.Object({
+    data: Type.Array(
+      named(
+        'MessageBatchItem',
+        Type.Object(
+          {
+            index: Type.Integer({ minimum: 0, description: 'the item’s place in the request, from 0' }),
+            message: Type.Optional(Message),
+            error: Type.Optional(Problem),
+          },
+          { description: 'one item’s result: `message` when it was created, `error` (422) when it was refused' },
+        ),
+      ),
+    ),
+  }),
+);
+
+/** What a create asks for, as createMessage(s) takes it. */
+function newMessageOf(b: Static<typeof CreateMessageBody>): Omit<NewMessage, 'accountId'> {
+  return {
+    from: b.from,
+    to: b.to,
+    body: b.body || null,
+    mediaUrls: b.media_urls ?? [],
+    sendAt: b.send_at ? new Date(b.send_at) : null,
+    fallbackFrom: b.fallback_from ?? null,
+  };
+}
+
 const IdParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
 /** The events about a message: each carries the message as it is after its transition. */
@@ -115,59 +191,56 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
         operationId: 'createMessage',
         summary: 'Send an SMS or MMS, now or at send_at',
         headers: IdempotencyHeaders,
-        body: Type.Object(
-          {
-            from: E164,
-            to: E164,
-            body: Type.Optional(Type.String({ maxLength: MAX_BODY_CHARACTERS })),
-            media_urls: Type.Optional(
-              Type.Array(
-                Type.String({
-                  pattern: '^https://',
-                  maxLength: MAX_MEDIA_URL_LENGTH,
-                  'x-code': 'invalid_media_url',
-                  description: 'a public https URL the carrier fetches',
-                }),
-                {
-                  maxItems: 10,
-                },
-              ),
-            ),
-            send_at: Type.Optional(
-              Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' }),
-            ),
-            fallback_from: Type.Optional(
-              Type.String({
-                ...E164,
-                description:
-                  'another number of the account, on another carrier: the message is sent from it, through its carrier, ' +
-                  'only when the first carrier certainly did not take it (422 invalid_fallback otherwise)',
-              }),
-            ),
-          },
-          { additionalProperties: false },
-        ),
+        body: CreateMessageBody,
         response: { 201: ok('The message, queued (or scheduled)', Message), ...problems(409) },
       },
     },
     async (req, reply) => {
       const { accountId } = req.principal;
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        const m = await createMessage(
-          tx,
-          {
-            accountId,
-            from: req.body.from,
-            to: req.body.to,
-            body: req.body.body || null,
-            mediaUrls: req.body.media_urls ?? [],
-            sendAt: req.body.send_at ? new Date(req.body.send_at) : null,
-            fallbackFrom: req.body.fallback_from ?? null,
-          },
-          new Date(),
-        );
+        const m = await createMessage(tx, { accountId, ...newMessageOf(req.body) }, new Date());
         if (isRefusal(m)) throw unprocessable(m.code, m.detail, m.param);
         return { status: 201, body: messageResource(m) };
+      });
+      return sendCreated(reply, created);
+    },
+  );
+
+  app.post(
+    '/messages/batch',
+    {
+      bodyLimit: BATCH_BODY_LIMIT,
+      // Items the schema refuses are answered in their place (batch.ts), not by refusing the batch.
+      attachValidation: true,
+      schema: {
+        tags,
+        operationId: 'createMessageBatch',
+        summary: `Send up to ${MAX_BATCH.toLocaleString('en')} messages in one request`,
+        description:
+          'Each item is taken exactly as `POST /v1/messages` takes its body. Every valid item is stored in one ' +
+          'transaction; each invalid one is answered in its place with the problem `POST /v1/messages` would give ' +
+          'it, and nothing else about the batch changes. A batch the API cannot read as a whole (not JSON, no ' +
+          `\`messages\`, none or more than ${MAX_BATCH.toLocaleString('en')}, too large) is refused whole.`,
+        headers: IdempotencyHeaders,
+        body: batchBody(CreateMessageBody),
+        response: { 201: ok('Each item, created or refused, in the order given', MessageBatch), ...problems(409) },
+      },
+    },
+    async (req, reply) => {
+      const { accountId } = req.principal;
+      const items = validItems(req, CreateMessageBody);
+      const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
+        const valid = items.flatMap((item) => ('problem' in item ? [] : [newMessageOf(item.input)]));
+        const made = await createMessages(tx, accountId, valid, new Date());
+        let next = 0;
+        const data = items.map((item, index) => {
+          if ('problem' in item) return { index, error: item.problem };
+          const m = made[next++]!;
+          return isRefusal(m)
+            ? { index, error: problem(422, m.code, m.detail, m.param) }
+            : { index, message: messageResource(m) };
+        });
+        return { status: 201, body: { data } };
       });
       return sendCreated(reply, created);
     },

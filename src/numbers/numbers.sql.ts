@@ -109,6 +109,27 @@ export async function numberOwned(db: Db, accountId: string, number: string): Pr
   return rows[0] ?? null;
 }
 
+/**
+ * numberOwned for many numbers in one statement: each of them the account holds,
+ * by number (the first by id where it holds one at two carriers), held the same way.
+ */
+export async function numbersOwned(
+  db: Db,
+  accountId: string,
+  numbers: readonly string[],
+): Promise<Map<string, PhoneNumberRow>> {
+  if (numbers.length === 0) return new Map();
+  const { rows } = await db.query<PhoneNumberRow>({
+    name: 'numbers_owned',
+    // FOR KEY SHARE cannot sit beside DISTINCT: the held rows are chosen from after they are locked.
+    text: `WITH held AS (SELECT ${NUMBER_COLUMNS} FROM phone_numbers WHERE account_id = $1 AND number = ANY($2::text[])
+                          ORDER BY id FOR KEY SHARE)
+           SELECT DISTINCT ON (number) ${NUMBER_COLUMNS} FROM held ORDER BY number, id`,
+    values: [accountId, [...new Set(numbers)]],
+  });
+  return new Map(rows.map((r) => [r.number, r]));
+}
+
 /** Whether the account itself holds this number at this carrier (a second claim of one's own number). */
 export async function numberHeldByAccount(
   db: Db,

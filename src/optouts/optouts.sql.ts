@@ -108,6 +108,27 @@ export async function optOutActive(db: Db, p: Pair): Promise<OptOutRow | null> {
   return rows[0] ?? null;
 }
 
+/** Which of these pairs (one account's numbers and recipients) are opted out now, in one statement: as `pairOf` keys. */
+export async function optOutsActive(
+  db: Db,
+  accountId: string,
+  pairs: readonly Omit<Pair, 'accountId'>[],
+): Promise<Set<string>> {
+  if (pairs.length === 0) return new Set();
+  const { rows } = await db.query<{ number: string; recipient: string }>({
+    name: 'opt_outs_active',
+    text: `SELECT o.number, o.recipient FROM opt_outs o
+             JOIN unnest($2::text[], $3::text[]) AS p (number, recipient)
+               ON o.number = p.number AND o.recipient = p.recipient
+            WHERE o.account_id = $1 AND o.deleted_at IS NULL`,
+    values: [accountId, pairs.map((p) => p.number), pairs.map((p) => p.recipient)],
+  });
+  return new Set(rows.map(pairOf));
+}
+
+/** A pair as one string, for sets of pairs. */
+export const pairOf = (p: Omit<Pair, 'accountId'>) => `${p.number} ${p.recipient}`;
+
 /** One of the account's active opt-outs. */
 export async function optOutOfAccount(db: Db, accountId: string, id: string): Promise<OptOutRow | null> {
   const { rows } = await db.query<OptOutRow>({

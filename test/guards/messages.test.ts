@@ -15,6 +15,7 @@ import {
   messageMarkRejected,
   messageMarkSent,
   messageInsertOutbound,
+  messagesInsertOutbound,
   historyRecord,
   type MessageRow,
   type NewOutbound,
@@ -86,6 +87,27 @@ describe("dispatch_rank: a queued message's place in the dispatch line", () => {
       for (let i = 0; i < 3; i++) ranks.push((await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank);
       expect(ranks).toEqual([0, 1, 2]);
       expect((await messageInsertOutbound(tx, outbound(globex.id))).dispatch_rank).toBe(0);
+    }));
+
+  it('many messages inserted in one statement take the places they would one after another; scheduled ones none', () =>
+    inRolledBackTx(db.pool, async (tx) => {
+      const [acme, globex] = [await account(tx), await account(tx)];
+      await messageInsertOutbound(tx, outbound(globex.id));
+      await messageInsertOutbound(tx, outbound(acme.id));
+      const { accountId: _, ...one } = outbound(acme.id);
+      const many = await messagesInsertOutbound(tx, acme.id, [one, { ...one, sendAt: later(60) }, one, one]);
+      expect(many.map((m) => [m.status, m.dispatch_rank])).toEqual([
+        ['queued', 1],
+        ['scheduled', null],
+        ['queued', 2],
+        ['queued', 3],
+      ]);
+      const { rows } = await tx.query('SELECT id FROM messages WHERE account_id = $1 AND id = ANY($2)', [
+        acme.id,
+        many.map((m) => m.id),
+      ]);
+      expect(rows).toHaveLength(4);
+      expect((await messageInsertOutbound(tx, outbound(acme.id))).dispatch_rank).toBe(4);
     }));
 
   it('a message leaves the line when it is sent or refused; the next joins after the last still waiting', () =>

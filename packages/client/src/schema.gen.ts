@@ -60,6 +60,13 @@ export interface paths {
     /** Send an SMS or MMS, now or at send_at */
     post: operations["createMessage"];
   };
+  "/v1/messages/batch": {
+    /**
+     * Send up to 1,000 messages in one request
+     * @description Each item is taken exactly as `POST /v1/messages` takes its body. Every valid item is stored in one transaction; each invalid one is answered in its place with the problem `POST /v1/messages` would give it, and nothing else about the batch changes. A batch the API cannot read as a whole (not JSON, no `messages`, none or more than 1,000, too large) is refused whole.
+     */
+    post: operations["createMessageBatch"];
+  };
   "/v1/messages/{id}": {
     /** Get a message */
     get: operations["getMessage"];
@@ -337,6 +344,30 @@ export interface components {
       since: string | null;
       last_refusal: string | null;
     };
+    CreateMessageRequest: {
+      /**
+       * Format: phone
+       * @description E.164 phone number, e.g. +14155550100
+       */
+      from: string;
+      /**
+       * Format: phone
+       * @description E.164 phone number, e.g. +14155550100
+       */
+      to: string;
+      body?: string;
+      media_urls?: string[];
+      /**
+       * Format: date-time
+       * @description up to 35 days ahead
+       */
+      send_at?: string;
+      /**
+       * Format: phone
+       * @description another number of the account, on another carrier: the message is sent from it, through its carrier, only when the first carrier certainly did not take it (422 invalid_fallback otherwise)
+       */
+      fallback_from?: string;
+    };
     /** @enum {unknown} */
     MessageDirection: "outbound" | "inbound";
     /**
@@ -380,6 +411,16 @@ export interface components {
       completed_at: string | null;
       /** @description Grows with each change of this resource: of two events about it, the one with the higher sequence is the later state */
       sequence: number;
+    };
+    /** @description one item’s result: `message` when it was created, `error` (422) when it was refused */
+    MessageBatchItem: {
+      /** @description the item’s place in the request, from 0 */
+      index: number;
+      message?: components["schemas"]["Message"];
+      error?: components["schemas"]["Problem"];
+    };
+    MessageBatch: {
+      data: components["schemas"]["MessageBatchItem"][];
     };
     MessageStatusHistoryEntry: {
       /** @enum {unknown} */
@@ -1419,30 +1460,7 @@ export interface operations {
     };
     requestBody: {
       content: {
-        "application/json": {
-          /**
-           * Format: phone
-           * @description E.164 phone number, e.g. +14155550100
-           */
-          from: string;
-          /**
-           * Format: phone
-           * @description E.164 phone number, e.g. +14155550100
-           */
-          to: string;
-          body?: string;
-          media_urls?: string[];
-          /**
-           * Format: date-time
-           * @description up to 35 days ahead
-           */
-          send_at?: string;
-          /**
-           * Format: phone
-           * @description another number of the account, on another carrier: the message is sent from it, through its carrier, only when the first carrier certainly did not take it (422 invalid_fallback otherwise)
-           */
-          fallback_from?: string;
-        };
+        "application/json": components["schemas"]["CreateMessageRequest"];
       };
     };
     responses: {
@@ -1450,6 +1468,76 @@ export interface operations {
       201: {
         content: {
           "application/json": components["schemas"]["Message"];
+        };
+      };
+      /** @description Malformed request: unparseable JSON, a bad Idempotency-Key, a value that cannot be stored */
+      400: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, invalid or revoked API key */
+      401: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict with the resource’s current state; `code` says which */
+      409: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Send application/json */
+      415: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Invalid input; `param` names the field and `detail` says what is allowed */
+      422: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests; retry after Retry-After */
+      429: {
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  /**
+   * Send up to 1,000 messages in one request
+   * @description Each item is taken exactly as `POST /v1/messages` takes its body. Every valid item is stored in one transaction; each invalid one is answered in its place with the problem `POST /v1/messages` would give it, and nothing else about the batch changes. A batch the API cannot read as a whole (not JSON, no `messages`, none or more than 1,000, too large) is refused whole.
+   */
+  createMessageBatch: {
+    parameters: {
+      header?: {
+        /** @description 1-255 visible ASCII characters. The same key with the same body replays the first response; with another body 422; while the first is in flight 409. Kept at least 24 h. */
+        "idempotency-key"?: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description 1 to 1,000 messages, each as the body of POST /v1/messages */
+          messages: components["schemas"]["CreateMessageRequest"][];
+        };
+      };
+    };
+    responses: {
+      /** @description Each item, created or refused, in the order given */
+      201: {
+        content: {
+          "application/json": components["schemas"]["MessageBatch"];
         };
       };
       /** @description Malformed request: unparseable JSON, a bad Idempotency-Key, a value that cannot be stored */

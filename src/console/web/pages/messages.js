@@ -1,5 +1,6 @@
 // Messages: the list (filters by status and direction, cursor paging) with a form
-// to send one (from a number, with a fallback on another carrier) and the
+// to send one (from a number, with a fallback on another carrier) or one to each
+// recipient of an uploaded CSV (in batches, each refusal shown by its row), and the
 // carriers' health, and a message's page: its details (the carrier that sent it,
 // and why it failed over if it did) and its timeline — every word about it (the
 // API, the dispatcher, each carrier receipt marked applied, refused or
@@ -10,6 +11,7 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { answer, client, idempotencyKey } from '../api.js';
 import { Badge, ErrorBox, Facts, Loading, Time, useLoad, usePageTitle, useSubmit } from '../components.js';
+import { recipientsOf } from '../recipients.js';
 import { href, navigate } from '../router.js';
 import {
   anyDeliveryPending,
@@ -70,41 +72,62 @@ export function MessageList({ search }) {
   return html`<main id="main">
     <h1 tabindex="-1">Messages</h1>
     <${CarrierHealth} />
-    <${ComposeMessage} />
+    <${ComposeMessage} onSent=${list.reload} />
     <${StatusAndDirection} base="/v1/messages" search=${search} />
     <${ListView} list=${list} search=${search} label="Messages" columns=${COLUMNS} />
   </main>`;
 }
 
-function ComposeMessage() {
+/** The most messages one batch request takes (POST /v1/messages/batch); a longer list is sent as several. */
+const MAX_BATCH = 1000;
+
+/** @param {{ onSent: () => void }} props */
+function ComposeMessage({ onSent }) {
   const numbers = useNumbers();
   const [from, setFrom] = useState('');
   const [to, setTo] = useState('');
   const [body, setBody] = useState('');
   const [fallback, setFallback] = useState('');
-  const [key] = useState(idempotencyKey);
+  const [key, setKey] = useState(idempotencyKey);
+  /** @type {[{ name: string, recipients: { row: number, to: string }[] } | null, (l: any) => void]} */
+  const [list, setList] = useState(/** @type {any} */ (null));
+  /** @type {[{ created: number, refused: { row: number, to: string, detail: string }[] } | null, (r: any) => void]} */
+  const [result, setResult] = useState(/** @type {any} */ (null));
   const submit = useSubmit();
   const sender = from || numbers[0]?.number || '';
   const senderCarrier = numbers.find((n) => n.number === sender)?.carrier;
   // A fallback is a number at another carrier: the message goes out from it only if the first certainly did not take it.
   const fallbacks = numbers.filter((n) => n.carrier !== senderCarrier);
+  const message = () => ({
+    from: sender,
+    body,
+    ...(fallback && fallbacks.some((n) => n.number === fallback) ? { fallback_from: fallback } : {}),
+  });
   /** @param {Event} e */
   const send = (e) => {
     e.preventDefault();
+    setResult(null);
     submit.run(async () => {
+      if (list) {
+        setResult(await sendToList(list.recipients, message(), key));
+        setKey(idempotencyKey());
+        onSent();
+        return;
+      }
       const m = await answer(
         client.POST('/v1/messages', {
           params: { header: { 'idempotency-key': key } },
-          body: {
-            from: sender,
-            to: to.trim(),
-            body,
-            ...(fallback && fallbacks.some((n) => n.number === fallback) ? { fallback_from: fallback } : {}),
-          },
+          body: { ...message(), to: to.trim() },
         }),
       );
       navigate(href(`/messages/${encodeURIComponent(m.id)}`));
     });
+  };
+  /** @param {any} e */
+  const chooseFile = async (e) => {
+    const file = /** @type {File | undefined} */ (e.currentTarget.files?.[0]);
+    setResult(null);
+    setList(file ? { name: file.name, recipients: recipientsOf(await file.text()) } : null);
   };
   return html`<details class="compose">
     <summary>Send a message</summary>
@@ -118,16 +141,78 @@ function ComposeMessage() {
               required=${false} placeholder="None" /></div>`
           : null
       }
-      <div class="field"><label for="msg-to">To</label>
-        <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to}
-          onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>
+      ${
+        list
+          ? null
+          : html`<div class="field"><label for="msg-to">To</label>
+            <input id="msg-to" type="tel" required placeholder="+15555550100" value=${to}
+              onInput=${(/** @type {any} */ e) => setTo(e.currentTarget.value)} /></div>`
+      }
+      <div class="field"><label for="msg-csv">Recipients (CSV)</label>
+        <input id="msg-csv" type="file" accept=".csv,text/csv,text/plain" onChange=${chooseFile} /></div>
       <div class="field wide"><label for="msg-body">Body</label>
         <textarea id="msg-body" rows="2" required maxlength="1600" value=${body}
           onInput=${(/** @type {any} */ e) => setBody(e.currentTarget.value)}></textarea></div>
-      <button type="submit" class="primary" disabled=${submit.busy || !sender}>${submit.busy ? 'Sending…' : 'Send'}</button>
+      <button type="submit" class="primary" disabled=${submit.busy || !sender || list?.recipients.length === 0}>${
+        submit.busy ? 'Sending…' : list ? `Send to ${list.recipients.length.toLocaleString()}` : 'Send'
+      }</button>
+      ${
+        list
+          ? html`<p class="full muted" role="status">
+            ${list.recipients.length.toLocaleString()} recipients in ${list.name}
+            ${list.recipients.length === 0 ? ' (no column headed to or phone, and nothing in the first)' : ''}</p>`
+          : null
+      }
     </form>
     <${ErrorBox} error=${submit.error} />
+    ${result ? html`<${ListResult} result=${result} />` : null}
   </details>`;
+}
+
+/**
+ * Sends one message to each recipient in batches of MAX_BATCH, each batch under a key
+ * of its own made from the form's, so a retried send creates nothing twice.
+ * @param {{ row: number, to: string }[]} recipients @param {any} message @param {string} key
+ */
+async function sendToList(recipients, message, key) {
+  let created = 0;
+  /** @type {{ row: number, to: string, detail: string }[]} */
+  const refused = [];
+  for (let start = 0; start < recipients.length; start += MAX_BATCH) {
+    const part = recipients.slice(start, start + MAX_BATCH);
+    const batch = await answer(
+      client.POST('/v1/messages/batch', {
+        params: { header: { 'idempotency-key': `${key}:${start / MAX_BATCH}` } },
+        body: { messages: part.map((r) => ({ ...message, to: r.to })) },
+      }),
+    );
+    for (const item of batch.data) {
+      if (item.message) created++;
+      else {
+        const r = part[item.index];
+        refused.push({ row: r?.row ?? 0, to: r?.to ?? '', detail: item.error?.detail ?? item.error?.code ?? '' });
+      }
+    }
+  }
+  return { created, refused };
+}
+
+/** What a send to a list did: how many were created, and each refused row with why. @param {{ result: any }} props */
+function ListResult({ result }) {
+  return html`<div class="list-result" role="status">
+    <p><strong>${result.created.toLocaleString()}</strong> ${result.created === 1 ? 'message' : 'messages'} created${
+      result.refused.length ? html`, <strong>${result.refused.length.toLocaleString()}</strong> refused:` : '.'
+    }</p>
+    ${
+      result.refused.length
+        ? html`<ul class="refused">
+          ${result.refused.map(
+            (/** @type {any} */ r) => html`<li data-row=${r.row}>Row ${r.row} (${r.to}): ${r.detail}</li>`,
+          )}
+        </ul>`
+        : null
+    }
+  </div>`;
 }
 
 /** @param {any} h a status history entry */
