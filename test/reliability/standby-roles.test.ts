@@ -14,6 +14,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accountCreate, apiKeyCreate } from '../../src/accounts/accounts.js';
+import { runAudit } from '../../src/audit/audit.js';
 import { carrierEventStore } from '../../src/carrier/events.sql.js';
 import { telnyxEnvelope } from '../../src/carrier/telnyx/events.js';
 import { createDatabase } from '../../src/db/databases.js';
@@ -182,5 +183,13 @@ describe('roles against a server that cannot write', () => {
     expect(await count(db, 'SELECT 1 FROM carrier_events WHERE error IS NOT NULL OR attempts > 0')).toBe(0);
     expect(await count(db, `SELECT 1 FROM messages WHERE body = 'sent to a standby'`)).toBe(1);
     expect(rejections).toBe(0);
+    // The audit reads in one repeatable-read snapshot: a standby serves it.
+    const replica = new pg.Pool({ connectionString: replicated, max: 1 });
+    try {
+      const report = await runAudit(replica, { graceSeconds: 3600 });
+      expect(report.checks.length).toBeGreaterThan(0);
+    } finally {
+      await replica.end();
+    }
   }, 120_000);
 });

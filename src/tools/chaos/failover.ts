@@ -84,6 +84,8 @@ export interface FailoverResult {
   lostForGoodByType: Record<string, number>;
   /** Messages and calls the API answered 201 for that are missing on the new primary. */
   apiCreatesLost: number;
+  /** Of those, messages the carrier had accepted: sent, with no record of them left in Handset. */
+  apiCreatesLostSentAtCarrier: number;
   /** Carrier event ids stored more than once on the new primary (must be 0). */
   storedTwice: number;
   /** Outbound messages and calls not at an end after quiescence (must be 0). */
@@ -345,12 +347,20 @@ export async function runFailover(opts: FailoverOptions): Promise<FailoverResult
       else forGood[e.type] = (forGood[e.type] ?? 0) + 1;
     }
     const ids = [...created];
-    const apiCreatesLost =
-      ids.length -
-      (await q(
-        'SELECT count(*)::int AS n FROM (SELECT id FROM messages UNION ALL SELECT id FROM calls) r WHERE id = ANY($1)',
-        [ids],
-      ));
+    const { rows: present } = await pool.query<{ id: string }>(
+      'SELECT id FROM messages WHERE id = ANY($1) UNION ALL SELECT id FROM calls WHERE id = ANY($1)',
+      [ids],
+    );
+    const missing = new Set(ids);
+    for (const { id } of present) missing.delete(id);
+    // A send's Idempotency-Key is its message id.
+    const sentAtCarrier = new Set(
+      sim.requests
+        .filter(
+          (r) => r.path === '/v2/messages' && r.status === 200 && r.idempotencyKey && missing.has(r.idempotencyKey),
+        )
+        .map((r) => r.idempotencyKey),
+    );
     const firstProcessed = await pool.query<{ at: Date | null }>(
       'SELECT min(processed_at) AS at FROM carrier_events WHERE processed_at >= $1',
       [switchedAt],
@@ -371,7 +381,8 @@ export async function runFailover(opts: FailoverOptions): Promise<FailoverResult
       recoveredByNextEvent: byNextEvent,
       lostForGood: Object.values(forGood).reduce((a, b) => a + b, 0),
       lostForGoodByType: forGood,
-      apiCreatesLost,
+      apiCreatesLost: missing.size,
+      apiCreatesLostSentAtCarrier: sentAtCarrier.size,
       storedTwice: await q(
         'SELECT count(*)::int AS n FROM (SELECT 1 FROM carrier_events GROUP BY carrier, carrier_event_id HAVING count(*) > 1) d',
       ),
@@ -501,6 +512,7 @@ export function failoverTable(results: readonly FailoverResult[]): string {
       ),
     ],
     ['API 201s missing on the new primary', ...results.map((r) => String(r.apiCreatesLost))],
+    ['  of them sent by the carrier', ...results.map((r) => String(r.apiCreatesLostSentAtCarrier))],
     ['carrier events stored twice', ...results.map((r) => String(r.storedTwice))],
     ['ingest answers refused (retried)', ...results.map((r) => String(r.refused))],
     ['kill → promoted', ...results.map((r) => ms(r.timings.promoted))],

@@ -74,6 +74,8 @@ if (values.failover) {
       r.storedTwice > 0 ||
       r.unfinished > 0 ||
       // What async replication loses is measured, not a failure; the audit then sees its traces.
+      r.timings.firstProcessed === null ||
+      r.timings.firstProcessed - r.timings.switched > r.resumeBoundMs ||
       (r.mode === 'sync' && (!r.audit.ok || r.lost > 0 || r.apiCreatesLost > 0)),
   );
   process.exit(bad ? 1 : 0);
