@@ -151,11 +151,10 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   });
   // The jobs this runner's pools have taken and not let go, by id; a job stays a
   // while after it ended, while graphile-worker writes its outcome.
-  const inHand = new Set<string>();
-  events.on('job:start', ({ job }) => inHand.add(job.id));
-  events.on('job:complete', ({ job }) => {
-    setTimeout(() => inHand.delete(job.id), opts.staleAfterMs).unref();
-  });
+  // Job id → when it ended (null while it runs); the sweep forgets those ended a bound ago.
+  const inHand = new Map<string, number | null>();
+  events.on('job:start', ({ job }) => inHand.set(job.id, null));
+  events.on('job:complete', ({ job }) => inHand.set(job.id, Date.now()));
 
   events.on('pool:create', ({ workerPool }) => {
     workers = workerPool;
@@ -168,9 +167,10 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   });
 
   const sweeping = setInterval(() => {
+    for (const [id, ended] of inHand) if (ended !== null && Date.now() - ended > opts.staleAfterMs) inHand.delete(id);
     if (poolId && healthySince !== null) {
       const own = poolId;
-      unlockForgottenJobs(pool, own, [...inHand], opts.staleAfterMs)
+      unlockForgottenJobs(pool, own, [...inHand.keys()], opts.staleAfterMs)
         .then((n) => n > 0 && log.warn({ pool: own, jobs: n }, 'unlocked jobs this worker held only in the database'))
         .catch((err: Error) => log.warn({ err: err.message }, 'worker self-check failed'));
     }

@@ -173,6 +173,11 @@ describe('roles against a server that cannot write', () => {
     await eventually(async () => (await onServer(replicated, 'SELECT 1 FROM carrier_events')).length >= 2, 30_000);
     await new Promise((r) => setTimeout(r, 1000)); // the worker's relay polls meanwhile
 
+    // A pool refuses a connection to a standby at once, even for a statement a standby could answer.
+    const onStandby = createPool(withPort(dbUrl, standby.port), { max: 1, applicationName: 'standby-roles-probe' });
+    await expect(onStandby.query('SELECT 1')).rejects.toMatchObject({ code: '25006' });
+    await onStandby.end();
+
     // A proxy that moves only new connections: any connection a role kept on the standby would stay there.
     proxy.switchTo(primary.port, { keepOpen: true });
     const after = await post('/v1/messages', { from: OUR, to: '+15555550100', body: 'after the switch' });
