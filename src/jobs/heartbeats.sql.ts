@@ -63,3 +63,35 @@ export async function unlockPools(db: pg.Pool, poolIds: string[]): Promise<void>
     values: [poolIds],
   });
 }
+
+/**
+ * Frees the jobs (and their named queues) that a live pool holds in the database
+ * but not in fact: locked by `poolId` for longer than `olderThanMs`, and none of
+ * `heldIds`, the jobs the pool has taken and not yet let go. After a failover to
+ * a standby that had not yet received the pool's last completions, the new primary
+ * shows jobs locked by a pool that has finished them and lives on, heartbeating:
+ * no sweep of silent pools frees them, and graphile-worker's own only after 4 hours.
+ * Returns how many it freed.
+ */
+export async function unlockForgottenJobs(
+  db: pg.Pool,
+  poolId: string,
+  heldIds: readonly string[],
+  olderThanMs: number,
+): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'worker_forgotten_unlock',
+    text: `WITH forgotten AS (
+             UPDATE graphile_worker._private_jobs SET locked_at = NULL, locked_by = NULL
+              WHERE locked_by = $1 AND NOT (id = ANY ($2::bigint[]))
+                AND locked_at < now() - make_interval(secs => $3::double precision / 1000)
+             RETURNING job_queue_id
+           ), queues AS (
+             UPDATE graphile_worker._private_job_queues SET locked_at = NULL, locked_by = NULL
+              WHERE locked_by = $1 AND id IN (SELECT job_queue_id FROM forgotten)
+           )
+           SELECT count(*)::int AS n FROM forgotten`,
+    values: [poolId, heldIds, olderThanMs],
+  });
+  return rows[0]!.n;
+}

@@ -15,6 +15,11 @@
 // count to reach zero (0.17.3 and 0.18.0 alike). So the supervisor waits for the
 // shutdown only until all the pool's workers have left and none of its jobs has
 // run for a moment, then gives the pool up.
+//
+// A failover to a standby that lags can also leave the opposite: the new primary
+// shows jobs locked by a pool that finished them (its completions were lost with
+// the old primary) and lives on. Each sweep, a pool frees what the database says
+// it holds beyond the jobs it has in hand; the guards make the second run a no-op.
 
 import { EventEmitter } from 'node:events';
 import { setInterval as every, setTimeout as sleep } from 'node:timers/promises';
@@ -23,7 +28,7 @@ import type pg from 'pg';
 import { workerLogger, type Logger } from '../telemetry/log.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { TaskName } from './enqueue.js';
-import { forgetHeartbeat, heartbeat, sweepStaleWorkers, unlockPools } from './heartbeats.sql.js';
+import { forgetHeartbeat, heartbeat, sweepStaleWorkers, unlockForgottenJobs, unlockPools } from './heartbeats.sql.js';
 
 export interface JobContext {
   jobId: string;
@@ -144,6 +149,13 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
     if (job.job_queue_id === null) return;
     for (const ms of SERIAL_NUDGES_MS) setTimeout(nudge, ms).unref();
   });
+  // The jobs this runner's pools have taken and not let go, by id; a job stays a
+  // while after it ended, while graphile-worker writes its outcome.
+  // Job id → when it ended (null while it runs); the sweep forgets those ended a bound ago.
+  const inHand = new Map<string, number | null>();
+  events.on('job:start', ({ job }) => inHand.set(job.id, null));
+  events.on('job:complete', ({ job }) => inHand.set(job.id, Date.now()));
+
   events.on('pool:create', ({ workerPool }) => {
     workers = workerPool;
     fatalAt = null;
@@ -155,6 +167,13 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   });
 
   const sweeping = setInterval(() => {
+    for (const [id, ended] of inHand) if (ended !== null && Date.now() - ended > opts.staleAfterMs) inHand.delete(id);
+    if (poolId && healthySince !== null) {
+      const own = poolId;
+      unlockForgottenJobs(pool, own, [...inHand.keys()], opts.staleAfterMs)
+        .then((n) => n > 0 && log.warn({ pool: own, jobs: n }, 'unlocked jobs this worker held only in the database'))
+        .catch((err: Error) => log.warn({ err: err.message }, 'worker self-check failed'));
+    }
     if (healthySince === null || Date.now() - healthySince < opts.staleAfterMs) return;
     sweepStaleWorkers(pool, opts.staleAfterMs, poolId)
       .then((ids) => ids.length > 0 && log.warn({ pools: ids }, 'unlocked jobs of silent workers'))

@@ -102,6 +102,40 @@ describe('worker crash recovery', () => {
 });
 
 describe('the carrier-event relay', () => {
+  it('a job the database shows locked by a live worker that does not hold it (its completion lost in a failover) runs again within the sweeper bound', async () => {
+    const a = worker();
+    await a.waitFor(/worker running/);
+    const poolId = await eventually(async () => {
+      const r = await db.pool.query(`SELECT pool_id FROM worker_heartbeats`);
+      return r.rows[0]?.pool_id as string | undefined;
+    });
+    const { rows } = await db.pool.query(
+      `INSERT INTO carrier_events (carrier_event_id, event_type, payload, processed_at)
+       VALUES ('forgotten-1', 'call.bridged', '{"data":{"id":"forgotten-1","event_type":"call.bridged"}}', now()) RETURNING id`,
+    );
+    // As a standby that missed the pool's last completion shows it after promotion: locked by a pool
+    // that is alive and heartbeating, which has long finished with it.
+    await db.pool.query(
+      `SELECT graphile_worker.add_job('carrier_event.process', json_build_object('eventId', $1::text),
+                                      run_at => now() + interval '1 hour')`,
+      [rows[0].id],
+    );
+    await db.pool.query(
+      `UPDATE graphile_worker._private_jobs SET locked_by = $1, locked_at = now() - interval '10 seconds', run_at = now()
+        WHERE id = (SELECT id FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process')`,
+      [poolId],
+    );
+    await eventually(
+      async () =>
+        (await count(db.pool, `SELECT 1 FROM graphile_worker.jobs WHERE task_identifier = 'carrier_event.process'`)) ===
+        0,
+      recoveryTimings(STALE_AFTER_MS).rerunWithinMs + 10_000,
+    );
+    expect(a.child.exitCode).toBeNull();
+    a.child.kill('SIGTERM');
+    await a.exited;
+  });
+
   it('a worker SIGKILLed with a batch claimed and half run commits nothing; the next worker applies each event once, with no sweeper', async () => {
     const carrierId = `crash-msg-${Date.now()}`;
     const { rows: m } = await db.pool.query(

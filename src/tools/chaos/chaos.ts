@@ -43,7 +43,7 @@ import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 import { newSecretKey } from '../../delivery/keyring.js';
 
 // The built CLI (from src/ under tests, from dist/ when built: both resolve to dist/).
-const HANDSET_BIN = fileURLToPath(new URL('../../../dist/cli/handset.js', import.meta.url));
+export const HANDSET_BIN = fileURLToPath(new URL('../../../dist/cli/handset.js', import.meta.url));
 
 export interface ChaosOptions {
   outboundMessages: number;
@@ -705,7 +705,11 @@ const between = ([min, max]: [number, number]) => min + Math.random() * (max - m
  * a wait the product is allowed as a difference. The simulator finalizes a
  * message long before the first ask, so one ask is all a message needs.
  */
-async function quiescence(pool: pg.Pool, sim: { idle(): Promise<void> }, out: (l: string) => void): Promise<void> {
+export async function quiescence(
+  pool: pg.Pool,
+  sim: { idle(): Promise<void> },
+  out: (l: string) => void,
+): Promise<void> {
   let calm = 0;
   let last = '';
   const deadline = Date.now() + 600_000;
@@ -862,7 +866,7 @@ async function callStory(pool: pg.Pool, callId: string): Promise<string[]> {
   return lines;
 }
 
-async function startCountingReceiver() {
+export async function startCountingReceiver() {
   const distinct = new Set<string>();
   const state = { requests: 0, distinct, url: '', close: async () => {} };
   const server = http.createServer((req, res) => {

@@ -5,10 +5,19 @@
 // Then the customer's side: the example receiver behind @handset/inbox, SIGKILLed mid-storm (inbox.ts).
 // Flags: --messages N --calls N --twilio-messages N --failover-messages N --workers N --ingest-processes N
 // --load-seconds N --seed S --no-db-cuts --no-flap (Telnyx's REST API never goes down) --inbox-only
+// --failover [--mode sync|async|both]: instead, PostgreSQL failover mid-storm (failover.ts); exits 1 when
+// sync mode lost an acknowledged event, or either mode left an audit violation or a process that exited.
 
 import { parseArgs } from 'node:util';
 import { createLogger } from '../../telemetry/log.js';
 import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from './chaos.js';
+import {
+  FAILOVER_DEFAULTS,
+  type FailoverResult,
+  failoverTable,
+  type ReplicationMode,
+  runFailover,
+} from './failover.js';
 import { inboxChaosPhase } from './inbox.js';
 
 const { values } = parseArgs({
@@ -24,10 +33,53 @@ const { values } = parseArgs({
     'twilio-messages': { type: 'string' },
     'failover-messages': { type: 'string' },
     'no-flap': { type: 'boolean' },
+    failover: { type: 'boolean' },
+    mode: { type: 'string' },
   },
 });
 const seed = values.seed ?? `chaos-${Date.now()}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
+if (values.failover) {
+  const mode = values.mode ?? 'both';
+  if (!['sync', 'async', 'both'].includes(mode)) {
+    process.stderr.write(`--mode must be sync, async or both, not ${mode}\n`);
+    process.exit(2);
+  }
+  const modes: ReplicationMode[] = mode === 'both' ? ['sync', 'async'] : [mode as ReplicationMode];
+  const results: FailoverResult[] = [];
+  for (const m of modes) {
+    const result = await runFailover({
+      ...FAILOVER_DEFAULTS,
+      ...(values.messages
+        ? { outboundMessages: Number(values.messages), inboundMessages: Number(values.messages) }
+        : {}),
+      ...(values.calls
+        ? { outboundCalls: Number(values.calls), inboundCalls: Math.ceil(Number(values.calls) / 2) }
+        : {}),
+      ...(values.workers ? { workers: Number(values.workers) } : {}),
+      ...(values['load-seconds'] ? { loadMs: Number(values['load-seconds']) * 1000 } : {}),
+      mode: m,
+      seed: `${seed}-${m}`,
+      log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
+      out: say,
+    });
+    if (!result.audit.ok) say(formatAuditReport(result.audit));
+    results.push(result);
+  }
+  say(`\n${failoverTable(results)}`);
+  const bad = results.some(
+    (r) =>
+      r.unexpectedExits.length > 0 ||
+      r.unhandledRejections > 0 ||
+      r.storedTwice > 0 ||
+      r.unfinished > 0 ||
+      // What async replication loses is measured, not a failure; the audit then sees its traces.
+      r.timings.firstProcessed === null ||
+      r.timings.firstProcessed - r.timings.switched > r.resumeBoundMs ||
+      (r.mode === 'sync' && (!r.audit.ok || r.lost > 0 || r.apiCreatesLost > 0)),
+  );
+  process.exit(bad ? 1 : 0);
+}
 if (values['inbox-only'])
   process.exit(await inboxChaosPhase(seed, createLogger(process.env.LOG_LEVEL ?? 'silent'), say));
 const n = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number(v));
