@@ -110,7 +110,7 @@ describe('soak judgement', () => {
       sampleEveryMs: MINUTE,
     });
     expect(soakSchedule(20_000)).toEqual({
-      killEveryMs: 5_000,
+      killEveryMs: 4_000,
       cutEveryMs: 10_000,
       cutMs: 500,
       sampleEveryMs: 2_000,

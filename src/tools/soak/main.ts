@@ -52,7 +52,7 @@ await writeFile(
   path.join(outDir, 'samples.json'),
   `${JSON.stringify({ durationMs, rate, schedule, roles: SOAK_ROLES, judged: JUDGED_ROLES, samples, growth, ...rest }, null, 2)}\n`,
 );
-const title = `Handset soak: ${Math.round(seconds / 60)} min at ${rate} operations/s, ${result.counts.kills} worker kills, ${result.counts.cuts} database cuts`;
+const title = `Handset soak: ${Math.round(seconds / 60)} min at ${rate} operations/s, worker SIGKILLs ${result.counts.kills}, database cuts ${result.counts.cuts}`;
 await writeFile(path.join(outDir, 'soak.svg'), renderSvg(samples, SOAK_ROLES, title));
 
 const c = result.counts;

@@ -61,8 +61,13 @@ function panel(title: string, series: Series[], x0: number, y0: number): string 
   ];
   series.forEach((s, i) => {
     const colour = COLOURS[i % COLOURS.length];
-    const pts = s.points.filter((p): p is [number, number] => p[1] !== null).map(([x, y]) => `${px(x)},${py(y)}`);
-    if (pts.length > 0)
+    // A gap (a process restarting) breaks the line rather than bridging it.
+    const runs: string[][] = [[]];
+    for (const [x, y] of s.points) {
+      if (y === null) runs.push([]);
+      else runs.at(-1)!.push(`${px(x)},${py(y)}`);
+    }
+    for (const pts of runs.filter((r) => r.length > 0))
       out.push(`<polyline fill="none" stroke="${colour}" stroke-width="1.5" points="${pts.join(' ')}"/>`);
     out.push(
       `<text x="${x0 + W - PAD.right - 4}" y="${y0 + PAD.top + 12 + i * 11}" text-anchor="end" fill="${colour}">${xmlText(s.name)}</text>`,
