@@ -315,8 +315,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     // The samples, and any process that went away on its own.
     const samples: Sample[] = [];
     for (let i = 0; i * schedule.sampleEveryMs <= opts.durationMs; i++) {
+      let peaks: Counts = new Map();
+      for (let j = 1; i > 0 && j < READINGS; j++) {
+        await at((i - 1 + j / READINGS) * schedule.sampleEveryMs);
+        peaks = highest(peaks, await readCounts(pool, procs));
+      }
       await at(i * schedule.sampleEveryMs);
-      const s = await takeSample(pool, procs, Date.now() - started);
+      peaks = highest(peaks, await readCounts(pool, procs));
+      const s = await takeSample(pool, procs, Date.now() - started, peaks);
       samples.push(s);
       for (const role of JUDGED_ROLES) if (!alive(procs.get(role)!.p.pid)) exits.push(`${role} exited on its own`);
       if (exits.some((e) => e.endsWith('on its own'))) break;
@@ -377,14 +383,55 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   }
 }
 
-async function takeSample(
-  pool: pg.Pool,
-  procs: Map<SoakRole, { p: RoleProcess; metricsUrl: string }>,
-  atMs: number,
-): Promise<Sample> {
+type Procs = Map<SoakRole, { p: RoleProcess; metricsUrl: string }>;
+/** Open descriptors and database connections of each role's process, by pid (a restarted worker starts over). */
+type Counts = Map<SoakRole, { pid: number; openFds: number | null; dbConnections: number | null }>;
+/**
+ * Descriptors and connections follow the load from second to second (a pool opens
+ * connections as work comes and closes them idle), so one reading says little: a
+ * sample holds the highest of six readings over its interval, the ceiling a leak raises.
+ */
+const READINGS = 6;
+
+async function readCounts(pool: pg.Pool, procs: Procs): Promise<Counts> {
   const { rows: conns } = await pool.query<{ name: string; n: number }>(
     `SELECT application_name AS name, count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() GROUP BY 1`,
   );
+  const counts: Counts = new Map();
+  await Promise.all(
+    SOAK_ROLES.map(async (role) => {
+      const proc = procs.get(role);
+      if (!proc) return;
+      const apps = APPLICATIONS[role];
+      counts.set(role, {
+        pid: proc.p.pid,
+        openFds: await readdir(`/proc/${proc.p.pid}/fd`).then(
+          (f) => f.length,
+          () => null,
+        ),
+        dbConnections: apps.length ? conns.filter((c) => apps.includes(c.name)).reduce((n, c) => n + c.n, 0) : null,
+      });
+    }),
+  );
+  return counts;
+}
+
+function highest(a: Counts, b: Counts): Counts {
+  const max = (x: number | null, y: number | null) => (x === null ? y : y === null ? x : Math.max(x, y));
+  const out: Counts = new Map(b);
+  for (const [role, was] of a) {
+    const now = b.get(role);
+    if (now && now.pid === was.pid)
+      out.set(role, {
+        pid: now.pid,
+        openFds: max(was.openFds, now.openFds),
+        dbConnections: max(was.dbConnections, now.dbConnections),
+      });
+  }
+  return out;
+}
+
+async function takeSample(pool: pg.Pool, procs: Procs, atMs: number, counts: Counts): Promise<Sample> {
   const { rows } = await pool.query<Sample['backlog']>(`
     SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts)::int AS "jobsDue",
            (SELECT count(*) FROM carrier_events WHERE processed_at IS NULL)::int AS "carrierEventsUnprocessed",
@@ -395,24 +442,25 @@ async function takeSample(
     SOAK_ROLES.map(async (role) => {
       const proc = procs.get(role);
       if (!proc) return;
-      const apps = APPLICATIONS[role];
+      const count = counts.get(role);
+      const same = count?.pid === proc.p.pid;
       roles[role] = {
         ...(await processFigures(proc.p.pid, proc.metricsUrl)),
-        dbConnections: apps.length ? conns.filter((c) => apps.includes(c.name)).reduce((n, c) => n + c.n, 0) : null,
+        openFds: same ? count.openFds : null,
+        dbConnections: same ? count.dbConnections : null,
       };
     }),
   );
   return { atMs, roles, backlog: rows[0]! };
 }
 
-/** RSS and descriptors as the kernel counts them; heap and loop delay as the process reports them. */
-async function processFigures(pid: number, metricsUrl: string): Promise<Omit<RoleFigures, 'dbConnections'>> {
+/** RSS as the kernel counts it; heap and loop delay as the process reports them. */
+async function processFigures(
+  pid: number,
+  metricsUrl: string,
+): Promise<Omit<RoleFigures, 'dbConnections' | 'openFds'>> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
   const rssKb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN);
-  const fds = await readdir(`/proc/${pid}/fd`).then(
-    (f) => f.length,
-    () => null,
-  );
   const text = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) })
     .then((r) => r.text())
     .catch(() => '');
@@ -426,7 +474,6 @@ async function processFigures(pid: number, metricsUrl: string): Promise<Omit<Rol
     rssBytes: Number.isFinite(rssKb) ? rssKb * 1024 : null,
     heapUsedBytes: metric('nodejs_heap_size_used_bytes'),
     loopDelayP99Ms: lag === null ? null : lag * 1000,
-    openFds: fds,
   };
 }
 
