@@ -315,14 +315,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     // The samples, and any process that went away on its own.
     const samples: Sample[] = [];
     for (let i = 0; i * schedule.sampleEveryMs <= opts.durationMs; i++) {
-      let peaks: Counts = new Map();
+      let readings: Readings = new Map();
       for (let j = 1; i > 0 && j < READINGS; j++) {
         await at((i - 1 + j / READINGS) * schedule.sampleEveryMs);
-        peaks = highest(peaks, await readCounts(pool, procs));
+        readings = combine(readings, await readAll(pool, procs));
       }
       await at(i * schedule.sampleEveryMs);
-      peaks = highest(peaks, await readCounts(pool, procs));
-      const s = await takeSample(pool, procs, Date.now() - started, peaks);
+      readings = combine(readings, await readAll(pool, procs));
+      const s = await takeSample(pool, procs, Date.now() - started, readings);
       samples.push(s);
       for (const role of JUDGED_ROLES) if (!alive(procs.get(role)!.p.pid)) exits.push(`${role} exited on its own`);
       if (exits.some((e) => e.endsWith('on its own'))) break;
@@ -384,46 +384,49 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
 }
 
 type Procs = Map<SoakRole, { p: RoleProcess; metricsUrl: string }>;
-/** Open descriptors and database connections of each role's process, by pid (a restarted worker starts over). */
-type Counts = Map<SoakRole, { pid: number; openFds: number | null; dbConnections: number | null }>;
+/** Each role's process's figures, by pid (a restarted worker starts over). */
+type Readings = Map<SoakRole, RoleFigures>;
 /**
- * Descriptors and connections follow the load from second to second (a pool opens
- * connections as work comes and closes them idle), so one reading says little: a
- * sample holds the highest of six readings over its interval, the ceiling a leak raises.
+ * One reading says little of figures that follow the load from second to second: a
+ * pool opens connections as work comes and closes them idle, and the heap rises and
+ * falls with every garbage collection. So a sample combines six readings over its
+ * interval: the highest descriptors, connections and loop delay (the ceiling a leak
+ * raises), the lowest heap used (the live set a leak raises), the last RSS.
  */
 const READINGS = 6;
 
-async function readCounts(pool: pg.Pool, procs: Procs): Promise<Counts> {
+async function readAll(pool: pg.Pool, procs: Procs): Promise<Readings> {
   const { rows: conns } = await pool.query<{ name: string; n: number }>(
     `SELECT application_name AS name, count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() GROUP BY 1`,
   );
-  const counts: Counts = new Map();
+  const readings: Readings = new Map();
   await Promise.all(
     SOAK_ROLES.map(async (role) => {
       const proc = procs.get(role);
       if (!proc) return;
       const apps = APPLICATIONS[role];
-      counts.set(role, {
-        pid: proc.p.pid,
-        openFds: await readdir(`/proc/${proc.p.pid}/fd`).then(
-          (f) => f.length,
-          () => null,
-        ),
+      readings.set(role, {
+        ...(await processFigures(proc.p.pid, proc.metricsUrl)),
         dbConnections: apps.length ? conns.filter((c) => apps.includes(c.name)).reduce((n, c) => n + c.n, 0) : null,
       });
     }),
   );
-  return counts;
+  return readings;
 }
 
-function highest(a: Counts, b: Counts): Counts {
-  const max = (x: number | null, y: number | null) => (x === null ? y : y === null ? x : Math.max(x, y));
-  const out: Counts = new Map(b);
-  for (const [role, was] of a) {
-    const now = b.get(role);
+function combine(earlier: Readings, latest: Readings): Readings {
+  const pick = (f: (x: number, y: number) => number) => (x: number | null, y: number | null) =>
+    x === null ? y : y === null ? x : f(x, y);
+  const [max, min] = [pick(Math.max), pick(Math.min)];
+  const out: Readings = new Map(latest);
+  for (const [role, was] of earlier) {
+    const now = latest.get(role);
     if (now && now.pid === was.pid)
       out.set(role, {
         pid: now.pid,
+        rssBytes: now.rssBytes ?? was.rssBytes,
+        heapUsedBytes: min(was.heapUsedBytes, now.heapUsedBytes),
+        loopDelayP99Ms: max(was.loopDelayP99Ms, now.loopDelayP99Ms),
         openFds: max(was.openFds, now.openFds),
         dbConnections: max(was.dbConnections, now.dbConnections),
       });
@@ -431,36 +434,28 @@ function highest(a: Counts, b: Counts): Counts {
   return out;
 }
 
-async function takeSample(pool: pg.Pool, procs: Procs, atMs: number, counts: Counts): Promise<Sample> {
+async function takeSample(pool: pg.Pool, procs: Procs, atMs: number, readings: Readings): Promise<Sample> {
   const { rows } = await pool.query<Sample['backlog']>(`
     SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE run_at <= now() AND attempts < max_attempts)::int AS "jobsDue",
            (SELECT count(*) FROM carrier_events WHERE processed_at IS NULL)::int AS "carrierEventsUnprocessed",
            (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')::int AS "deliveriesPending",
            (SELECT count(*) FROM messages WHERE status IN ('queued', 'scheduled'))::int AS "messagesQueued"`);
   const roles: Record<string, RoleFigures> = {};
-  await Promise.all(
-    SOAK_ROLES.map(async (role) => {
-      const proc = procs.get(role);
-      if (!proc) return;
-      const count = counts.get(role);
-      const same = count?.pid === proc.p.pid;
-      roles[role] = {
-        ...(await processFigures(proc.p.pid, proc.metricsUrl)),
-        openFds: same ? count.openFds : null,
-        dbConnections: same ? count.dbConnections : null,
-      };
-    }),
-  );
+  for (const role of SOAK_ROLES) {
+    const r = readings.get(role);
+    if (r && r.pid === procs.get(role)?.p.pid) roles[role] = r;
+  }
   return { atMs, roles, backlog: rows[0]! };
 }
 
-/** RSS as the kernel counts it; heap and loop delay as the process reports them. */
-async function processFigures(
-  pid: number,
-  metricsUrl: string,
-): Promise<Omit<RoleFigures, 'dbConnections' | 'openFds'>> {
+/** RSS and descriptors as the kernel counts them; heap and loop delay as the process reports them. */
+async function processFigures(pid: number, metricsUrl: string): Promise<Omit<RoleFigures, 'dbConnections'>> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
   const rssKb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN);
+  const fds = await readdir(`/proc/${pid}/fd`).then(
+    (f) => f.length,
+    () => null,
+  );
   const text = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) })
     .then((r) => r.text())
     .catch(() => '');
@@ -474,6 +469,7 @@ async function processFigures(
     rssBytes: Number.isFinite(rssKb) ? rssKb * 1024 : null,
     heapUsedBytes: metric('nodejs_heap_size_used_bytes'),
     loopDelayP99Ms: lag === null ? null : lag * 1000,
+    openFds: fds,
   };
 }
 
