@@ -38,6 +38,8 @@ export interface RoleProcess {
 export interface SpawnOptions {
   /** Directory for a --cpu-prof profile; none when absent. */
   profileDir?: string | undefined;
+  /** More flags for node itself (`--import` of a preload…). */
+  nodeArgs?: string[];
 }
 
 /** A role's JSON log line that says it is ready; ingest, the API and the floor say where they listen. */
@@ -117,6 +119,7 @@ async function start(
   const nodeArgs = [
     '--unhandled-rejections=strict',
     ...(opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profileDir] : []),
+    ...(opts.nodeArgs ?? []),
   ];
   const child = spawn(process.execPath, [...nodeArgs, ...args], {
     env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...env },

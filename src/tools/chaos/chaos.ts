@@ -20,18 +20,15 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { accountCreate, apiKeyCreate } from '../../accounts/accounts.js';
 import { formatAuditReport, runAudit, type AuditReport } from '../../audit/audit.js';
 import { loadConfig } from '../../config.js';
 import { createDatabase, dropDatabase } from '../../db/databases.js';
-import { freePort, startEmbeddedPostgres } from '../../db/embedded.js';
+import { freePort } from '../../db/embedded.js';
 import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
 import { withTx } from '../../db/tx.js';
@@ -39,6 +36,7 @@ import { startPlatform } from '../../platform.js';
 import { startSimulator, type Behaviour } from '../../sim/simulator.js';
 import { startTwilioSimulator } from '../../sim/twilio/simulator.js';
 import type { Logger } from '../../telemetry/log.js';
+import { runServer } from './server.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 import { newSecretKey } from '../../delivery/keyring.js';
 
@@ -230,21 +228,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   };
   try {
     // A database of its own, so a chaos run never touches anyone's data.
-    let adminUrl = opts.databaseUrl;
-    if (!adminUrl) {
-      const dir = await mkdtemp(path.join(tmpdir(), 'handset-chaos-'));
-      const embedded = await startEmbeddedPostgres({
-        stateDir: dir,
-        log: opts.log,
-        durable: false,
-        maxConnections: 300,
-      });
-      cleanups.push(() => rm(dir, { recursive: true, force: true }), embedded.stop);
-      adminUrl = embedded.url;
-    }
+    const adminUrl = await runServer(opts.databaseUrl, {
+      prefix: 'handset-chaos',
+      maxConnections: 300,
+      log: opts.log,
+      cleanups,
+    });
     const dbName = `handset_chaos_${randomBytes(4).toString('hex')}`;
     const databaseUrl = await createDatabase(adminUrl, dbName);
-    cleanups.push(() => dropDatabase(adminUrl!, dbName));
+    cleanups.push(() => dropDatabase(adminUrl, dbName));
     const pool = createPool(databaseUrl, { max: 6, applicationName: 'handset-chaos', log: opts.log });
     cleanups.push(() => pool.end());
     await migrate(pool, opts.log);
@@ -709,12 +701,13 @@ export async function quiescence(
   pool: pg.Pool,
   sim: { idle(): Promise<void> },
   out: (l: string) => void,
+  withinMs = 600_000,
 ): Promise<void> {
   let calm = 0;
   let last = '';
-  const deadline = Date.now() + 600_000;
+  const deadline = Date.now() + withinMs;
   while (calm < 2) {
-    if (Date.now() > deadline) throw new Error('no quiescence within 10 minutes');
+    if (Date.now() > deadline) throw new Error(`no quiescence within ${withinMs / 1000} s; still busy: ${last}`);
     await sim.idle();
     const { rows } = await pool.query<{
       jobs: number;

@@ -12,15 +12,12 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { accountCreate, apiKeyCreate } from '../../accounts/accounts.js';
 import { loadConfig } from '../../config.js';
 import { createDatabase, dropDatabase } from '../../db/databases.js';
-import { freePort, startEmbeddedPostgres } from '../../db/embedded.js';
+import { freePort } from '../../db/embedded.js';
 import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
 import { withTx } from '../../db/tx.js';
@@ -28,6 +25,7 @@ import { newSecretKey } from '../../delivery/keyring.js';
 import { startPlatform } from '../../platform.js';
 import { startSimulator } from '../../sim/simulator.js';
 import type { Logger } from '../../telemetry/log.js';
+import { runServer } from './server.js';
 import { startTcpProxy } from './tcp-proxy.js';
 
 const RECEIVER = fileURLToPath(new URL('../../../examples/inbox-receiver/server.js', import.meta.url));
@@ -85,23 +83,17 @@ export async function runInboxChaos(opts: InboxChaosOptions): Promise<InboxChaos
   const started = Date.now();
   const cleanups: (() => Promise<unknown>)[] = [];
   try {
-    let adminUrl = opts.databaseUrl;
-    if (!adminUrl) {
-      const dir = await mkdtemp(path.join(tmpdir(), 'handset-inbox-chaos-'));
-      const embedded = await startEmbeddedPostgres({
-        stateDir: dir,
-        log: opts.log,
-        durable: false,
-        maxConnections: 200,
-      });
-      cleanups.push(() => rm(dir, { recursive: true, force: true }), embedded.stop);
-      adminUrl = embedded.url;
-    }
+    const adminUrl = await runServer(opts.databaseUrl, {
+      prefix: 'handset-inbox-chaos',
+      maxConnections: 200,
+      log: opts.log,
+      cleanups,
+    });
     const suffix = randomBytes(4).toString('hex');
     const handsetDb = await createDatabase(adminUrl, `handset_inboxchaos_${suffix}`);
-    cleanups.push(() => dropDatabase(adminUrl!, `handset_inboxchaos_${suffix}`));
+    cleanups.push(() => dropDatabase(adminUrl, `handset_inboxchaos_${suffix}`));
     const customerDb = await createDatabase(adminUrl, `handset_inboxchaos_customer_${suffix}`);
-    cleanups.push(() => dropDatabase(adminUrl!, `handset_inboxchaos_customer_${suffix}`));
+    cleanups.push(() => dropDatabase(adminUrl, `handset_inboxchaos_customer_${suffix}`));
     const pool = createPool(handsetDb, { max: 4, applicationName: 'handset-inbox-chaos', log: opts.log });
     cleanups.push(() => pool.end());
     await migrate(pool, opts.log);

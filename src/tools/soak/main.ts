@@ -1,0 +1,85 @@
+// `npm run soak -- --minutes 60`: the soak (soak.ts) for the given minutes (or
+// --seconds, for a short one), then its verdict. Writes samples.json and soak.svg
+// into --out (default .handset/soak/<time>); exits 1 with every reason on growth
+// beyond 10%, stuck work, an audit violation or a process that exited on its own.
+// Flags: --minutes N | --seconds N, --rate N (operations/s), --out DIR, --seed S.
+
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { formatAuditReport } from '../../audit/audit.js';
+import { createLogger } from '../../telemetry/log.js';
+import { show } from './samples.js';
+import { DEFAULT_RATE, JUDGED_ROLES, SOAK_ROLES, runSoak, soakSchedule } from './soak.js';
+import { renderSvg } from './svg.js';
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string' },
+    seconds: { type: 'string' },
+    rate: { type: 'string' },
+    out: { type: 'string' },
+    seed: { type: 'string' },
+  },
+});
+const say = (line: string) => process.stdout.write(`${line}\n`);
+const seconds = values.seconds !== undefined ? Number(values.seconds) : Number(values.minutes ?? 60) * 60;
+const rate = values.rate !== undefined ? Number(values.rate) : DEFAULT_RATE;
+if (!(seconds >= 10) || !(rate > 0)) {
+  process.stderr.write('soak: --minutes/--seconds must give at least 10 s, and --rate must be above 0\n');
+  process.exit(2);
+}
+const durationMs = seconds * 1000;
+const outDir = path.resolve(
+  values.out ?? path.join('.handset', 'soak', new Date().toISOString().replace(/[:.]/g, '-')),
+);
+const schedule = soakSchedule(durationMs);
+
+const result = await runSoak({
+  durationMs,
+  rate,
+  schedule,
+  drainMs: 5 * 60_000,
+  databaseUrl: process.env.DATABASE_URL ?? null,
+  seed: values.seed ?? `soak-${Date.now()}`,
+  log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
+  out: say,
+});
+
+await mkdir(outDir, { recursive: true });
+const { samples, growth, ...rest } = result;
+await writeFile(
+  path.join(outDir, 'samples.json'),
+  `${JSON.stringify({ durationMs, rate, schedule, roles: SOAK_ROLES, judged: JUDGED_ROLES, samples, growth, ...rest }, null, 2)}\n`,
+);
+const title = `Handset soak: ${Math.round(seconds / 60)} min at ${rate} operations/s, worker SIGKILLs ${result.counts.kills}, database cuts ${result.counts.cuts}`;
+await writeFile(path.join(outDir, 'soak.svg'), renderSvg(samples, SOAK_ROLES, title));
+
+const c = result.counts;
+say('');
+say(
+  `operations ${c.operations} (shed ${c.shed}), messages ${c.messages}, calls ${c.calls}, carrier events ${c.carrierEvents}, deliveries ${c.deliveries}`,
+);
+say(
+  `endpoint requests: ${Object.entries(c.endpointRequests)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ')}; workers SIGKILLed ${c.kills}; database cuts ${c.cuts}`,
+);
+if (c.shed > 0)
+  say(
+    `the load fell behind: ${c.shed} operations were not started because 500 still waited for an answer; ${rate}/s is more than this machine sustains`,
+  );
+say(`growth, ${growth.basis}:`);
+for (const g of growth.growth)
+  say(
+    `  ${g.role.padEnd(7)} ${g.figure.padEnd(14)} ${show(g.figure, g.early).padStart(9)} → ${show(g.figure, g.late).padStart(9)}  ${g.growth >= 0 ? '+' : ''}${(g.growth * 100).toFixed(1)}%${g.failed ? '  FAIL' : ''}`,
+  );
+say('');
+say(formatAuditReport(result.audit));
+say(`samples and picture: ${path.join(outDir, 'samples.json')}, ${path.join(outDir, 'soak.svg')}`);
+if (result.failures.length > 0) {
+  say(`\nsoak FAILED:\n${result.failures.map((f) => `  ${f}`).join('\n')}`);
+  process.exit(1);
+}
+say('\nsoak passed');
+process.exit(0);
