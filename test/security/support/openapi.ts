@@ -26,7 +26,29 @@ export interface Operation {
   responses: Record<string, Schema>;
 }
 
+/**
+ * The schema with every local `$ref` replaced by what it points at, so a body the
+ * API shares between routes (a batch's items are the single create's body) is
+ * checked field by field like any other.
+ */
+function dereferenced(doc: Record<string, any>, schema: unknown, seen: readonly string[] = []): any {
+  if (Array.isArray(schema)) return schema.map((s) => dereferenced(doc, s, seen));
+  if (!schema || typeof schema !== 'object') return schema;
+  const ref = (schema as { $ref?: unknown }).$ref;
+  if (typeof ref === 'string' && ref.startsWith('#/')) {
+    if (seen.includes(ref)) throw new Error(`a schema refers to itself: ${[...seen, ref].join(' → ')}`);
+    const target = ref
+      .slice(2)
+      .split('/')
+      .reduce<any>((node, key) => node?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
+    if (target === undefined) throw new Error(`${ref} points at nothing`);
+    return dereferenced(doc, target, [...seen, ref]);
+  }
+  return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, dereferenced(doc, v, seen)]));
+}
+
 export function operationsOf(doc: { paths: Record<string, Record<string, any>> }): Operation[] {
+  doc = dereferenced(doc, doc);
   const ops: Operation[] = [];
   for (const [path, item] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(item)) {
