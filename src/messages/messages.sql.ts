@@ -62,11 +62,15 @@ export interface MessageRow {
   failover_reason: string | null;
   failed_over_from: string | null;
   failed_over_carrier: string | null;
+  /** While a dispatcher holds it (claimed from the line, outcome not yet recorded): until when. */
+  dispatch_lease_until: Date | null;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
   segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence,
   dispatched_at, carrier_segments, dispatch_rank, fallback_from, fallback_carrier, failover_reason, failed_over_from,
-  failed_over_carrier`;
+  failed_over_carrier, dispatch_lease_until`;
+/** The same, qualified, for an UPDATE … FROM that returns the message's row. */
+const M_COLUMNS = MESSAGE_COLUMNS.replace(/(^|\s)(\w+)/g, '$1m.$2');
 
 export interface HistoryRow {
   id: string;
@@ -290,6 +294,123 @@ export async function messageClearForDispatch(tx: Tx, id: string): Promise<Messa
   return rows[0] ?? null;
 }
 
+/**
+ * The head of the dispatch line, locked for this transaction: up to `limit` queued
+ * messages never yet handed to a carrier, in the line's order (every account's
+ * next message before anyone's following one), skipping rows another dispatcher
+ * holds and messages of the carriers in `held` (they asked us to slow down).
+ */
+export async function messagesLineHead(
+  tx: Tx,
+  limit: number,
+  held: readonly string[],
+): Promise<Pick<MessageRow, 'id' | 'account_id' | 'from_number' | 'to_number' | 'carrier'>[]> {
+  const { rows } = await tx.query<Pick<MessageRow, 'id' | 'account_id' | 'from_number' | 'to_number' | 'carrier'>>({
+    name: 'messages_line_head',
+    text: `SELECT id, account_id, from_number, to_number, carrier FROM messages
+            WHERE dispatch_rank IS NOT NULL AND dispatched_at IS NULL AND carrier <> ALL ($2::text[])
+            ORDER BY dispatch_rank, id
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED`,
+    values: [limit, held],
+  });
+  return rows;
+}
+
+/**
+ * Clears claimed messages to go to the carrier, as messageClearForDispatch does
+ * one (call it under the pairs' shared locks): stamps dispatched_at, in the order
+ * given (a microsecond apart, so the line's order is the order they left it), and
+ * a lease until `leaseUntil`, unless the recipient opted out. The rows cleared.
+ */
+export async function messagesClearForDispatch(
+  tx: Tx,
+  ids: readonly string[],
+  leaseUntil: Date,
+): Promise<MessageRow[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_clear_for_dispatch',
+    text: `UPDATE messages m SET dispatched_at = (SELECT clock_timestamp()) + c.ord * interval '1 microsecond',
+                                 dispatch_lease_until = $2
+             FROM unnest($1::text[]) WITH ORDINALITY AS c (id, ord)
+            WHERE m.id = c.id AND m.status = 'queued' AND m.dispatched_at IS NULL
+              AND NOT EXISTS (
+                SELECT 1 FROM opt_outs o
+                 WHERE o.account_id = m.account_id AND o.number = m.from_number AND o.recipient = m.to_number
+                   AND o.deleted_at IS NULL)
+            RETURNING ${M_COLUMNS}`,
+    values: [ids, leaseUntil],
+  });
+  return rows;
+}
+
+/**
+ * Leases that ran out (their dispatcher died or was cut off mid-batch): released,
+ * at most `limit`; the rows back are the messages still queued, for a dispatch
+ * job each.
+ */
+export async function messagesLeaseExpired(tx: Tx, now: Date, limit: number): Promise<MessageRow[]> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_lease_expired',
+    text: `UPDATE messages SET dispatch_lease_until = NULL
+            WHERE id IN (SELECT id FROM messages WHERE dispatch_lease_until < $1
+                          ORDER BY dispatch_lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)
+            RETURNING ${MESSAGE_COLUMNS}`,
+    values: [now, limit],
+  });
+  return rows.filter((r) => r.status === 'queued');
+}
+
+/**
+ * Back to its place in the line (its rank was kept), to be cleared and claimed
+ * again: its carrier asked us to slow down, and nothing of it was taken.
+ */
+export async function messageReturnToLine(db: Db, id: string): Promise<void> {
+  await db.query({
+    name: 'message_return_to_line',
+    text: `UPDATE messages SET dispatched_at = NULL, dispatch_lease_until = NULL
+            WHERE id = $1 AND status = 'queued' AND dispatch_rank IS NOT NULL`,
+    values: [id],
+  });
+}
+
+/** The message is no longer the dispatcher's to record (a job of its own carries it on). */
+export async function messageLeaseRelease(tx: Tx, id: string): Promise<void> {
+  await tx.query({
+    name: 'message_lease_release',
+    text: 'UPDATE messages SET dispatch_lease_until = NULL WHERE id = $1 AND dispatch_lease_until IS NOT NULL',
+    values: [id],
+  });
+}
+
+/**
+ * scheduled → queued for every message whose send_at has come (at most `limit`,
+ * the earliest first): each joins the dispatch line as if created now, an
+ * account's in the order of their times, so a scheduled campaign falling due
+ * interleaves with other accounts' messages instead of going ahead of them.
+ */
+export async function messagesClaimScheduled(tx: Tx, now: Date, limit: number): Promise<MessageRow[]> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_claim_scheduled',
+    text: `WITH due AS (
+             SELECT id, account_id, send_at FROM messages
+              WHERE status = 'scheduled' AND send_at <= $1
+              ORDER BY send_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+           placed AS (
+             SELECT id, least(${NEXT_RANK('account_id')}
+                              + row_number() OVER (PARTITION BY account_id ORDER BY send_at, id) - 1,
+                              ${MAX_PRIORITY})::smallint AS rank
+               FROM due)
+           UPDATE messages m SET status = 'queued', sequence = m.sequence + 1, dispatch_rank = p.rank
+             FROM placed p
+            WHERE m.id = p.id
+            RETURNING ${M_COLUMNS}`,
+    values: [now, limit],
+  });
+  return rows;
+}
+
 /** queued → sent with the carrier's id and its part count (when it said): the transition that bills. */
 export async function messageMarkSent(
   tx: Tx,
@@ -301,7 +422,7 @@ export async function messageMarkSent(
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
     text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, carrier_segments = $3, sent_at = $4,
-                               sequence = sequence + 1, dispatch_rank = NULL
+                               sequence = sequence + 1, dispatch_rank = NULL, dispatch_lease_until = NULL
             WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, carrierMessageId, carrierSegments, at],
@@ -314,7 +435,7 @@ export async function messageMarkRejected(tx: Tx, id: string, errorCode: string,
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_rejected',
     text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3, sequence = sequence + 1,
-                               dispatch_rank = NULL
+                               dispatch_rank = NULL, dispatch_lease_until = NULL
             WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, errorCode, at],

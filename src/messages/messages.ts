@@ -2,6 +2,7 @@
 // opted-out recipient, segmented, and committed together with its dispatch job), canceling a scheduled one, and the
 // resource shape shared by the API and the customer events.
 
+import type { DispatchMode } from '../config.js';
 import type { Tx } from '../db/tx.js';
 import { type Refusal, refuse } from '../api/refusal.js';
 import { enqueue, removeJob } from '../jobs/enqueue.js';
@@ -10,6 +11,7 @@ import { numberOwned } from '../numbers/numbers.sql.js';
 import { optOutActive } from '../optouts/optouts.sql.js';
 import { emit } from '../outbox/outbox.js';
 import { historyRecord, messageCancel, messageInsertOutbound, type MessageRow } from './messages.sql.js';
+import { notifyLine } from './dispatcher.js';
 import { mediaUrlProblem } from './media.js';
 import { segmentsOf } from './segments.js';
 
@@ -57,11 +59,17 @@ export interface NewMessage {
 }
 
 /**
- * Creates an outbound message, status `queued` (or `scheduled` with send_at),
- * and its dispatch job (run at send_at) in the caller's transaction. It goes out
+ * Creates an outbound message, status `queued` (or `scheduled` with send_at), in
+ * the caller's transaction, with a word to the dispatchers (batched) or its
+ * dispatch job (run at send_at). It goes out
  * through the carrier its from-number belongs to.
  */
-export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<MessageRow | Refusal> {
+export async function createMessage(
+  tx: Tx,
+  m: NewMessage,
+  now: Date,
+  dispatch: DispatchMode,
+): Promise<MessageRow | Refusal> {
   if (!m.body && m.mediaUrls.length === 0) return refuse('empty_message', 'Give a body, media_urls, or both', 'body');
   for (const [i, url] of m.mediaUrls.entries()) {
     const problem = mediaUrlProblem(url);
@@ -120,17 +128,22 @@ export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<M
     effect: 'applied',
     occurredAt: now,
   });
-  await enqueue(
-    tx,
-    'message.dispatch',
-    { messageId: message.id },
-    {
-      jobKey: jobKeys.dispatch(message.id),
-      // Its place in the dispatch line: every account's next message is taken before anyone's following one.
-      priority: message.dispatch_rank ?? 0,
-      ...(m.sendAt ? { runAt: m.sendAt } : {}),
-    },
-  );
+  if (dispatch === 'batched') {
+    // The dispatcher takes it from the line (or, scheduled, puts it there at send_at).
+    if (!m.sendAt) await notifyLine(tx);
+  } else {
+    await enqueue(
+      tx,
+      'message.dispatch',
+      { messageId: message.id },
+      {
+        jobKey: jobKeys.dispatch(message.id),
+        // Its place in the dispatch line: every account's next message is taken before anyone's following one.
+        priority: message.dispatch_rank ?? 0,
+        ...(m.sendAt ? { runAt: m.sendAt } : {}),
+      },
+    );
+  }
   return message;
 }
 

@@ -165,6 +165,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             fallbackFrom: req.body.fallback_from ?? null,
           },
           new Date(),
+          ctx.config.dispatch,
         );
         if (isRefusal(m)) throw unprocessable(m.code, m.detail, m.param);
         return { status: 201, body: messageResource(m) };

@@ -60,7 +60,8 @@ export interface BulkOptions {
   pool: pg.Pool;
   apiUrl: string;
   apiKey: string;
-  from: string;
+  /** The campaign's numbers, taken in turn. */
+  from: readonly string[];
   receiver: Receiver;
   messages: number;
   concurrency: number;
@@ -124,12 +125,9 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
     while (next < opts.messages) {
       const i = next++;
       const at = performance.now();
-      const { data } = await hs.POST('/v1/messages', {
-        params: { header: { 'idempotency-key': randomUUID() } },
-        body: { from: opts.from, to: DELIVERS, body: `Campaign message ${i}: your order has shipped.` },
-      });
+      const id = await createOne(hs, opts.from[i % opts.from.length]!, i);
       create.record(performance.now() - at);
-      if (data) startedAt.set(data.id, at);
+      if (id) startedAt.set(id, at);
       else refused++;
     }
   };
@@ -220,6 +218,19 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
     refusedCreates: refused,
     campaign: [...startedAt.keys()],
   };
+}
+
+/**
+ * The campaign's creation step, one message: POST /v1/messages with its own
+ * Idempotency-Key. The one place a batch create would take over. The id, or null
+ * when the API refused it.
+ */
+async function createOne(hs: ReturnType<typeof createClient>, from: string, i: number): Promise<string | null> {
+  const { data } = await hs.POST('/v1/messages', {
+    params: { header: { 'idempotency-key': randomUUID() } },
+    body: { from, to: DELIVERS, body: `Campaign message ${i}: your order has shipped.` },
+  });
+  return data?.id ?? null;
 }
 
 /**

@@ -1,0 +1,306 @@
+// The batched dispatcher: takes the head of the dispatch line many messages at a
+// time and sends them, instead of one job per message. One transaction claims a
+// batch (FOR UPDATE SKIP LOCKED, in the line's fair order, so dispatchers in many
+// processes take disjoint batches), clears it against the opt-out list under the
+// pairs' shared locks and leases it; each message then goes through the same
+// sendThrough as a dispatch job (dispatch.ts: keys, failover, unknown outcomes),
+// at most `concurrency` at once over the carrier client's keep-alive connections,
+// and what the carrier took is recorded many messages to a transaction.
+//
+// A message whose send must wait or be asked again (an unknown outcome, a carrier
+// marked down) leaves the batch for a dispatch job of its own, as it always did.
+// A dispatcher that dies, or loses the database, mid-batch leaves its messages
+// leased and queued: once the lease has run out a sweep gives each a dispatch job,
+// which asks the carrier again with the same key and bytes (or, at a carrier
+// without idempotent sends, looks for the message before any resend).
+//
+// It wakes on the NOTIFY a create sends (MESSAGE_LINE_CHANNEL), on a poll, and
+// whenever a batch it sends drops below half, so a message joining the line
+// waits for at most the rest of one batch's head.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Listener } from '../db/listen.js';
+import type { Tx } from '../db/tx.js';
+import { withTx } from '../db/tx.js';
+import { enqueue } from '../jobs/enqueue.js';
+import { jobKeys } from '../jobs/keys.js';
+import { HandOff, type HandOffTaker, handingOff } from '../delivery/handoff.js';
+import { pairLocksShared } from '../optouts/optouts.sql.js';
+import {
+  type DispatchDeps,
+  type DispatchOutcome,
+  fail,
+  type Hand,
+  OPTED_OUT,
+  type RecordSent,
+  recordSent,
+  sendThrough,
+} from './dispatch.js';
+import {
+  type MessageRow,
+  messagesClaimScheduled,
+  messagesClearForDispatch,
+  messagesLeaseExpired,
+  messagesLineHead,
+  messageReturnToLine,
+} from './messages.sql.js';
+import { carriersThrottled } from '../carrier/health.sql.js';
+
+/** Where a create (or a scheduled message falling due) says the line has something new. */
+export const MESSAGE_LINE_CHANNEL = 'handset_message_line';
+
+/** Told in the creating transaction: the dispatchers wake once it commits. */
+export async function notifyLine(tx: Tx): Promise<void> {
+  await tx.query({ name: 'message_line_notify', text: `SELECT pg_notify('${MESSAGE_LINE_CHANNEL}', '')` });
+}
+
+export interface DispatcherOptions {
+  deps: DispatchDeps;
+  /** Messages claimed in one statement. */
+  batchSize: number;
+  /** Carrier requests in flight at once. */
+  concurrency: number;
+  /** How long a claimed message is this dispatcher's before the sweep hands it to a job. */
+  leaseMs: number;
+  pollMs?: number;
+  /** This worker's delivery relay: the events a record writes are handed to it once committed. */
+  handOff?: HandOffTaker;
+}
+
+export interface Dispatcher {
+  /** Stops claiming and waits for the messages in hand to be sent and recorded. */
+  stop(): Promise<void>;
+}
+
+/** Messages claimed at once per worker process: enough to amortize the claim, few enough that a newcomer waits little. */
+export const DISPATCH_BATCH = 64;
+/** Carrier requests in flight at once per worker process. */
+export const DISPATCH_CONCURRENCY = 32;
+/** Sends recorded in one transaction, at most. */
+const RECORD_BATCH = 100;
+const POLL_MS = 1_000;
+
+export function startDispatcher(opts: DispatcherOptions): Dispatcher {
+  const { deps } = opts;
+  const log = deps.log;
+  const clock = deps.now ?? (() => new Date());
+  const pollMs = opts.pollMs ?? POLL_MS;
+  let stopped = false;
+  let notified = false;
+  let wake: (() => void) | null = null;
+  const poke = () => {
+    notified = true;
+    wake?.();
+  };
+  /** Messages claimed and not yet settled (sent, failed, or handed to a job). */
+  let inHand = 0;
+  const inFlight = new Set<Promise<unknown>>();
+  let running = 0;
+  const slotWaiters: (() => void)[] = [];
+
+  const listener = new Listener({
+    pool: deps.pool,
+    channel: MESSAGE_LINE_CHANNEL,
+    applicationName: 'handset-dispatch-listen',
+    onNotification: poke,
+    onUp: poke,
+    onDown: (why, _wasUp, retryInMs) =>
+      log.debug({ err: why, retryInMs }, 'message line listener lost: the dispatcher polls until it is back'),
+  });
+  void listener.start();
+
+  const recorder = new SentRecorder(deps, opts.handOff);
+  const hand: Hand = {
+    record: recorder.record,
+    putBack: async (m) => {
+      await messageReturnToLine(deps.pool, m.id);
+    },
+  };
+
+  async function slot(): Promise<void> {
+    while (running >= opts.concurrency) await new Promise<void>((r) => slotWaiters.push(r));
+    running++;
+  }
+  function release() {
+    running--;
+    slotWaiters.shift()?.();
+  }
+
+  function idle(): Promise<void> {
+    if (notified || stopped) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, pollMs);
+      function done() {
+        clearTimeout(timer);
+        wake = null;
+        resolve();
+      }
+      wake = done;
+    });
+  }
+
+  /** Sends one claimed message; whatever happens, it leaves the hand. */
+  function send(m: MessageRow): void {
+    const p = (async () => {
+      await slot();
+      try {
+        await sendThrough(deps, m, 1, hand);
+      } catch (err) {
+        // Its lease keeps it: the sweep hands it to a job once it runs out.
+        log.warn({ messageId: m.id, err: (err as Error).message }, 'batched send left to its lease');
+      } finally {
+        release();
+        inHand--;
+        if (inHand <= opts.batchSize / 2) poke();
+      }
+    })();
+    inFlight.add(p);
+    void p.finally(() => inFlight.delete(p));
+  }
+
+  /** Due scheduled messages into the line, and ran-out leases to jobs; both bounded. */
+  async function housekeeping(now: Date): Promise<void> {
+    const due = await withTx(deps.pool, (tx) => messagesClaimScheduled(tx, now, opts.batchSize * 4));
+    if (due.length > 0) notified = true;
+    const lost = await withTx(deps.pool, async (tx) => {
+      const rows = await messagesLeaseExpired(tx, now, opts.batchSize);
+      for (const m of rows) {
+        // Attempt 2: the first may have reached the carrier; the job's rules for an unknown outcome apply.
+        await enqueue(
+          tx,
+          'message.dispatch',
+          { messageId: m.id, attempt: 2 },
+          { runAt: now, jobKey: jobKeys.dispatch(m.id), priority: m.dispatch_rank ?? 0 },
+        );
+      }
+      return rows;
+    });
+    if (lost.length > 0) log.warn({ messages: lost.length }, 'dispatch leases ran out: handed to jobs');
+  }
+
+  /** One claim: the line's head, cleared and leased; the opted-out failed. */
+  async function claim(size: number): Promise<MessageRow[]> {
+    const leaseUntil = new Date(clock().getTime() + opts.leaseMs);
+    return withTx(deps.pool, async (tx) => {
+      // A carrier that asked us to slow down is left alone: its messages keep their places.
+      const head = await messagesLineHead(tx, size, await carriersThrottled(tx, clock()));
+      if (head.length === 0) return [];
+      await pairLocksShared(
+        tx,
+        head.map((h) => ({ accountId: h.account_id, number: h.from_number, recipient: h.to_number })),
+      );
+      const cleared = await messagesClearForDispatch(
+        tx,
+        head.map((h) => h.id),
+        leaseUntil,
+      );
+      const ok = new Set(cleared.map((c) => c.id));
+      for (const h of head) {
+        if (!ok.has(h.id)) {
+          await fail(tx, h.id, OPTED_OUT, 'the recipient opted out of messages from this number', clock());
+        }
+      }
+      return cleared.sort((a, b) => (a.dispatched_at?.getTime() ?? 0) - (b.dispatched_at?.getTime() ?? 0));
+    });
+  }
+
+  const loop = (async () => {
+    let failures = 0;
+    let lastHousekeeping = 0;
+    while (!stopped) {
+      notified = false;
+      try {
+        if (Date.now() - lastHousekeeping >= pollMs / 2) {
+          lastHousekeeping = Date.now();
+          await housekeeping(clock());
+        }
+        const room = opts.batchSize * 2 - inHand;
+        const rows = room >= opts.batchSize / 2 ? await claim(Math.min(room, opts.batchSize)) : [];
+        inHand += rows.length;
+        for (const m of rows) send(m);
+        failures = 0;
+        if (rows.length === 0 || inHand >= opts.batchSize) await idle();
+      } catch (err) {
+        failures++;
+        log.warn({ err: (err as Error).message }, 'dispatch claim failed');
+        await sleep(Math.min(100 * 2 ** (failures - 1), 5_000));
+      }
+    }
+  })();
+
+  return {
+    async stop() {
+      stopped = true;
+      wake?.();
+      await loop;
+      await Promise.allSettled([...inFlight]);
+      await recorder.flush();
+      await listener.stop();
+    },
+  };
+}
+
+interface Pending {
+  args: Parameters<RecordSent>;
+  resolve: (o: DispatchOutcome) => void;
+  reject: (err: Error) => void;
+}
+
+/**
+ * Records sends the carrier took, many to a transaction: those that arrive while
+ * one commits go in the next. A transaction that fails whole is tried again one
+ * message at a time, so one bad row cannot hold up the rest; a database that is
+ * gone fails them all, and their leases keep them.
+ */
+class SentRecorder {
+  private queue: Pending[] = [];
+  private writing: Promise<void> | null = null;
+
+  constructor(
+    private readonly deps: DispatchDeps,
+    private readonly handOff: HandOffTaker | undefined,
+  ) {}
+
+  readonly record: RecordSent = (...args) =>
+    new Promise<DispatchOutcome>((resolve, reject) => {
+      this.queue.push({ args, resolve, reject });
+      if (!this.writing) this.writing = this.drain();
+    });
+
+  async flush(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  private async drain(): Promise<void> {
+    // A turn of the event loop, so answers arriving together are recorded together.
+    await new Promise((r) => setImmediate(r));
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, RECORD_BATCH);
+      try {
+        const outcomes = await this.write(batch);
+        for (const [i, p] of batch.entries()) p.resolve(outcomes[i]!);
+      } catch {
+        for (const p of batch) {
+          await this.write([p]).then(
+            ([o]) => p.resolve(o!),
+            (err: Error) => p.reject(err),
+          );
+        }
+      }
+    }
+    this.writing = null;
+  }
+
+  private async write(batch: Pending[]): Promise<DispatchOutcome[]> {
+    const at = (this.deps.now ?? (() => new Date()))();
+    const handOff = this.handOff ? new HandOff(this.handOff) : null;
+    const run = (tx: Tx) => async () => {
+      const out: DispatchOutcome[] = [];
+      for (const p of batch) out.push(await recordSent(tx, ...p.args, at));
+      return out;
+    };
+    const outcomes = await withTx(this.deps.pool, (tx) => (handOff ? handingOff(tx, handOff, run(tx)) : run(tx)()));
+    handOff?.handOver();
+    return outcomes;
+  }
+}
