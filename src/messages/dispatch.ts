@@ -171,6 +171,8 @@ export type RecordSent = (
 export interface Hand {
   record: RecordSent;
   putBack(m: MessageRow): Promise<void>;
+  /** Waits for the message's turn (its number's pace) right before each request. */
+  turn?(): Promise<void>;
 }
 
 /** Sends a cleared, queued message through its carrier, failing over once when it may. */
@@ -236,6 +238,7 @@ export async function sendThrough(
           at: now(),
         })
       : null;
+    await hand?.turn?.();
     const result = await client.sendMessage({
       from: m.from_number,
       to: m.to_number,

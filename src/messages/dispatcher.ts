@@ -45,6 +45,7 @@ import {
   messageReturnToLine,
 } from './messages.sql.js';
 import { carriersThrottled } from '../carrier/health.sql.js';
+import { numbersPaced, paceTake } from '../numbers/pace.sql.js';
 
 /** Where a create (or a scheduled message falling due) says the line has something new. */
 export const MESSAGE_LINE_CHANNEL = 'handset_message_line';
@@ -71,6 +72,18 @@ export interface Dispatcher {
   /** Stops claiming and waits for the messages in hand to be sent and recorded. */
   stop(): Promise<void>;
 }
+
+/** A message claimed from the line, and when its number's pace lets it go (Date.now() ms; null: at once). */
+interface Claimed {
+  m: MessageRow;
+  slotAt: number | null;
+}
+
+/** How far ahead a paced number's slots are taken: a claim takes at most this long of its sending. */
+const PACE_AHEAD_MS = 1_000;
+
+/** The least wait after a claim that found nothing to take. */
+const EMPTY_CLAIM_PAUSE_MS = 20;
 
 /** Messages claimed at once per worker process: enough to amortize the claim, few enough that a newcomer waits little. */
 export const DISPATCH_BATCH = 64;
@@ -139,19 +152,30 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
     });
   }
 
-  /** Sends one claimed message; whatever happens, it leaves the hand. */
-  function send(m: MessageRow): void {
+  /**
+   * Sends one claimed message, at its slot when its number is paced; whatever
+   * happens, it leaves the hand. A paced message takes no request slot (its
+   * rate bounds it) and does not count against the next claim.
+   */
+  function send({ m, slotAt }: Claimed): void {
+    const counted = slotAt === null;
+    if (counted) inHand++;
+    // The slot is waited for right before the request, after the checks that precede it.
+    const turn = slotAt === null ? undefined : () => sleep(Math.max(0, slotAt - Date.now()));
     const p = (async () => {
-      await slot();
+      // A paced number's requests are bounded by its rate already: they take no request slot.
+      if (counted) await slot();
       try {
-        await sendThrough(deps, m, 1, hand);
+        await sendThrough(deps, m, 1, turn ? { ...hand, turn } : hand);
       } catch (err) {
         // Its lease keeps it: the sweep hands it to a job once it runs out.
         log.warn({ messageId: m.id, err: (err as Error).message }, 'batched send left to its lease');
       } finally {
-        release();
-        inHand--;
-        if (inHand <= opts.batchSize / 2) poke();
+        if (counted) {
+          release();
+          inHand--;
+          if (inHand <= opts.batchSize / 2) poke();
+        }
       }
     })();
     inFlight.add(p);
@@ -178,29 +202,59 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
     if (lost.length > 0) log.warn({ messages: lost.length }, 'dispatch leases ran out: handed to jobs');
   }
 
-  /** One claim: the line's head, cleared and leased; the opted-out failed. */
-  async function claim(size: number): Promise<MessageRow[]> {
+  /**
+   * One claim: the line's head, cleared and leased; the opted-out failed. Of a
+   * number with a sending rate, at most PACE_AHEAD_MS worth is taken, its slots
+   * with it; the rest keep their places.
+   */
+  async function claim(size: number): Promise<Claimed[]> {
     const leaseUntil = new Date(clock().getTime() + opts.leaseMs);
     return withTx(deps.pool, async (tx) => {
       // A carrier that asked us to slow down is left alone: its messages keep their places.
-      const head = await messagesLineHead(tx, size, await carriersThrottled(tx, clock()));
+      const head = await messagesLineHead(tx, size, await carriersThrottled(tx, clock()), PACE_AHEAD_MS);
       if (head.length === 0) return [];
+      const key = (carrier: string, number: string) => `${carrier} ${number}`;
+      const paced = new Map(
+        (
+          await numbersPaced(
+            tx,
+            head.map((h) => ({ carrier: h.carrier, number: h.from_number })),
+          )
+        ).map((n) => [key(n.carrier, n.number), { n, taken: 0 }]),
+      );
+      const take = head.filter((h) => {
+        const p = paced.get(key(h.carrier, h.from_number));
+        if (!p) return true;
+        return ++p.taken <= Math.max(1, Math.ceil((p.n.mps * PACE_AHEAD_MS) / 1000));
+      });
       await pairLocksShared(
         tx,
-        head.map((h) => ({ accountId: h.account_id, number: h.from_number, recipient: h.to_number })),
+        take.map((h) => ({ accountId: h.account_id, number: h.from_number, recipient: h.to_number })),
       );
       const cleared = await messagesClearForDispatch(
         tx,
-        head.map((h) => h.id),
+        take.map((h) => h.id),
         leaseUntil,
       );
       const ok = new Set(cleared.map((c) => c.id));
-      for (const h of head) {
+      for (const h of take) {
         if (!ok.has(h.id)) {
           await fail(tx, h.id, OPTED_OUT, 'the recipient opted out of messages from this number', clock());
         }
       }
-      return cleared.sort((a, b) => (a.dispatched_at?.getTime() ?? 0) - (b.dispatched_at?.getTime() ?? 0));
+      cleared.sort((a, b) => (a.dispatched_at?.getTime() ?? 0) - (b.dispatched_at?.getTime() ?? 0));
+      // Each paced number's slots, one statement per number, on the database's clock.
+      const slots = new Map<string, number>();
+      for (const { n } of paced.values()) {
+        const mine = cleared.filter((m) => m.carrier === n.carrier && m.from_number === n.number);
+        if (mine.length === 0) continue;
+        // The database's time, taken as ours: the processes sharing a database keep their clocks in step
+        // (NTP); correcting by a round trip's guess would shift each process's slots by its own latency.
+        const { first } = await paceTake(tx, n, mine.length);
+        const at = first.getTime();
+        for (const [i, m] of mine.entries()) slots.set(m.id, at + (i * 1000) / n.mps);
+      }
+      return cleared.map((m) => ({ m, slotAt: slots.get(m.id) ?? null }));
     });
   }
 
@@ -216,9 +270,10 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         }
         const room = opts.batchSize * 2 - inHand;
         const rows = room >= opts.batchSize / 2 ? await claim(Math.min(room, opts.batchSize)) : [];
-        inHand += rows.length;
-        for (const m of rows) send(m);
+        for (const c of rows) send(c);
         failures = 0;
+        // An empty claim may have walked past a long paced line: the next one not at once.
+        if (rows.length === 0) await sleep(EMPTY_CLAIM_PAUSE_MS);
         if (rows.length === 0 || inHand >= opts.batchSize) await idle();
       } catch (err) {
         failures++;

@@ -304,15 +304,19 @@ export async function messagesLineHead(
   tx: Tx,
   limit: number,
   held: readonly string[],
+  paceAheadMs: number,
 ): Promise<Pick<MessageRow, 'id' | 'account_id' | 'from_number' | 'to_number' | 'carrier'>[]> {
   const { rows } = await tx.query<Pick<MessageRow, 'id' | 'account_id' | 'from_number' | 'to_number' | 'carrier'>>({
     name: 'messages_line_head',
-    text: `SELECT id, account_id, from_number, to_number, carrier FROM messages
-            WHERE dispatch_rank IS NOT NULL AND dispatched_at IS NULL AND carrier <> ALL ($2::text[])
-            ORDER BY dispatch_rank, id
+    text: `SELECT m.id, m.account_id, m.from_number, m.to_number, m.carrier FROM messages m
+            WHERE m.dispatch_rank IS NOT NULL AND m.dispatched_at IS NULL AND m.carrier <> ALL ($2::text[])
+              AND NOT EXISTS (SELECT 1 FROM number_pace p
+                               WHERE p.carrier = m.carrier AND p.number = m.from_number
+                                 AND p.next_at > clock_timestamp() + make_interval(secs => $3::float8 / 1000))
+            ORDER BY m.dispatch_rank, m.id
             LIMIT $1
-            FOR UPDATE SKIP LOCKED`,
-    values: [limit, held],
+            FOR UPDATE OF m SKIP LOCKED`,
+    values: [limit, held, paceAheadMs],
   });
   return rows;
 }

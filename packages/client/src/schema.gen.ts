@@ -316,6 +316,8 @@ export interface components {
       record: boolean;
       /** @description recorded inbound calls are transcribed when they end */
       transcribe: boolean;
+      /** @description at most this many messages a second are sent from it, across all workers; null: no limit */
+      mps: number | null;
       /** Format: date-time */
       created_at: string;
     };
@@ -1150,6 +1152,8 @@ export interface operations {
           inbound_ring?: string[];
           /** @default 20 */
           ring_timeout_secs?: number;
+          /** @description at most this many messages a second from this number, across all workers (default: no limit) */
+          mps?: number;
           /** @description record inbound calls once bridged (default false) */
           record?: boolean;
           /** @description transcribe recorded inbound calls when they end; implies record */
