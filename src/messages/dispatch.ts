@@ -99,6 +99,8 @@ export type DispatchOutcome =
 
 export const OUTCOME_UNKNOWN = 'carrier_outcome_unknown';
 export const OPTED_OUT = 'recipient_opted_out';
+/** Its validity period ended before it could leave for the carrier. */
+export const EXPIRED = 'expired';
 
 /**
  * How long after a request whose outcome is unknown a carrier without idempotent
@@ -239,6 +241,15 @@ export async function sendThrough(
         })
       : null;
     await hand?.turn?.();
+    // Taken from the line with nothing of it taken yet: past its validity it fails instead of going.
+    if (hand && open.length === 0 && m.expires_at && m.expires_at <= now()) {
+      const at = now();
+      return withTx(deps.pool, async (tx) => {
+        await messageSendSettle(tx, pending ? [pending] : [], 'not_accepted', 'no request made: expired', at);
+        const failed = await fail(tx, m.id, EXPIRED, 'its validity period ended before it could be sent', at);
+        return failed ? 'rejected' : 'nothing_to_send';
+      });
+    }
     const result = await client.sendMessage({
       from: m.from_number,
       to: m.to_number,
@@ -521,6 +532,20 @@ export async function fail(
 ): Promise<MessageRow | null> {
   const failed = await messageMarkRejected(tx, messageId, code, at);
   if (!failed) return null;
+  await announceFailed(tx, failed, code, note, at, carrier);
+  return failed;
+}
+
+/** The history and the one message.failed of a message a guarded statement just failed. */
+export async function announceFailed(
+  tx: Tx,
+  failed: MessageRow,
+  code: string,
+  note: string,
+  at: Date,
+  carrier: string | null = null,
+): Promise<void> {
+  const messageId = failed.id;
   await historyRecord(tx, {
     messageId,
     source: 'dispatch',
@@ -539,7 +564,6 @@ export async function fail(
     data: messageResource(failed),
     occurredAt: at,
   });
-  return failed;
 }
 
 export function dispatchTask(deps: DispatchDeps): TaskHandler<'message.dispatch'> {

@@ -28,7 +28,9 @@ import { HandOff, type HandOffTaker, handingOff } from '../delivery/handoff.js';
 import { pairLocksShared } from '../optouts/optouts.sql.js';
 import {
   type DispatchDeps,
+  announceFailed,
   type DispatchOutcome,
+  EXPIRED,
   fail,
   type Hand,
   OPTED_OUT,
@@ -40,6 +42,7 @@ import {
   type MessageRow,
   messagesClaimScheduled,
   messagesClearForDispatch,
+  messagesExpireInLine,
   messagesLeaseExpired,
   messagesLineHead,
   messageReturnToLine,
@@ -210,6 +213,11 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
   async function claim(size: number): Promise<Claimed[]> {
     const leaseUntil = new Date(clock().getTime() + opts.leaseMs);
     return withTx(deps.pool, async (tx) => {
+      // What can no longer go before its validity ends fails first, once, and is not taken.
+      const at = clock();
+      for (const m of await messagesExpireInLine(tx, EXPIRED, at, size)) {
+        await announceFailed(tx, m, EXPIRED, 'its validity period ended before it could be sent', at);
+      }
       // A carrier that asked us to slow down is left alone: its messages keep their places.
       const head = await messagesLineHead(tx, size, await carriersThrottled(tx, clock()), PACE_AHEAD_MS);
       if (head.length === 0) return [];

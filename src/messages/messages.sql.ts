@@ -64,11 +64,13 @@ export interface MessageRow {
   failed_over_carrier: string | null;
   /** While a dispatcher holds it (claimed from the line, outcome not yet recorded): until when. */
   dispatch_lease_until: Date | null;
+  /** It must leave for the carrier before this (its validity period), or fail as expired. */
+  expires_at: Date | null;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
   segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence,
   dispatched_at, carrier_segments, dispatch_rank, fallback_from, fallback_carrier, failover_reason, failed_over_from,
-  failed_over_carrier, dispatch_lease_until`;
+  failed_over_carrier, dispatch_lease_until, expires_at`;
 /** The same, qualified, for an UPDATE … FROM that returns the message's row. */
 const M_COLUMNS = MESSAGE_COLUMNS.replace(/(^|\s)(\w+)/g, '$1m.$2');
 
@@ -139,15 +141,19 @@ export interface NewOutbound {
   carrier: string;
   /** Another number of the account, on another carrier, to fail over to. */
   fallback?: { from: string; carrier: string } | null;
+  /** Seconds from send_at (or its creation) within which it must leave for the carrier, or fail as expired. */
+  validitySeconds?: number | null;
 }
 
 export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<MessageRow> {
   const { rows } = await tx.query<MessageRow>({
     name: 'message_insert_outbound',
     text: `INSERT INTO messages (account_id, tenant_id, direction, from_number, to_number, body, media_urls,
-                                 status, encoding, segments, send_at, carrier, dispatch_rank, fallback_from, fallback_carrier)
+                                 status, encoding, segments, send_at, carrier, dispatch_rank, fallback_from, fallback_carrier,
+                                 expires_at)
            VALUES ($1, $2, 'outbound', $3, $4, $5, $6, CASE WHEN $7::timestamptz IS NULL THEN 'queued' ELSE 'scheduled' END,
-                   $8, $9, $7, $10, CASE WHEN $7::timestamptz IS NULL THEN ${NEXT_RANK('$1')} END, $11, $12)
+                   $8, $9, $7, $10, CASE WHEN $7::timestamptz IS NULL THEN ${NEXT_RANK('$1')} END, $11, $12,
+                   coalesce($7::timestamptz, now()) + make_interval(secs => $13::float8))
            RETURNING ${MESSAGE_COLUMNS}`,
     values: [
       m.accountId,
@@ -162,6 +168,7 @@ export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<Mes
       m.carrier,
       m.fallback?.from ?? null,
       m.fallback?.carrier ?? null,
+      m.validitySeconds ?? null,
     ],
   });
   return rows[0]!;
@@ -377,6 +384,25 @@ export async function messageReturnToLine(db: Db, id: string): Promise<void> {
             WHERE id = $1 AND status = 'queued' AND dispatch_rank IS NOT NULL`,
     values: [id],
   });
+}
+
+/**
+ * queued → failed as `code` for messages still in the dispatch line (never handed
+ * to a carrier) whose validity ended by `now`: at most `limit`, the rows changed.
+ */
+export async function messagesExpireInLine(tx: Tx, code: string, now: Date, limit: number): Promise<MessageRow[]> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_expire_in_line',
+    text: `UPDATE messages SET status = 'failed', error_code = $1, completed_at = $2, sequence = sequence + 1,
+                               dispatch_rank = NULL, dispatch_lease_until = NULL
+            WHERE id IN (SELECT id FROM messages
+                          WHERE expires_at <= $2 AND dispatch_rank IS NOT NULL AND dispatched_at IS NULL
+                          ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+              AND status = 'queued'
+            RETURNING ${MESSAGE_COLUMNS}`,
+    values: [code, now, limit],
+  });
+  return rows;
 }
 
 /** The message is no longer the dispatcher's to record (a job of its own carries it on). */

@@ -17,6 +17,8 @@ import { segmentsOf } from './segments.js';
 
 export const MAX_BODY_CHARACTERS = 1600;
 export const MAX_SCHEDULE_DAYS = 35;
+/** The longest validity period a message may ask for (a day). */
+export const MAX_VALIDITY_SECONDS = 86_400;
 
 export function messageResource(m: MessageRow) {
   return {
@@ -40,6 +42,7 @@ export function messageResource(m: MessageRow) {
         : null,
     tenant_id: m.tenant_id,
     send_at: m.send_at?.toISOString() ?? null,
+    expires_at: m.expires_at?.toISOString() ?? null,
     created_at: m.created_at.toISOString(),
     sent_at: m.sent_at?.toISOString() ?? null,
     completed_at: m.completed_at?.toISOString() ?? null,
@@ -56,6 +59,8 @@ export interface NewMessage {
   sendAt: Date | null;
   /** Another number of the account, on another carrier, to send from when the first carrier certainly did not take it. */
   fallbackFrom?: string | null;
+  /** Seconds from send_at (or now) within which it must leave for the carrier, else it fails as expired. */
+  validityPeriod?: number | null;
 }
 
 /**
@@ -119,6 +124,7 @@ export async function createMessage(
     sendAt: m.sendAt,
     carrier: number.carrier,
     fallback,
+    validitySeconds: m.validityPeriod ?? null,
   });
   await historyRecord(tx, {
     messageId: message.id,

@@ -13,7 +13,13 @@ import type { ApiRoutes } from '../api/server.js';
 import { withTx } from '../db/tx.js';
 import { E164 } from '../numbers/numbers.js';
 import { MAX_MEDIA_URL_LENGTH } from './media.js';
-import { cancelMessage, createMessage, MAX_BODY_CHARACTERS, messageResource } from './messages.js';
+import {
+  cancelMessage,
+  createMessage,
+  MAX_BODY_CHARACTERS,
+  MAX_VALIDITY_SECONDS,
+  messageResource,
+} from './messages.js';
 import {
   ENCODINGS,
   HISTORY_EFFECTS,
@@ -73,6 +79,8 @@ const Message = named(
     ),
     tenant_id: Nullable(Type.String()),
     send_at: Nullable(Time),
+    /** Not sent by then (validity_period), it fails as `expired`. */
+    expires_at: Nullable(Time),
     created_at: Time,
     sent_at: Nullable(Time),
     completed_at: Nullable(Time),
@@ -136,6 +144,15 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             send_at: Type.Optional(
               Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' }),
             ),
+            validity_period: Type.Optional(
+              Type.Integer({
+                minimum: 1,
+                maximum: MAX_VALIDITY_SECONDS,
+                description:
+                  'seconds from send_at (or now) within which it must be sent; not sent by then, it fails as ' +
+                  '`expired` (one message.failed, nothing billed)',
+              }),
+            ),
             fallback_from: Type.Optional(
               Type.String({
                 ...E164,
@@ -163,6 +180,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
             mediaUrls: req.body.media_urls ?? [],
             sendAt: req.body.send_at ? new Date(req.body.send_at) : null,
             fallbackFrom: req.body.fallback_from ?? null,
+            validityPeriod: req.body.validity_period ?? null,
           },
           new Date(),
           ctx.config.dispatch,

@@ -376,6 +376,7 @@ export interface components {
       failover: components["schemas"]["MessageFailover"] | null;
       tenant_id: string | null;
       send_at: string | null;
+      expires_at: string | null;
       /** Format: date-time */
       created_at: string;
       sent_at: string | null;
@@ -1441,6 +1442,8 @@ export interface operations {
            * @description up to 35 days ahead
            */
           send_at?: string;
+          /** @description seconds from send_at (or now) within which it must be sent; not sent by then, it fails as `expired` (one message.failed, nothing billed) */
+          validity_period?: number;
           /**
            * Format: phone
            * @description another number of the account, on another carrier: the message is sent from it, through its carrier, only when the first carrier certainly did not take it (422 invalid_fallback otherwise)

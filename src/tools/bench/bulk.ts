@@ -28,6 +28,10 @@ export interface BulkResult {
   completedPerSecond: number;
   /** API answers per second while creating (the campaign's submit rate). */
   createdPerSecond: number;
+  /** Messages the carriers took per second, from the first send to the last (the sent_at stamps). */
+  sentPerSecond: number;
+  /** The most sends in any one whole second of the run (what a per-number rate must bound). */
+  busiestSecond: number;
   steps: {
     /** POST /v1/messages, client side. */
     create: LatencySummary;
@@ -193,11 +197,21 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
   const ms = (d: Date | null) => (d ? d.getTime() : null);
   const epoch = (perfAt: number) => performance.timeOrigin + perfAt;
   const after = await opts.carrierCounts();
+  const { rows: pace } = await opts.pool.query<{ n: number; span: number | null; busiest: number | null }>(
+    `SELECT count(*)::int AS n, extract(epoch FROM max(sent_at) - min(sent_at))::float8 AS span,
+            (SELECT max(c)::int FROM (SELECT count(*) AS c FROM messages WHERE id = ANY($1)
+                                       GROUP BY date_trunc('second', sent_at)) s) AS busiest
+       FROM messages WHERE id = ANY($1) AND sent_at IS NOT NULL`,
+    [[...startedAt.keys()]],
+  );
+  const p0 = pace[0]!;
   return {
     messages: startedAt.size,
     seconds: (end - t0) / 1000,
     completedPerSecond: startedAt.size / ((end - t0) / 1000),
     createdPerSecond,
+    sentPerSecond: p0.span ? (p0.n - 1) / p0.span : 0,
+    busiestSecond: p0.busiest ?? 0,
     steps: {
       create: create.summary(),
       queuedToDispatched: between((r) => diff(ms(r.created_at), ms(r.dispatched_at))),

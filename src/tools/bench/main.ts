@@ -318,6 +318,9 @@ async function ingestPhase(b: Bench): Promise<void> {
 }
 
 let bulkRuns = 0;
+/** The paced campaign: this rate on each of this many numbers. */
+const PACED_MPS = 50;
+const PACED_NUMBERS = 4;
 
 /** One run of the bulk phase: how messages are dispatched, how many, from how many numbers at what rate. */
 interface BulkRun {
@@ -718,7 +721,18 @@ async function main(): Promise<void> {
         messages: opts.bulkMessages,
         numbers: 1,
       });
-      bench.report.bulk = { ...batched, baseline };
+      // A per-number rate: mps 50 on each of 4 numbers, so 200 a second at most.
+      const paced =
+        opts.bulkPacedMessages > 0
+          ? await bulkPhase(bench, {
+              label: `mps ${PACED_MPS} × ${PACED_NUMBERS} numbers`,
+              dispatch: 'batched',
+              messages: opts.bulkPacedMessages,
+              numbers: PACED_NUMBERS,
+              mps: PACED_MPS,
+            })
+          : undefined;
+      bench.report.bulk = { ...batched, baseline, ...(paced ? { paced } : {}) };
     }
     if (has('growth')) {
       log(

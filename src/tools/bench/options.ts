@@ -26,6 +26,8 @@ export interface BenchOptions {
   bulkMessages: number;
   /** Messages of the same run's baseline: one job per message, the old path. */
   bulkBaselineMessages: number;
+  /** Messages of the paced campaign (mps 50 on each of 4 numbers); 0: not run. */
+  bulkPacedMessages: number;
   /** Stored carrier events for the two cost-growth points. */
   growthSmall: number;
   growthLarge: number;
@@ -49,6 +51,7 @@ const USAGE = `usage: npm run bench -- [options]
   --deliveries N    events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (BENCH_DELIVERIES, default 2000)
   --bulk N          messages the bulk-send phase creates through the API, batched dispatch (BENCH_BULK, default 10000)
   --bulk-baseline N messages of its baseline in the same run, one job per message (BENCH_BULK_BASELINE, default --bulk)
+  --bulk-paced N    messages of the paced campaign, mps 50 on each of 4 numbers (BENCH_BULK_PACED, default --bulk; 0: skip)
   --profile         run the Handset processes under node --cpu-prof; profiles go to <out>/profiles
   --out DIR         where the JSON goes (default bench/results)
 
@@ -68,6 +71,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       deliveries: { type: 'string' },
       bulk: { type: 'string' },
       'bulk-baseline': { type: 'string' },
+      'bulk-paced': { type: 'string' },
       profile: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean' },
@@ -104,6 +108,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     deliveries: Math.round(num(values.deliveries, 'BENCH_DELIVERIES', quick ? 300 : 2000, 10)),
     bulkMessages,
     bulkBaselineMessages: Math.round(num(values['bulk-baseline'], 'BENCH_BULK_BASELINE', bulkMessages, 10)),
+    bulkPacedMessages: Math.round(num(values['bulk-paced'], 'BENCH_BULK_PACED', bulkMessages, 0)),
     growthSmall: 10_000,
     growthLarge: Math.round(num(values.large, 'BENCH_LARGE', quick ? 100_000 : 1_000_000, 20_000)),
     processes: [1, 2, 4],
