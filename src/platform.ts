@@ -396,6 +396,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
             // would have a job ask again while the first request may still be under way.
             leaseMs: config.workerStaleAfterMs + config.carrierTimeoutMs * 2,
             handOff: deliveryRelay,
+            recordPool: pool('worker', 2, 'dispatch-record', true),
           }),
         );
       }

@@ -20,8 +20,8 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Listener } from '../db/listen.js';
-import type { Tx } from '../db/tx.js';
-import { withTx } from '../db/tx.js';
+import type pg from 'pg';
+import { together, type Tx, withTx } from '../db/tx.js';
 import { enqueue } from '../jobs/enqueue.js';
 import { jobKeys } from '../jobs/keys.js';
 import { HandOff, type HandOffTaker, handingOff } from '../delivery/handoff.js';
@@ -69,6 +69,12 @@ export interface DispatcherOptions {
   pollMs?: number;
   /** This worker's delivery relay: the events a record writes are handed to it once committed. */
   handOff?: HandOffTaker;
+  /**
+   * Where what the carriers took is recorded: a pipelining pool (db/pool.ts), so a
+   * batch's messages are written side by side in a handful of round trips. The
+   * dispatch pool when not given.
+   */
+  recordPool?: pg.Pool;
 }
 
 export interface Dispatcher {
@@ -108,7 +114,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
     notified = true;
     wake?.();
   };
-  /** Messages claimed and not yet settled (sent, failed, or handed to a job). */
+  /** Messages claimed and not yet answered by the carrier (nor failed, nor handed to a job). */
   let inHand = 0;
   const inFlight = new Set<Promise<unknown>>();
   let running = 0;
@@ -125,7 +131,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
   });
   void listener.start();
 
-  const recorder = new SentRecorder(deps, opts.handOff);
+  const recorder = new SentRecorder({ ...deps, pool: opts.recordPool ?? deps.pool }, opts.handOff, () => poke());
   const hand: Hand = {
     record: recorder.record,
     putBack: async (m) => {
@@ -156,29 +162,42 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
   }
 
   /**
-   * Sends one claimed message, at its slot when its number is paced; whatever
-   * happens, it leaves the hand. A paced message takes no request slot (its
+   * Sends one claimed message, at its slot when its number is paced. Its request
+   * slot, and its place in what the next claim waits for, are given up as soon as
+   * the carrier has answered (recording it is the recorder's, many at a time), or
+   * when its send ends otherwise. A paced message takes no request slot (its
    * rate bounds it) and does not count against the next claim.
    */
   function send({ m, slotAt }: Claimed): void {
     const counted = slotAt === null;
     if (counted) inHand++;
-    // The slot is waited for right before the request, after the checks that precede it.
-    const turn = slotAt === null ? undefined : () => sleep(Math.max(0, slotAt - Date.now()));
+    let answered = false;
+    const done = () => {
+      if (answered || !counted) return;
+      answered = true;
+      release();
+      inHand--;
+      if (inHand <= opts.batchSize / 2) poke();
+    };
+    const own: Hand = {
+      ...hand,
+      record: (...a) => {
+        done();
+        return hand.record(...a);
+      },
+      // The slot is waited for right before the request, after the checks that precede it.
+      ...(slotAt === null ? {} : { turn: () => sleep(Math.max(0, slotAt - Date.now())) }),
+    };
     const p = (async () => {
       // A paced number's requests are bounded by its rate already: they take no request slot.
       if (counted) await slot();
       try {
-        await sendThrough(deps, m, 1, turn ? { ...hand, turn } : hand);
+        await sendThrough(deps, m, 1, own);
       } catch (err) {
         // Its lease keeps it: the sweep hands it to a job once it runs out.
         log.warn({ messageId: m.id, err: (err as Error).message }, 'batched send left to its lease');
       } finally {
-        if (counted) {
-          release();
-          inHand--;
-          if (inHand <= opts.batchSize / 2) poke();
-        }
+        done();
       }
     })();
     inFlight.add(p);
@@ -276,7 +295,8 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
           lastHousekeeping = Date.now();
           await housekeeping(clock());
         }
-        const room = opts.batchSize * 2 - inHand;
+        // What waits to be recorded holds claims back too: a lease must not run out in the recorder's queue.
+        const room = opts.batchSize * 2 - inHand - recorder.backlog();
         const rows = room >= opts.batchSize / 2 ? await claim(Math.min(room, opts.batchSize)) : [];
         for (const c of rows) send(c);
         failures = 0;
@@ -317,11 +337,14 @@ interface Pending {
  */
 class SentRecorder {
   private queue: Pending[] = [];
+  private inWrite = 0;
   private writing: Promise<void> | null = null;
 
   constructor(
     private readonly deps: DispatchDeps,
     private readonly handOff: HandOffTaker | undefined,
+    /** Told after each batch is written: the dispatcher may claim again. */
+    private readonly written: () => void,
   ) {}
 
   readonly record: RecordSent = (...args) =>
@@ -329,6 +352,11 @@ class SentRecorder {
       this.queue.push({ args, resolve, reject });
       if (!this.writing) this.writing = this.drain();
     });
+
+  /** Sends the carriers took that are not yet committed. */
+  backlog(): number {
+    return this.queue.length + this.inWrite;
+  }
 
   async flush(): Promise<void> {
     while (this.writing) await this.writing;
@@ -339,9 +367,12 @@ class SentRecorder {
     await new Promise((r) => setImmediate(r));
     while (this.queue.length > 0) {
       const batch = this.queue.splice(0, RECORD_BATCH);
+      this.inWrite = batch.length;
       try {
         const outcomes = await this.write(batch);
         for (const [i, p] of batch.entries()) p.resolve(outcomes[i]!);
+        this.inWrite = 0;
+        this.written();
       } catch {
         for (const p of batch) {
           await this.write([p]).then(
@@ -351,17 +382,15 @@ class SentRecorder {
         }
       }
     }
+    this.inWrite = 0;
     this.writing = null;
   }
 
-  private async write(batch: Pending[]): Promise<DispatchOutcome[]> {
+  private async write(batch: Pending[]): Promise<readonly DispatchOutcome[]> {
     const at = (this.deps.now ?? (() => new Date()))();
     const handOff = this.handOff ? new HandOff(this.handOff) : null;
-    const run = (tx: Tx) => async () => {
-      const out: DispatchOutcome[] = [];
-      for (const p of batch) out.push(await recordSent(tx, ...p.args, at));
-      return out;
-    };
+    // Side by side: on a pipelining connection each statement of every message goes in one round trip.
+    const run = (tx: Tx) => () => together(tx, ...batch.map((p) => () => recordSent(tx, ...p.args, at)));
     const outcomes = await withTx(this.deps.pool, (tx) => (handOff ? handingOff(tx, handOff, run(tx)) : run(tx)()));
     handOff?.handOver();
     return outcomes;
