@@ -91,6 +91,8 @@ interface Claimed {
 /** How far ahead a paced number's slots are taken: a claim takes at most this long of its sending. */
 const PACE_AHEAD_MS = 1_000;
 
+/** What a claim takes from the head while the hand is full, so a newcomer in the current round is not kept waiting. */
+const HEAD_CLAIM = 4;
 /** The least wait after a claim that found nothing to take. */
 const EMPTY_CLAIM_PAUSE_MS = 20;
 
@@ -297,7 +299,11 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         }
         // What waits to be recorded holds claims back too: a lease must not run out in the recorder's queue.
         const room = opts.batchSize * 2 - inHand - recorder.backlog();
-        const rows = room >= opts.batchSize / 2 ? await claim(Math.min(room, opts.batchSize)) : [];
+        // A full hand still takes a few from the head when woken: another account's message joins the
+        // line in the current round, so it need not wait for a whole batch to be sent and recorded.
+        const size =
+          room >= opts.batchSize / 2 ? Math.min(room, opts.batchSize) : room > -opts.batchSize * 2 ? HEAD_CLAIM : 0;
+        const rows = size > 0 ? await claim(size) : [];
         for (const c of rows) send(c);
         failures = 0;
         // An empty claim may have walked past a long paced line: the next one not at once.
