@@ -64,6 +64,12 @@ export interface Config {
   carrierHealth: { downAfter: number; retryAfterMs: number };
   /** How long a request to a carrier's REST API may take before its outcome counts as unknown. Defaults to 10 s. */
   carrierTimeoutMs: number;
+  /**
+   * How queued messages reach the carrier: `batched` (the default: a dispatcher
+   * claims the line many at a time) or `jobs` (one job per message, the path
+   * before it; kept as the bench's baseline). The api and worker roles must agree.
+   */
+  dispatch: DispatchMode;
   /** Carrier signature timestamp tolerance, both directions. Defaults to 300 s. */
   webhookToleranceSeconds: number;
   /** Delays before each retry of a customer webhook delivery, in ms; its length is the retry count. */
@@ -168,6 +174,9 @@ const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,14h,20h';
 export const DEFAULT_STATE_DIR = '.handset';
 /** Customer webhook attempts in flight per worker process unless HANDSET_DELIVERY_CONCURRENCY says otherwise. */
 export const DEFAULT_DELIVERY_CONCURRENCY = 32;
+export const DISPATCH_MODES = ['batched', 'jobs'] as const;
+export type DispatchMode = (typeof DISPATCH_MODES)[number];
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Parses "262144", "256KiB", "1MiB" into bytes. */
@@ -315,6 +324,11 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     throw new ConfigError('HANDSET_METRICS_TOKEN', 'must be at least 16 printable characters without spaces');
   }
 
+  const dispatch = (str('HANDSET_DISPATCH') ?? 'batched') as DispatchMode;
+  if (!DISPATCH_MODES.includes(dispatch)) {
+    throw new ConfigError('HANDSET_DISPATCH', `must be one of ${DISPATCH_MODES.join(', ')}, got "${dispatch}"`);
+  }
+
   const logLevel = str('LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
@@ -354,6 +368,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
       retryAfterMs: duration('HANDSET_CARRIER_RETRY_AFTER', dev ? '5s' : '10s'),
     },
     carrierTimeoutMs: duration('HANDSET_CARRIER_TIMEOUT', '10s'),
+    dispatch,
     webhookToleranceSeconds: int('HANDSET_WEBHOOK_TOLERANCE_SECONDS', 300, 1, 86_400),
     deliveryRetrySchedule,
     deliveryTimeoutMs: duration('HANDSET_DELIVERY_TIMEOUT', '15s'),

@@ -32,6 +32,7 @@ import { callHandlers } from './calls/handlers.js';
 import { callEvents, callRoutes } from './calls/routes.js';
 import { maintenanceTask, MAINTENANCE_CRONTAB } from './maintenance.js';
 import { dispatchTask } from './messages/dispatch.js';
+import { DISPATCH_BATCH, DISPATCH_CONCURRENCY, startDispatcher } from './messages/dispatcher.js';
 import { messageHandlers } from './messages/receipts.js';
 import { messageEvents, messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
@@ -378,6 +379,27 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       });
       // The deliveries a batch fans out go to this worker's own delivery relay (delivery/handoff.ts).
       relays.push(deliveryRelay, startRelay({ process: processing, log, metrics, handOff: deliveryRelay }));
+      if (config.dispatch === 'batched') {
+        relays.push(
+          startDispatcher({
+            deps: {
+              // Its own: sends in flight each ask the carrier's health and record, beside the claims.
+              pool: pool('worker', DISPATCH_CONCURRENCY / 2 + 4, 'dispatch'),
+              carriers,
+              log,
+              policy: policies.dispatch,
+              health: config.carrierHealth,
+            },
+            batchSize: DISPATCH_BATCH,
+            concurrency: DISPATCH_CONCURRENCY,
+            // Past the longest a send can take, with room: a lease that ran out under a live dispatcher
+            // would have a job ask again while the first request may still be under way.
+            leaseMs: config.workerStaleAfterMs + config.carrierTimeoutMs * 2,
+            handOff: deliveryRelay,
+            recordPool: pool('worker', 2, 'dispatch-record', true),
+          }),
+        );
+      }
       await untilAvailable(
         'seal webhook secrets stored in clear',
         () => sealLegacySecrets(workerPool, keys!, log),

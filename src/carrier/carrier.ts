@@ -234,6 +234,12 @@ export type CommandResult<T = unknown> =
        * sending, a cut connection, a 5xx, an answer we could not read).
        */
       notAccepted: boolean;
+      /**
+       * The carrier asked us to slow down (a 429: Telnyx 10011/40011, Twilio
+       * 20429): not processed, safe to repeat after `retryAfterMs`. Not a refusal
+       * (the carrier is up) and not a reason to fail over.
+       */
+      throttled?: boolean;
     }; // 429, 5xx, network
 
 export interface SendMessage {

@@ -20,8 +20,10 @@ export interface CarrierHealthRow {
   /** While probing: until when the probe is the claiming process's. */
   probe_until: Date | null;
   last_refusal: string | null;
+  /** It asked us to slow down: no request to it before this. */
+  throttled_until: Date | null;
 }
-const HEALTH_COLUMNS = 'carrier, state, refusals, changed_at, probe_until, last_refusal';
+const HEALTH_COLUMNS = 'carrier, state, refusals, changed_at, probe_until, last_refusal, throttled_until';
 
 /** The column list the row above is typed from, held to the table by a test. */
 export const CARRIER_HEALTH_TABLE_COLUMNS = { carrier_health: HEALTH_COLUMNS };
@@ -106,4 +108,25 @@ export async function carrierHealthRefused(
     values: [carrier, detail.slice(0, 500), now, downAfter],
   });
   return rows[0]!;
+}
+
+/** The carrier asked us to slow down: no request to it until `until` (the later of two asks holds). */
+export async function carrierThrottle(db: Db, carrier: string, until: Date): Promise<void> {
+  await db.query({
+    name: 'carrier_throttle',
+    text: `INSERT INTO carrier_health AS h (carrier, throttled_until) VALUES ($1, $2)
+           ON CONFLICT (carrier) DO UPDATE SET throttled_until = greatest(h.throttled_until, $2)
+            WHERE h.throttled_until IS NULL OR h.throttled_until < $2`,
+    values: [carrier, until],
+  });
+}
+
+/** The carriers that asked us to slow down and whose wait has not ended at `now`. */
+export async function carriersThrottled(db: Db, now: Date): Promise<string[]> {
+  const { rows } = await db.query<{ carrier: string }>({
+    name: 'carriers_throttled',
+    text: 'SELECT carrier FROM carrier_health WHERE throttled_until > $1',
+    values: [now],
+  });
+  return rows.map((r) => r.carrier);
 }

@@ -34,7 +34,13 @@
 import type pg from 'pg';
 import { bill } from '../billing/usage.sql.js';
 import type { CarrierClient, CommandResult } from '../carrier/carrier.js';
-import { carrierGate, DEFAULT_HEALTH, type HealthSettings, noteAnswer } from '../carrier/health.js';
+import {
+  carrierGate,
+  DEFAULT_HEALTH,
+  DEFAULT_THROTTLE_MS,
+  type HealthSettings,
+  noteAnswer,
+} from '../carrier/health.js';
 import { carrierEventSubjectsMarked } from '../carrier/events.sql.js';
 import { type Carriers, carrierNamed, clientOf } from '../carrier/registry.js';
 import { withTx } from '../db/tx.js';
@@ -56,6 +62,7 @@ import {
   messageClaimScheduled,
   messageClearForDispatch,
   messageFailOver,
+  messageLeaseRelease,
   messageMarkRejected,
   messageMarkSent,
   type MessageRow,
@@ -92,6 +99,8 @@ export type DispatchOutcome =
 
 export const OUTCOME_UNKNOWN = 'carrier_outcome_unknown';
 export const OPTED_OUT = 'recipient_opted_out';
+/** Its validity period ended before it could leave for the carrier. */
+export const EXPIRED = 'expired';
 
 /**
  * How long after a request whose outcome is unknown a carrier without idempotent
@@ -144,9 +153,48 @@ export async function dispatchMessage(deps: DispatchDeps, messageId: string, att
   return sendThrough(deps, cleared, attempt);
 }
 
+/**
+ * Where a send the carrier took is recorded: by default at once, in a transaction
+ * of its own; the batched dispatcher records many in one (dispatcher.ts).
+ */
+export type RecordSent = (
+  m: MessageRow,
+  carrierMessageId: string,
+  parts: number | null,
+  settles: string[],
+  found: string | null,
+) => Promise<DispatchOutcome>;
+
+/**
+ * A batch's hold on a message it took from the line (dispatcher.ts): where what the
+ * carrier took is recorded, and how the message goes back to its place in the line
+ * when its carrier asks us to slow down (nothing of it was taken).
+ */
+export interface Hand {
+  record: RecordSent;
+  putBack(m: MessageRow): Promise<void>;
+  /** Waits for the message's turn (its number's pace) right before each request. */
+  turn?(): Promise<void>;
+}
+
 /** Sends a cleared, queued message through its carrier, failing over once when it may. */
-async function sendThrough(deps: DispatchDeps, first: MessageRow, attempt: number): Promise<DispatchOutcome> {
+export async function sendThrough(
+  deps: DispatchDeps,
+  first: MessageRow,
+  attempt: number,
+  hand?: Hand,
+): Promise<DispatchOutcome> {
   const now = deps.now ?? (() => new Date());
+  const record: RecordSent = hand?.record ?? ((...a) => markSent(deps, ...a));
+  /** The carrier said "slow down", or still waits for its wait to end: nothing was taken, nothing fails. */
+  const slowDown = async (m: MessageRow, until: Date, open: SendRow[]): Promise<DispatchOutcome> => {
+    if (hand && open.length === 0) {
+      await hand.putBack(m);
+      return 'in_line';
+    }
+    await later(deps, m, attempt, until);
+    return 'waiting';
+  };
   let m = first;
   for (;;) {
     const client = clientOf(deps.carriers, m.carrier);
@@ -163,6 +211,7 @@ async function sendThrough(deps: DispatchDeps, first: MessageRow, attempt: numbe
     }
 
     const gate = await carrierGate(deps.pool, m.carrier, now(), deps.health ?? DEFAULT_HEALTH);
+    if (!gate.open && gate.throttled) return slowDown(m, gate.until, open);
     if (!gate.open) {
       if (await mayFailOver(deps, m, open)) {
         await messageSendRecord(deps.pool, {
@@ -191,6 +240,16 @@ async function sendThrough(deps: DispatchDeps, first: MessageRow, attempt: numbe
           at: now(),
         })
       : null;
+    await hand?.turn?.();
+    // Taken from the line with nothing of it taken yet: past its validity it fails instead of going.
+    if (hand && open.length === 0 && m.expires_at && m.expires_at <= now()) {
+      const at = now();
+      return withTx(deps.pool, async (tx) => {
+        await messageSendSettle(tx, pending ? [pending] : [], 'not_accepted', 'no request made: expired', at);
+        const failed = await fail(tx, m.id, EXPIRED, 'its validity period ended before it could be sent', at);
+        return failed ? 'rejected' : 'nothing_to_send';
+      });
+    }
     const result = await client.sendMessage({
       from: m.from_number,
       to: m.to_number,
@@ -204,7 +263,7 @@ async function sendThrough(deps: DispatchDeps, first: MessageRow, attempt: numbe
     // This request, and for a carrier that replays a repeated key, the open ones it answers for too.
     const settles = [...(pending ? [pending] : []), ...(client.idempotentSends ? open.map((x) => x.id) : [])];
 
-    if (result.ok) return markSent(deps, m, result.carrierMessageId, result.parts, settles, null);
+    if (result.ok) return record(m, result.carrierMessageId, result.parts, settles, null);
 
     if (result.kind === 'rejected') {
       const at = now();
@@ -223,9 +282,13 @@ async function sendThrough(deps: DispatchDeps, first: MessageRow, attempt: numbe
         deps.pool,
         [pending],
         result.notAccepted ? 'not_accepted' : 'unknown',
-        result.detail,
+        result.throttled ? `asked to slow down: ${result.detail}` : result.detail,
         now(),
       );
+    }
+    if (result.throttled) {
+      // Not processed: no failover, no attempt counted; the same key and bytes go once the wait is over.
+      return slowDown(m, new Date(now().getTime() + (result.retryAfterMs ?? DEFAULT_THROTTLE_MS)), open);
     }
     if (result.notAccepted && (await mayFailOver(deps, m, open))) {
       const moved = await failOver(deps, m, `${m.carrier} did not take the message (${result.detail})`);
@@ -298,7 +361,20 @@ async function markSent(
   found: string | null,
 ): Promise<DispatchOutcome> {
   const at = (deps.now ?? (() => new Date()))();
-  return withTx(deps.pool, async (tx) => {
+  return withTx(deps.pool, (tx) => recordSent(tx, m, carrierMessageId, parts, settles, found, at));
+}
+
+/** markSent's work in the caller's transaction (which may record many). */
+export async function recordSent(
+  tx: Tx,
+  m: MessageRow,
+  carrierMessageId: string,
+  parts: number | null,
+  settles: string[],
+  found: string | null,
+  at: Date,
+): Promise<DispatchOutcome> {
+  {
     await messageSendSettle(tx, settles, 'accepted', found ?? 'taken', at, carrierMessageId);
     const sent = await messageMarkSent(tx, m.id, carrierMessageId, parts, at);
     if (!sent) return 'nothing_to_send';
@@ -333,7 +409,7 @@ async function markSent(
       occurredAt: at,
     });
     return 'sent';
-  });
+  }
 }
 
 /**
@@ -393,14 +469,16 @@ async function failOver(deps: DispatchDeps, m: MessageRow, reason: string): Prom
 
 /** The dispatch job again at `runAt`, in its place in the line. */
 async function later(deps: DispatchDeps, m: MessageRow, attempt: number, runAt: Date): Promise<void> {
-  await withTx(deps.pool, (tx) =>
-    enqueue(
+  await withTx(deps.pool, async (tx) => {
+    await enqueue(
       tx,
       'message.dispatch',
       { messageId: m.id, attempt },
       { runAt, jobKey: jobKeys.dispatch(m.id), priority: m.dispatch_rank ?? 0 },
-    ),
-  );
+    );
+    // A dispatcher's claim on it ends here: the job carries it on.
+    await messageLeaseRelease(tx, m.id);
+  });
 }
 
 /**
@@ -444,7 +522,7 @@ async function retry(
 }
 
 /** queued → failed, with its history and one message.failed; null when it was no longer queued. */
-async function fail(
+export async function fail(
   tx: Tx,
   messageId: string,
   code: string,
@@ -454,6 +532,20 @@ async function fail(
 ): Promise<MessageRow | null> {
   const failed = await messageMarkRejected(tx, messageId, code, at);
   if (!failed) return null;
+  await announceFailed(tx, failed, code, note, at, carrier);
+  return failed;
+}
+
+/** The history and the one message.failed of a message a guarded statement just failed. */
+export async function announceFailed(
+  tx: Tx,
+  failed: MessageRow,
+  code: string,
+  note: string,
+  at: Date,
+  carrier: string | null = null,
+): Promise<void> {
+  const messageId = failed.id;
   await historyRecord(tx, {
     messageId,
     source: 'dispatch',
@@ -472,7 +564,6 @@ async function fail(
     data: messageResource(failed),
     occurredAt: at,
   });
-  return failed;
 }
 
 export function dispatchTask(deps: DispatchDeps): TaskHandler<'message.dispatch'> {

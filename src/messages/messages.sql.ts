@@ -63,11 +63,17 @@ export interface MessageRow {
   failover_reason: string | null;
   failed_over_from: string | null;
   failed_over_carrier: string | null;
+  /** While a dispatcher holds it (claimed from the line, outcome not yet recorded): until when. */
+  dispatch_lease_until: Date | null;
+  /** It must leave for the carrier before this (its validity period), or fail as expired. */
+  expires_at: Date | null;
 }
 const MESSAGE_COLUMNS = `id, account_id, tenant_id, direction, from_number, to_number, body, media_urls, status, encoding,
   segments, error_code, carrier, carrier_message_id, send_at, created_at, sent_at, completed_at, checked_at, sequence,
   dispatched_at, carrier_segments, dispatch_rank, fallback_from, fallback_carrier, failover_reason, failed_over_from,
-  failed_over_carrier`;
+  failed_over_carrier, dispatch_lease_until, expires_at`;
+/** The same, qualified, for an UPDATE … FROM that returns the message's row. */
+const M_COLUMNS = MESSAGE_COLUMNS.replace(/(^|\s)(\w+)/g, '$1m.$2');
 
 export interface HistoryRow {
   id: string;
@@ -136,6 +142,8 @@ export interface NewOutbound {
   carrier: string;
   /** Another number of the account, on another carrier, to fail over to. */
   fallback?: { from: string; carrier: string } | null;
+  /** Seconds from send_at (or its creation) within which it must leave for the carrier, or fail as expired. */
+  validitySeconds?: number | null;
 }
 
 export async function messageInsertOutbound(tx: Tx, m: NewOutbound): Promise<MessageRow> {
@@ -162,16 +170,18 @@ export async function messagesInsertOutbound(
     name: 'messages_insert_outbound',
     text: `WITH line AS (SELECT ${NEXT_RANK('$1')} AS first)
              INSERT INTO messages (id, account_id, tenant_id, direction, from_number, to_number, body, media_urls,
-                                   status, encoding, segments, send_at, carrier, dispatch_rank, fallback_from, fallback_carrier)
+                                   status, encoding, segments, send_at, carrier, dispatch_rank, fallback_from, fallback_carrier,
+                                   expires_at)
              SELECT m.id, $1, m.tenant_id, 'outbound', m.from_number, m.to_number, m.body,
                     ARRAY(SELECT jsonb_array_elements_text(m.media_urls)),
                     CASE WHEN m.send_at IS NULL THEN 'queued' ELSE 'scheduled' END, m.encoding, m.segments, m.send_at,
                     m.carrier, CASE WHEN m.send_at IS NULL THEN least(line.first + m.place, ${MAX_PRIORITY}) END,
-                    m.fallback_from, m.fallback_carrier
+                    m.fallback_from, m.fallback_carrier,
+                    coalesce(m.send_at, now()) + make_interval(secs => m.validity)
                FROM line, unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[],
-                                 $9::int[], $10::timestamptz[], $11::text[], $12::int[], $13::text[], $14::text[])
+                                 $9::int[], $10::timestamptz[], $11::text[], $12::int[], $13::text[], $14::text[], $15::float8[])
                       WITH ORDINALITY AS m (id, tenant_id, from_number, to_number, body, media_urls, encoding, segments,
-                                            send_at, carrier, place, fallback_from, fallback_carrier, n)
+                                            send_at, carrier, place, fallback_from, fallback_carrier, validity, n)
               ORDER BY m.n
              RETURNING ${MESSAGE_COLUMNS}`,
     values: [
@@ -189,6 +199,7 @@ export async function messagesInsertOutbound(
       ms.map((m) => (m.sendAt ? null : queued++)),
       ms.map((m) => m.fallback?.from ?? null),
       ms.map((m) => m.fallback?.carrier ?? null),
+      ms.map((m) => m.validitySeconds ?? null),
     ],
   });
   const byId = new Map(rows.map((r) => [r.id, r]));
@@ -322,6 +333,146 @@ export async function messageClearForDispatch(tx: Tx, id: string): Promise<Messa
   return rows[0] ?? null;
 }
 
+/**
+ * The head of the dispatch line, locked for this transaction: up to `limit` queued
+ * messages never yet handed to a carrier, in the line's order (every account's
+ * next message before anyone's following one), skipping rows another dispatcher
+ * holds and messages of the carriers in `held` (they asked us to slow down).
+ */
+export async function messagesLineHead(
+  tx: Tx,
+  limit: number,
+  held: readonly string[],
+  paceAheadMs: number,
+): Promise<Pick<MessageRow, 'id' | 'account_id' | 'from_number' | 'to_number' | 'carrier'>[]> {
+  const { rows } = await tx.query<Pick<MessageRow, 'id' | 'account_id' | 'from_number' | 'to_number' | 'carrier'>>({
+    name: 'messages_line_head',
+    text: `SELECT m.id, m.account_id, m.from_number, m.to_number, m.carrier FROM messages m
+            WHERE m.dispatch_rank IS NOT NULL AND m.dispatched_at IS NULL AND m.carrier <> ALL ($2::text[])
+              AND NOT EXISTS (SELECT 1 FROM number_pace p
+                               WHERE p.carrier = m.carrier AND p.number = m.from_number
+                                 AND p.next_at > clock_timestamp() + make_interval(secs => $3::float8 / 1000))
+            ORDER BY m.dispatch_rank, m.id
+            LIMIT $1
+            FOR UPDATE OF m SKIP LOCKED`,
+    values: [limit, held, paceAheadMs],
+  });
+  return rows;
+}
+
+/**
+ * Clears claimed messages to go to the carrier, as messageClearForDispatch does
+ * one (call it under the pairs' shared locks): stamps dispatched_at, in the order
+ * given (a microsecond apart, so the line's order is the order they left it), and
+ * a lease until `leaseUntil`, unless the recipient opted out. The rows cleared.
+ */
+export async function messagesClearForDispatch(
+  tx: Tx,
+  ids: readonly string[],
+  leaseUntil: Date,
+): Promise<MessageRow[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_clear_for_dispatch',
+    text: `UPDATE messages m SET dispatched_at = (SELECT clock_timestamp()) + c.ord * interval '1 microsecond',
+                                 dispatch_lease_until = $2
+             FROM unnest($1::text[]) WITH ORDINALITY AS c (id, ord)
+            WHERE m.id = c.id AND m.status = 'queued' AND m.dispatched_at IS NULL
+              AND NOT EXISTS (
+                SELECT 1 FROM opt_outs o
+                 WHERE o.account_id = m.account_id AND o.number = m.from_number AND o.recipient = m.to_number
+                   AND o.deleted_at IS NULL)
+            RETURNING ${M_COLUMNS}`,
+    values: [ids, leaseUntil],
+  });
+  return rows;
+}
+
+/**
+ * Leases that ran out (their dispatcher died or was cut off mid-batch): released,
+ * at most `limit`; the rows back are the messages still queued, for a dispatch
+ * job each.
+ */
+export async function messagesLeaseExpired(tx: Tx, now: Date, limit: number): Promise<MessageRow[]> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_lease_expired',
+    text: `UPDATE messages SET dispatch_lease_until = NULL
+            WHERE id IN (SELECT id FROM messages WHERE dispatch_lease_until < $1
+                          ORDER BY dispatch_lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)
+            RETURNING ${MESSAGE_COLUMNS}`,
+    values: [now, limit],
+  });
+  return rows.filter((r) => r.status === 'queued');
+}
+
+/**
+ * Back to its place in the line (its rank was kept), to be cleared and claimed
+ * again: its carrier asked us to slow down, and nothing of it was taken.
+ */
+export async function messageReturnToLine(db: Db, id: string): Promise<void> {
+  await db.query({
+    name: 'message_return_to_line',
+    text: `UPDATE messages SET dispatched_at = NULL, dispatch_lease_until = NULL
+            WHERE id = $1 AND status = 'queued' AND dispatch_rank IS NOT NULL`,
+    values: [id],
+  });
+}
+
+/**
+ * queued → failed as `code` for messages still in the dispatch line (never handed
+ * to a carrier) whose validity ended by `now`: at most `limit`, the rows changed.
+ */
+export async function messagesExpireInLine(tx: Tx, code: string, now: Date, limit: number): Promise<MessageRow[]> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_expire_in_line',
+    text: `UPDATE messages SET status = 'failed', error_code = $1, completed_at = $2, sequence = sequence + 1,
+                               dispatch_rank = NULL, dispatch_lease_until = NULL
+            WHERE id IN (SELECT id FROM messages
+                          WHERE expires_at <= $2 AND dispatch_rank IS NOT NULL AND dispatched_at IS NULL
+                          ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+              AND status = 'queued'
+            RETURNING ${MESSAGE_COLUMNS}`,
+    values: [code, now, limit],
+  });
+  return rows;
+}
+
+/** The message is no longer the dispatcher's to record (a job of its own carries it on). */
+export async function messageLeaseRelease(tx: Tx, id: string): Promise<void> {
+  await tx.query({
+    name: 'message_lease_release',
+    text: 'UPDATE messages SET dispatch_lease_until = NULL WHERE id = $1 AND dispatch_lease_until IS NOT NULL',
+    values: [id],
+  });
+}
+
+/**
+ * scheduled → queued for every message whose send_at has come (at most `limit`,
+ * the earliest first): each joins the dispatch line as if created now, an
+ * account's in the order of their times, so a scheduled campaign falling due
+ * interleaves with other accounts' messages instead of going ahead of them.
+ */
+export async function messagesClaimScheduled(tx: Tx, now: Date, limit: number): Promise<MessageRow[]> {
+  const { rows } = await tx.query<MessageRow>({
+    name: 'messages_claim_scheduled',
+    text: `WITH due AS (
+             SELECT id, account_id, send_at FROM messages
+              WHERE status = 'scheduled' AND send_at <= $1
+              ORDER BY send_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+           placed AS (
+             SELECT id, least(${NEXT_RANK('account_id')}
+                              + row_number() OVER (PARTITION BY account_id ORDER BY send_at, id) - 1,
+                              ${MAX_PRIORITY})::smallint AS rank
+               FROM due)
+           UPDATE messages m SET status = 'queued', sequence = m.sequence + 1, dispatch_rank = p.rank
+             FROM placed p
+            WHERE m.id = p.id
+            RETURNING ${M_COLUMNS}`,
+    values: [now, limit],
+  });
+  return rows;
+}
+
 /** queued → sent with the carrier's id and its part count (when it said): the transition that bills. */
 export async function messageMarkSent(
   tx: Tx,
@@ -333,7 +484,7 @@ export async function messageMarkSent(
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_sent',
     text: `UPDATE messages SET status = 'sent', carrier_message_id = $2, carrier_segments = $3, sent_at = $4,
-                               sequence = sequence + 1, dispatch_rank = NULL
+                               sequence = sequence + 1, dispatch_rank = NULL, dispatch_lease_until = NULL
             WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, carrierMessageId, carrierSegments, at],
@@ -346,7 +497,7 @@ export async function messageMarkRejected(tx: Tx, id: string, errorCode: string,
   const { rows } = await tx.query<MessageRow>({
     name: 'message_mark_rejected',
     text: `UPDATE messages SET status = 'failed', error_code = $2, completed_at = $3, sequence = sequence + 1,
-                               dispatch_rank = NULL
+                               dispatch_rank = NULL, dispatch_lease_until = NULL
             WHERE id = $1 AND status = 'queued'
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [id, errorCode, at],

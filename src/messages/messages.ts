@@ -2,6 +2,7 @@
 // opted-out recipient, segmented, and committed together with its dispatch job), canceling a scheduled one, and the
 // resource shape shared by the API and the customer events.
 
+import type { DispatchMode } from '../config.js';
 import type { Tx } from '../db/tx.js';
 import { isRefusal, type Refusal, refuse } from '../api/refusal.js';
 import { enqueueMany, removeJob } from '../jobs/enqueue.js';
@@ -17,11 +18,14 @@ import {
   type MessageRow,
   type NewOutbound,
 } from './messages.sql.js';
+import { notifyLine } from './dispatcher.js';
 import { mediaUrlProblem } from './media.js';
 import { segmentsOf } from './segments.js';
 
 export const MAX_BODY_CHARACTERS = 1600;
 export const MAX_SCHEDULE_DAYS = 35;
+/** The longest validity period a message may ask for (a day). */
+export const MAX_VALIDITY_SECONDS = 86_400;
 
 export function messageResource(m: MessageRow) {
   return {
@@ -45,6 +49,7 @@ export function messageResource(m: MessageRow) {
         : null,
     tenant_id: m.tenant_id,
     send_at: m.send_at?.toISOString() ?? null,
+    expires_at: m.expires_at?.toISOString() ?? null,
     created_at: m.created_at.toISOString(),
     sent_at: m.sent_at?.toISOString() ?? null,
     completed_at: m.completed_at?.toISOString() ?? null,
@@ -61,15 +66,23 @@ export interface NewMessage {
   sendAt: Date | null;
   /** Another number of the account, on another carrier, to send from when the first carrier certainly did not take it. */
   fallbackFrom?: string | null;
+  /** Seconds from send_at (or now) within which it must leave for the carrier, else it fails as expired. */
+  validityPeriod?: number | null;
 }
 
 /**
- * Creates an outbound message, status `queued` (or `scheduled` with send_at),
- * and its dispatch job (run at send_at) in the caller's transaction. It goes out
+ * Creates an outbound message, status `queued` (or `scheduled` with send_at), in
+ * the caller's transaction, with a word to the dispatchers (batched) or its
+ * dispatch job (run at send_at). It goes out
  * through the carrier its from-number belongs to.
  */
-export async function createMessage(tx: Tx, m: NewMessage, now: Date): Promise<MessageRow | Refusal> {
-  return (await createMessages(tx, m.accountId, [m], now))[0]!;
+export async function createMessage(
+  tx: Tx,
+  m: NewMessage,
+  now: Date,
+  dispatch: DispatchMode,
+): Promise<MessageRow | Refusal> {
+  return (await createMessages(tx, m.accountId, [m], now, dispatch))[0]!;
 }
 
 /**
@@ -84,6 +97,7 @@ export async function createMessages(
   accountId: string,
   ms: readonly Omit<NewMessage, 'accountId'>[],
   now: Date,
+  dispatch: DispatchMode,
 ): Promise<(MessageRow | Refusal)[]> {
   const results: (MessageRow | Refusal | null)[] = ms.map((m) => inputProblem(m, now));
   const numbers = await numbersOwned(
@@ -131,23 +145,28 @@ export async function createMessages(
       sendAt: m.sendAt,
       carrier: sender.number.carrier,
       fallback: sender.fallback,
+      validitySeconds: m.validityPeriod ?? null,
     });
   }
   const made = await messagesInsertOutbound(tx, accountId, rows);
   await historyRecordCreated(tx, made, now);
-  await enqueueMany(
-    tx,
-    'message.dispatch',
-    made.map((message) => ({
-      payload: { messageId: message.id },
-      opts: {
-        jobKey: jobKeys.dispatch(message.id),
-        // Its place in the dispatch line: every account's next message is taken before anyone's following one.
-        priority: message.dispatch_rank ?? 0,
-        ...(message.send_at ? { runAt: message.send_at } : {}),
-      },
-    })),
-  );
+  if (dispatch === 'batched') {
+    // The dispatchers take them from the line (a scheduled one joins it at its send_at).
+    if (made.some((message) => !message.send_at)) await notifyLine(tx);
+  } else
+    await enqueueMany(
+      tx,
+      'message.dispatch',
+      made.map((message) => ({
+        payload: { messageId: message.id },
+        opts: {
+          jobKey: jobKeys.dispatch(message.id),
+          // Its place in the dispatch line: every account's next message is taken before anyone's following one.
+          priority: message.dispatch_rank ?? 0,
+          ...(message.send_at ? { runAt: message.send_at } : {}),
+        },
+      })),
+    );
   for (const [k, i] of creating.entries()) results[i] = made[k]!;
   return results as (MessageRow | Refusal)[];
 }

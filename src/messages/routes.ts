@@ -19,6 +19,7 @@ import {
   createMessage,
   createMessages,
   MAX_BODY_CHARACTERS,
+  MAX_VALIDITY_SECONDS,
   messageResource,
   type NewMessage,
 } from './messages.js';
@@ -81,6 +82,8 @@ const Message = named(
     ),
     tenant_id: Nullable(Type.String()),
     send_at: Nullable(Time),
+    /** Not sent by then (validity_period), it fails as `expired`. */
+    expires_at: Nullable(Time),
     created_at: Time,
     sent_at: Nullable(Time),
     completed_at: Nullable(Time),
@@ -126,6 +129,15 @@ export const CreateMessageBody = named(
       send_at: Type.Optional(
         Type.String({ format: 'date-time', 'x-code': 'invalid_send_at', description: 'up to 35 days ahead' }),
       ),
+      validity_period: Type.Optional(
+        Type.Integer({
+          minimum: 1,
+          maximum: MAX_VALIDITY_SECONDS,
+          description:
+            'seconds from send_at (or now) within which it must be sent; not sent by then, it fails as ' +
+            '`expired` (one message.failed, nothing billed)',
+        }),
+      ),
       fallback_from: Type.Optional(
         Type.String({
           ...E164,
@@ -167,6 +179,7 @@ function newMessageOf(b: Static<typeof CreateMessageBody>): Omit<NewMessage, 'ac
     mediaUrls: b.media_urls ?? [],
     sendAt: b.send_at ? new Date(b.send_at) : null,
     fallbackFrom: b.fallback_from ?? null,
+    validityPeriod: b.validity_period ?? null,
   };
 }
 
@@ -198,7 +211,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
     async (req, reply) => {
       const { accountId } = req.principal;
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
-        const m = await createMessage(tx, { accountId, ...newMessageOf(req.body) }, new Date());
+        const m = await createMessage(tx, { accountId, ...newMessageOf(req.body) }, new Date(), ctx.config.dispatch);
         if (isRefusal(m)) throw unprocessable(m.code, m.detail, m.param);
         return { status: 201, body: messageResource(m) };
       });
@@ -231,7 +244,7 @@ export const messageRoutes: ApiRoutes = (app, ctx) => {
       const items = validItems(req, CreateMessageBody);
       const created = await createIdempotently(ctx.pool, req, accountId, async (tx) => {
         const valid = items.flatMap((item) => ('problem' in item ? [] : [newMessageOf(item.input)]));
-        const made = await createMessages(tx, accountId, valid, new Date());
+        const made = await createMessages(tx, accountId, valid, new Date(), ctx.config.dispatch);
         let next = 0;
         const data = items.map((item, index) => {
           if ('problem' in item) return { index, error: item.problem };

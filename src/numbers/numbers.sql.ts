@@ -19,9 +19,11 @@ export interface PhoneNumberRow {
   /** Inbound calls to the number are recorded once bridged, and transcribed (which implies recorded). */
   inbound_record: boolean;
   inbound_transcribe: boolean;
+  /** At most this many messages a second leave the number, across all workers (pace.sql.ts); null: no limit. */
+  mps: number | null;
 }
 const NUMBER_COLUMNS =
-  'id, account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs, created_at, inbound_record, inbound_transcribe';
+  'id, account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs, created_at, inbound_record, inbound_transcribe, mps';
 
 /** The column list the row above is typed from, held to the table by a test. */
 export const NUMBER_TABLE_COLUMNS = { phone_numbers: NUMBER_COLUMNS };
@@ -38,13 +40,14 @@ export async function numberInsert(
     ringTimeoutSecs: number;
     inboundRecord?: boolean;
     inboundTranscribe?: boolean;
+    mps?: number | null;
   },
 ): Promise<PhoneNumberRow | null> {
   const { rows } = await tx.query<PhoneNumberRow>({
     name: 'number_insert',
     text: `INSERT INTO phone_numbers (account_id, tenant_id, carrier, number, inbound_ring, ring_timeout_secs,
-                                      inbound_record, inbound_transcribe)
-           VALUES ($1, $2, $3, $4, $5, $6, $7 OR $8, $8)
+                                      inbound_record, inbound_transcribe, mps)
+           VALUES ($1, $2, $3, $4, $5, $6, $7 OR $8, $8, $9)
            ON CONFLICT (carrier, number) DO NOTHING
            RETURNING ${NUMBER_COLUMNS}`,
     values: [
@@ -56,6 +59,7 @@ export async function numberInsert(
       n.ringTimeoutSecs,
       n.inboundRecord ?? false,
       n.inboundTranscribe ?? false,
+      n.mps ?? null,
     ],
   });
   return rows[0] ?? null;

@@ -40,6 +40,9 @@ export const PhoneNumber = named(
     ring_timeout_secs: Type.Integer(),
     record: Type.Boolean({ description: 'inbound calls are recorded once bridged' }),
     transcribe: Type.Boolean({ description: 'recorded inbound calls are transcribed when they end' }),
+    mps: Type.Union([Type.Integer(), Type.Null()], {
+      description: 'at most this many messages a second are sent from it, across all workers; null: no limit',
+    }),
     created_at: Type.String({ format: 'date-time' }),
   }),
 );
@@ -54,6 +57,7 @@ export function phoneNumberResource(n: PhoneNumberRow) {
     ring_timeout_secs: n.ring_timeout_secs,
     record: n.inbound_record,
     transcribe: n.inbound_transcribe,
+    mps: n.mps,
     created_at: n.created_at.toISOString(),
   };
 }

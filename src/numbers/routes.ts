@@ -46,6 +46,14 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
               Type.Array(E164, { maxItems: 10, description: 'ring these in order on an inbound call' }),
             ),
             ring_timeout_secs: Type.Optional(Type.Integer({ minimum: 5, maximum: 120, default: 20 })),
+            mps: Type.Optional(
+              Type.Integer({
+                minimum: 1,
+                maximum: 1000,
+                description:
+                  'at most this many messages a second from this number, across all workers (default: no limit)',
+              }),
+            ),
             record: Type.Optional(Type.Boolean({ description: 'record inbound calls once bridged (default false)' })),
             transcribe: Type.Optional(
               Type.Boolean({ description: 'transcribe recorded inbound calls when they end; implies record' }),
@@ -121,6 +129,7 @@ export const numberRoutes: ApiRoutes = (app, ctx) => {
           ringTimeoutSecs: req.body.ring_timeout_secs ?? 20,
           inboundRecord: req.body.record ?? false,
           inboundTranscribe: req.body.transcribe ?? false,
+          mps: req.body.mps ?? null,
         });
         if (!n) {
           if (await numberHeldByAccount(tx, accountId, carrier, req.body.number)) {

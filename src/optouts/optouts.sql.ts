@@ -58,6 +58,17 @@ export async function pairLockShared(tx: Tx, p: Pair): Promise<void> {
   });
 }
 
+/** pairLockShared for many pairs in one statement, in one order (so two dispatchers cannot deadlock). */
+export async function pairLocksShared(tx: Tx, pairs: readonly Pair[]): Promise<void> {
+  if (pairs.length === 0) return;
+  await tx.query({
+    name: 'opt_out_pair_locks_shared',
+    text: `SELECT count(pg_advisory_xact_lock_shared(hashtextextended(k, 0)))
+             FROM (SELECT DISTINCT k FROM unnest($1::text[]) AS u (k) ORDER BY k) s`,
+    values: [pairs.map(pairKey)],
+  });
+}
+
 /** Opts the pair out; null when it already was (nothing changed). */
 export async function optOutInsert(
   tx: Tx,

@@ -32,6 +32,8 @@ export interface Behaviour {
   rejectRate: number;
   /** POST /v2/messages and POST /v2/calls answered 429 with retry-after and error 10011. */
   rateLimitRate: number;
+  /** The wait a 429 asks for, in its Retry-After (whole seconds, rounded up; 0: one second). */
+  retryAfterMs: number;
   /** POST /v2/messages and POST /v2/calls answered 500 or 503 (error 10007), nothing done. */
   serverErrorRate: number;
   /** A send (POST /v2/messages, /v2/calls) is carried out, then answered only after this long. */
@@ -61,6 +63,7 @@ export const WELL_BEHAVED: Readonly<Behaviour> = Object.freeze({
   sendLatencyMs: 0,
   rejectRate: 0,
   rateLimitRate: 0,
+  retryAfterMs: 0,
   serverErrorRate: 0,
   answerDelayMs: 0,
   lostAnswerRate: 0,
@@ -86,6 +89,7 @@ export const KNOB_HELP: Readonly<Record<BehaviourKey, string>> = {
   sendLatencyMs: 'wait MS before answering every /v2 request',
   rejectRate: 'refuse a send or dial with a 4xx (40300, 10010)',
   rateLimitRate: 'answer a send or dial 429 (10011), nothing done',
+  retryAfterMs: 'the Retry-After a 429 asks for (whole seconds; 0: 1 s)',
   serverErrorRate: 'answer a send or dial 500/503 (10007), nothing done',
   answerDelayMs: 'carry out a send or dial, answer it only MS later',
   lostAnswerRate: 'carry out a send or dial, then cut the connection',
@@ -111,6 +115,11 @@ export function knobKind(key: BehaviourKey): KnobKind {
 /** `duplicateRate` → `duplicate-rate`, the CLI flag for the knob. */
 export function knobFlag(key: BehaviourKey): string {
   return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** The Retry-After, in seconds, that a 429 states under this behaviour. */
+export function retryAfterSeconds(b: Behaviour): number {
+  return b.retryAfterMs > 0 ? Math.ceil(b.retryAfterMs / 1000) : 1;
 }
 
 export class BehaviourError extends Error {

@@ -23,6 +23,7 @@
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { retryAfterSeconds } from './behaviour.js';
 import type { Account } from './account.js';
 import type { CallControl } from './calls.js';
 import type { Inventory } from './inventory.js';
@@ -83,8 +84,6 @@ export interface CarrierApiDeps {
   record: (r: Omit<RequestRecord, 'seq'>) => RequestRecord;
 }
 
-/** What a rate-limited client is told to wait, in seconds. */
-const RETRY_AFTER_SECONDS = 1;
 /** Telnyx's upload limit for speech to text. */
 const TRANSCRIPTION_BODY_LIMIT = 100 * 1024 * 1024;
 /** The OpenAI-compatible routes answer errors OpenAI's way, the rest Telnyx's. */
@@ -111,7 +110,7 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
   /** The behaviour's 429 / 5xx for sends, drawn before anything is looked at. */
   const injectedFailure = (): Refusal | null => {
     const b = account.behaviour();
-    if (account.random() < b.rateLimitRate) return refuse.rateLimited(RETRY_AFTER_SECONDS);
+    if (account.random() < b.rateLimitRate) return refuse.rateLimited(retryAfterSeconds(b));
     if (account.random() < b.serverErrorRate) return refuse.serverError(account.random() < 0.5 ? 500 : 503);
     return null;
   };

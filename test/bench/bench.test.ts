@@ -21,7 +21,20 @@ beforeAll(async () => {
   out = await mkdtemp(path.join(tmpdir(), 'handset-bench-test-'));
   await promisify(execFile)(
     process.execPath,
-    [BENCH, '--quick', '--only', 'pipeline,delivery,bulk', '--deliveries', '200', '--bulk', '20', '--out', out],
+    [
+      BENCH,
+      '--quick',
+      '--only',
+      'pipeline,delivery,bulk',
+      '--deliveries',
+      '200',
+      '--bulk',
+      '20',
+      '--bulk-paced',
+      '0',
+      '--out',
+      out,
+    ],
     // A fresh database on the tests' server, dropped afterwards.
     {
       env: { PATH: process.env['PATH'], HOME: process.env['HOME'], DATABASE_URL: inject('adminUrl') },

@@ -28,8 +28,14 @@ let globex: ApiClient;
 beforeAll(async () => {
   db = await createTestDatabase();
   sim = await startSimulator({ webhookUrl: null, timeScale: 0.01, seed: 'batch' });
-  // No worker: what a batch leaves behind (messages, history, jobs) stays to be counted.
-  api = await startTestPlatform({ databaseUrl: db.url, roles: ['api'], env: sim.carrierEnv() });
+  // No worker: what a batch leaves behind (messages, history, jobs) stays to be counted. Dispatched
+  // by jobs, so each message's dispatch is a row to count; the batched dispatcher takes the same rows
+  // from the line (test/messages/batched-dispatch).
+  api = await startTestPlatform({
+    databaseUrl: db.url,
+    roles: ['api'],
+    env: { ...sim.carrierEnv(), HANDSET_DISPATCH: 'jobs' },
+  });
   acme = await createAccount(db.pool, api.apiUrl!, 'Acme');
   globex = await createAccount(db.pool, api.apiUrl!, 'Globex');
   for (const number of [OURS, OUR_SECOND]) expect((await acme.post('/v1/phone_numbers', { number })).status).toBe(201);
@@ -150,7 +156,7 @@ describe('a batch of valid messages', () => {
           mediaUrls: [],
           sendAt: null,
         }));
-        const made = await createMessages(tx, acme.accountId, items, new Date());
+        const made = await createMessages(tx, acme.accountId, items, new Date(), 'jobs');
         expect(made.filter((m) => 'id' in m)).toHaveLength(n);
         return asked;
       });

@@ -169,6 +169,7 @@ describe('releasing a number', () => {
           sendAt: null,
         },
         new Date(),
+        'batched',
       );
       release = withTx(db.pool, (other) => numberRelease(other, acme.accountId, n.id));
       // The release is waiting for this transaction's hold on the number.

@@ -323,6 +323,8 @@ export interface components {
       record: boolean;
       /** @description recorded inbound calls are transcribed when they end */
       transcribe: boolean;
+      /** @description at most this many messages a second are sent from it, across all workers; null: no limit */
+      mps: number | null;
       /** Format: date-time */
       created_at: string;
     };
@@ -362,6 +364,8 @@ export interface components {
        * @description up to 35 days ahead
        */
       send_at?: string;
+      /** @description seconds from send_at (or now) within which it must be sent; not sent by then, it fails as `expired` (one message.failed, nothing billed) */
+      validity_period?: number;
       /**
        * Format: phone
        * @description another number of the account, on another carrier: the message is sent from it, through its carrier, only when the first carrier certainly did not take it (422 invalid_fallback otherwise)
@@ -405,6 +409,7 @@ export interface components {
       failover: components["schemas"]["MessageFailover"] | null;
       tenant_id: string | null;
       send_at: string | null;
+      expires_at: string | null;
       /** Format: date-time */
       created_at: string;
       sent_at: string | null;
@@ -1191,6 +1196,8 @@ export interface operations {
           inbound_ring?: string[];
           /** @default 20 */
           ring_timeout_secs?: number;
+          /** @description at most this many messages a second from this number, across all workers (default: no limit) */
+          mps?: number;
           /** @description record inbound calls once bridged (default false) */
           record?: boolean;
           /** @description transcribe recorded inbound calls when they end; implies record */

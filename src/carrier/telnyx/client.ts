@@ -43,6 +43,8 @@ const NOT_ANSWERED_YET = '90034';
 const INVALID_CALL_CONTROL_ID = '90015';
 /** "Blocked due to STOP message": the recipient opted out of the sending number at Telnyx. */
 const OPTED_OUT = '40300';
+/** Messaging's own "too many requests": the sending rate of the number or profile was exceeded. */
+const MESSAGE_RATE_LIMITED = '40011';
 /** Recordings listed per page, and the pages read before a leg's recording counts as not listed. */
 const RECORDING_PAGE_SIZE = 250;
 const RECORDING_PAGES = 8;
@@ -107,7 +109,10 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
     return {
       status: res.status,
       json,
-      retryAfterMs: parseRetryAfter(res.headers.get('retry-after')),
+      // Retry-After when given; else, on a 429, when its rate limit's window resets (x-ratelimit-reset, seconds).
+      retryAfterMs:
+        parseRetryAfter(res.headers.get('retry-after')) ??
+        (res.status === 429 ? parseRetryAfter(res.headers.get('x-ratelimit-reset')) : null),
       date: Number.isNaN(date.getTime()) ? new Date() : date,
       detail: String(first?.detail ?? first?.title ?? `HTTP ${res.status}`),
       unreached: false,
@@ -251,6 +256,18 @@ export function telnyxClient(opts: TelnyxClientOptions): CarrierClient {
         },
         m.idempotencyKey,
       );
+      // "Slow down": not processed, so the same key and bytes may go again once the wait is over.
+      if (!r.ok && (r.status === 429 || (r.kind === 'rejected' && r.code === MESSAGE_RATE_LIMITED))) {
+        return {
+          ok: false,
+          kind: 'retry',
+          status: r.status,
+          retryAfterMs: r.kind === 'retry' ? r.retryAfterMs : null,
+          detail: r.detail,
+          notAccepted: true,
+          throttled: true,
+        };
+      }
       if (!r.ok) return r.kind === 'rejected' && r.code === OPTED_OUT ? { ...r, reason: 'recipient_opted_out' } : r;
       const parts =
         typeof r.data.parts === 'number' && Number.isInteger(r.data.parts) && r.data.parts > 0 ? r.data.parts : null;

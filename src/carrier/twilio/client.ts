@@ -126,6 +126,7 @@ export function twilioClient(opts: TwilioClientOptions): CarrierClient {
           detail: r.detail,
           // "Never processed and always safe to retry" (20429); anything else may have been.
           notAccepted: r.unreached || r.status === 429,
+          throttled: r.status === 429,
         };
       }
       const code = String(r.json['code'] ?? r.status);

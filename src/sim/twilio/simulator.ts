@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { MARKER } from '../../carrier/twilio/events.js';
-import { checkBehaviour, parseBehaviour, WELL_BEHAVED, type Behaviour } from '../behaviour.js';
+import { checkBehaviour, parseBehaviour, retryAfterSeconds, WELL_BEHAVED, type Behaviour } from '../behaviour.js';
 import { registerCommonControls } from '../control.js';
 import { FrontDoor, type DoorMode } from '../door.js';
 import { isE164, SimInputError } from '../fields.js';
@@ -291,7 +291,12 @@ export async function startTwilioSimulator(opts: TwilioSimulatorOptions = {}): P
           });
         if (behaviour.rateLimitRate > 0 && stream() < behaviour.rateLimitRate) {
           record(429, null);
-          return error(reply.header('retry-after', '1'), 429, 20429, 'Too Many Requests');
+          return error(
+            reply.header('retry-after', String(retryAfterSeconds(behaviour))),
+            429,
+            20429,
+            'Too Many Requests',
+          );
         }
         if (behaviour.serverErrorRate > 0 && stream() < behaviour.serverErrorRate) {
           record(500, null);

@@ -28,6 +28,10 @@ export interface BulkResult {
   completedPerSecond: number;
   /** API answers per second while creating (the campaign's submit rate). */
   createdPerSecond: number;
+  /** Messages the carriers took per second, from the first send to the last (the sent_at stamps). */
+  sentPerSecond: number;
+  /** The most sends in any one whole second of the run (what a per-number rate must bound). */
+  busiestSecond: number;
   steps: {
     /** POST /v1/messages, client side. */
     create: LatencySummary;
@@ -60,7 +64,8 @@ export interface BulkOptions {
   pool: pg.Pool;
   apiUrl: string;
   apiKey: string;
-  from: string;
+  /** The campaign's numbers, taken in turn. */
+  from: readonly string[];
   receiver: Receiver;
   messages: number;
   concurrency: number;
@@ -124,12 +129,9 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
     while (next < opts.messages) {
       const i = next++;
       const at = performance.now();
-      const { data } = await hs.POST('/v1/messages', {
-        params: { header: { 'idempotency-key': randomUUID() } },
-        body: { from: opts.from, to: DELIVERS, body: `Campaign message ${i}: your order has shipped.` },
-      });
+      const id = await createOne(hs, opts.from[i % opts.from.length]!, i);
       create.record(performance.now() - at);
-      if (data) startedAt.set(data.id, at);
+      if (id) startedAt.set(id, at);
       else refused++;
     }
   };
@@ -195,11 +197,21 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
   const ms = (d: Date | null) => (d ? d.getTime() : null);
   const epoch = (perfAt: number) => performance.timeOrigin + perfAt;
   const after = await opts.carrierCounts();
+  const { rows: pace } = await opts.pool.query<{ n: number; span: number | null; busiest: number | null }>(
+    `SELECT count(*)::int AS n, extract(epoch FROM max(sent_at) - min(sent_at))::float8 AS span,
+            (SELECT max(c)::int FROM (SELECT count(*) AS c FROM messages WHERE id = ANY($1)
+                                       GROUP BY date_trunc('second', sent_at)) s) AS busiest
+       FROM messages WHERE id = ANY($1) AND sent_at IS NOT NULL`,
+    [[...startedAt.keys()]],
+  );
+  const p0 = pace[0]!;
   return {
     messages: startedAt.size,
     seconds: (end - t0) / 1000,
     completedPerSecond: startedAt.size / ((end - t0) / 1000),
     createdPerSecond,
+    sentPerSecond: p0.span ? (p0.n - 1) / p0.span : 0,
+    busiestSecond: p0.busiest ?? 0,
     steps: {
       create: create.summary(),
       queuedToDispatched: between((r) => diff(ms(r.created_at), ms(r.dispatched_at))),
@@ -220,6 +232,19 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
     refusedCreates: refused,
     campaign: [...startedAt.keys()],
   };
+}
+
+/**
+ * The campaign's creation step, one message: POST /v1/messages with its own
+ * Idempotency-Key. The one place a batch create would take over. The id, or null
+ * when the API refused it.
+ */
+async function createOne(hs: ReturnType<typeof createClient>, from: string, i: number): Promise<string | null> {
+  const { data } = await hs.POST('/v1/messages', {
+    params: { header: { 'idempotency-key': randomUUID() } },
+    body: { from, to: DELIVERS, body: `Campaign message ${i}: your order has shipped.` },
+  });
+  return data?.id ?? null;
 }
 
 /**

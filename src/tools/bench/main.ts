@@ -49,6 +49,7 @@ import {
   evaluateTargets,
   renderTable,
   type BenchReport,
+  type BulkReport,
   type GrowthPoint,
   type IngestPoint,
   type Measured,
@@ -316,13 +317,27 @@ async function ingestPhase(b: Bench): Promise<void> {
   }
 }
 
+let bulkRuns = 0;
+/** The paced campaign: this rate on each of this many numbers. */
+const PACED_MPS = 50;
+const PACED_NUMBERS = 4;
+
+/** One run of the bulk phase: how messages are dispatched, how many, from how many numbers at what rate. */
+interface BulkRun {
+  label: string;
+  dispatch: 'batched' | 'jobs';
+  messages: number;
+  numbers: number;
+  mps?: number;
+}
+
 /**
  * The bulk send (bulk.ts), against the simulator as the carrier: it answers sends,
  * says `sent` and `delivered` for each, and duplicates half of those webhooks. It
  * runs as `handset sim` in a process of its own, so that its answers do not wait
  * on the load generator's event loop and its CPU is its own.
  */
-async function bulkPhase(b: Bench): Promise<void> {
+async function bulkPhase(b: Bench, run: BulkRun): Promise<BulkReport> {
   const roles: RoleProcess[] = [];
   const sim = await b.startSimulator([
     '--webhook-url',
@@ -344,18 +359,27 @@ async function bulkPhase(b: Bench): Promise<void> {
   };
   try {
     // One customer's campaign: its key and address must not be what limits it.
-    const env = { ...sim.carrierEnv, HANDSET_API_RATE_LIMIT: '1000000', HANDSET_ADDRESS_RATE_LIMIT: '1000000' };
+    const env = {
+      ...sim.carrierEnv,
+      HANDSET_API_RATE_LIMIT: '1000000',
+      HANDSET_ADDRESS_RATE_LIMIT: '1000000',
+      HANDSET_DISPATCH: run.dispatch,
+    };
     for (const role of ['ingest', 'api', 'worker'] as const) roles.push(await b.start(role, env));
     const [ingest, api, worker] = roles as [RoleProcess, RoleProcess, RoleProcess];
     await control('PUT', '/webhook_url', { url: `${ingest.url}/webhooks/telnyx` });
     const { receiver, apiKey } = await b.freshCustomer('bulk');
-    const from = '+13125550142';
-    const added = await createClient({ apiKey, baseUrl: api.url! }).POST('/v1/phone_numbers', {
-      body: { number: from },
-    });
-    if (!added.data) throw new Error(`bulk: could not add ${from}: ${JSON.stringify(added.error)}`);
+    // Numbers of this run alone: an earlier run's customer still holds its own.
+    const base = 1000 + bulkRuns++ * 100;
+    const from = Array.from({ length: run.numbers }, (_, i) => `+1312555${String(base + i).padStart(4, '0')}`);
+    for (const number of from) {
+      const added = await createClient({ apiKey, baseUrl: api.url! }).POST('/v1/phone_numbers', {
+        body: { number, ...(run.mps ? { mps: run.mps } : {}) },
+      });
+      if (!added.data) throw new Error(`bulk: could not add ${number}: ${JSON.stringify(added.error)}`);
+    }
     const other = await b.freshCustomer('bulk-bystander');
-    const bystander = { apiKey: other.apiKey, from: '+13125550143' };
+    const bystander = { apiKey: other.apiKey, from: `+1312555${String(base + 99).padStart(4, '0')}` };
     const theirs = await createClient({ apiKey: bystander.apiKey, baseUrl: api.url! }).POST('/v1/phone_numbers', {
       body: { number: bystander.from },
     });
@@ -368,23 +392,25 @@ async function bulkPhase(b: Bench): Promise<void> {
       apiKey,
       from,
       receiver,
-      messages: b.opts.bulkMessages,
+      messages: run.messages,
       concurrency: 32,
       stallMs: 120_000,
       bystander,
       carrierCounts: async () => ((await control('GET', '/state')) as { counts: CarrierCounts }).counts,
     });
-    b.report.bulk = { ...r, cpu: watch.stop(), carrierCores: carrierWatch.stop().roles['sim'] ?? null };
+    const result = { ...r, cpu: watch.stop(), carrierCores: carrierWatch.stop().roles['sim'] ?? null };
+    const tag = `bulk (${run.label})`;
     if (r.extraEvents !== 0)
-      b.report.notes.push(`bulk: ${r.extraEvents} customer events beyond one sent and one delivered per message`);
-    if (r.refusedCreates) b.report.notes.push(`bulk: ${r.refusedCreates} creates refused`);
+      b.report.notes.push(`${tag}: ${r.extraEvents} customer events beyond one sent and one delivered per message`);
+    if (r.refusedCreates) b.report.notes.push(`${tag}: ${r.refusedCreates} creates refused`);
     b.report.notes.push(
-      `bulk: PostgreSQL's busy backends (samples): ${r.waits.map(([w, n]) => `${w} ${n}`).join(', ')}`,
+      `${tag}: PostgreSQL's busy backends (samples): ${r.waits.map(([w, n]) => `${w} ${n}`).join(', ')}`,
     );
     log(
-      `  ${r.messages} messages in ${r.seconds.toFixed(1)} s: ${Math.round(r.completedPerSecond)} completed/s ` +
+      `  ${run.label}: ${r.messages} messages in ${r.seconds.toFixed(1)} s: ${Math.round(r.completedPerSecond)} completed/s ` +
         `(created ${Math.round(r.createdPerSecond)}/s), end to end p50 ${r.steps.endToEnd.p50.toFixed(0)} ms p99 ${r.steps.endToEnd.p99.toFixed(0)} ms`,
     );
+    return result;
   } finally {
     await b.stop(...roles, sim);
   }
@@ -682,7 +708,31 @@ async function main(): Promise<void> {
       log(
         `bulk send: ${opts.bulkMessages.toLocaleString('en-US')} messages, API → carrier → receipts (50% duplicates) → customer`,
       );
-      await bulkPhase(bench);
+      // The old path first, as the baseline of the same run; then the batched dispatcher.
+      const baseline = await bulkPhase(bench, {
+        label: 'one job per message',
+        dispatch: 'jobs',
+        messages: opts.bulkBaselineMessages,
+        numbers: 1,
+      });
+      const batched = await bulkPhase(bench, {
+        label: 'batched',
+        dispatch: 'batched',
+        messages: opts.bulkMessages,
+        numbers: 1,
+      });
+      // A per-number rate: mps 50 on each of 4 numbers, so 200 a second at most.
+      const paced =
+        opts.bulkPacedMessages > 0
+          ? await bulkPhase(bench, {
+              label: `mps ${PACED_MPS} × ${PACED_NUMBERS} numbers`,
+              dispatch: 'batched',
+              messages: opts.bulkPacedMessages,
+              numbers: PACED_NUMBERS,
+              mps: PACED_MPS,
+            })
+          : undefined;
+      bench.report.bulk = { ...batched, baseline, ...(paced ? { paced } : {}) };
     }
     if (has('growth')) {
       log(

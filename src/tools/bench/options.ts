@@ -22,8 +22,12 @@ export interface BenchOptions {
   pipelineConcurrency: number;
   /** Outbound events in the delivery run. */
   deliveries: number;
-  /** Messages the bulk-send phase creates through the API. */
+  /** Messages the bulk-send phase creates through the API, through the batched dispatcher. */
   bulkMessages: number;
+  /** Messages of the same run's baseline: one job per message, the old path. */
+  bulkBaselineMessages: number;
+  /** Messages of the paced campaign (mps 50 on each of 4 numbers); 0: not run. */
+  bulkPacedMessages: number;
   /** Stored carrier events for the two cost-growth points. */
   growthSmall: number;
   growthLarge: number;
@@ -45,7 +49,9 @@ const USAGE = `usage: npm run bench -- [options]
   --large N         stored carrier events for the large growth point (BENCH_LARGE, default 1000000)
   --messages N      at most this many messages in the sustained pipeline run (BENCH_MESSAGES, default 20000)
   --deliveries N    events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (BENCH_DELIVERIES, default 2000)
-  --bulk N          messages the bulk-send phase creates through the API (BENCH_BULK, default 2000; the campaign figure: --bulk 10000)
+  --bulk N          messages the bulk-send phase creates through the API, batched dispatch (BENCH_BULK, default 10000)
+  --bulk-baseline N messages of its baseline in the same run, one job per message (BENCH_BULK_BASELINE, default --bulk)
+  --bulk-paced N    messages of the paced campaign, mps 50 on each of 4 numbers (BENCH_BULK_PACED, default --bulk; 0: skip)
   --profile         run the Handset processes under node --cpu-prof; profiles go to <out>/profiles
   --out DIR         where the JSON goes (default bench/results)
 
@@ -64,6 +70,8 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       messages: { type: 'string' },
       deliveries: { type: 'string' },
       bulk: { type: 'string' },
+      'bulk-baseline': { type: 'string' },
+      'bulk-paced': { type: 'string' },
       profile: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean' },
@@ -88,6 +96,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     if (!(PHASES as readonly string[]).includes(p))
       throw new Error(`--only: unknown phase "${p}" (phases: ${PHASES.join(', ')})`);
   }
+  const bulkMessages = Math.round(num(values.bulk, 'BENCH_BULK', quick ? 500 : 10_000, 10));
   return {
     duration: num(values.duration, 'BENCH_DURATION', quick ? 2 : 10, 0.5),
     warmup: num(values.warmup, 'BENCH_WARMUP', quick ? 0.5 : 2, 0),
@@ -97,7 +106,9 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     pipelineWindow: 64,
     pipelineConcurrency: 16,
     deliveries: Math.round(num(values.deliveries, 'BENCH_DELIVERIES', quick ? 300 : 2000, 10)),
-    bulkMessages: Math.round(num(values.bulk, 'BENCH_BULK', quick ? 500 : 2_000, 10)),
+    bulkMessages,
+    bulkBaselineMessages: Math.round(num(values['bulk-baseline'], 'BENCH_BULK_BASELINE', bulkMessages, 10)),
+    bulkPacedMessages: Math.round(num(values['bulk-paced'], 'BENCH_BULK_PACED', bulkMessages, 0)),
     growthSmall: 10_000,
     growthLarge: Math.round(num(values.large, 'BENCH_LARGE', quick ? 100_000 : 1_000_000, 20_000)),
     processes: [1, 2, 4],
