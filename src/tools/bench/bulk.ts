@@ -68,6 +68,9 @@ export interface BulkOptions {
   from: readonly string[];
   receiver: Receiver;
   messages: number;
+  /** Messages per create request: 1 is one `POST /v1/messages` each, more `POST /v1/messages/batch`. */
+  perRequest: number;
+  /** Create requests in flight at once. */
   concurrency: number;
   /** Gives up when no customer webhook has arrived for this long. */
   stallMs: number;
@@ -127,12 +130,16 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
   let next = 0;
   const lane = async () => {
     while (next < opts.messages) {
-      const i = next++;
+      const first = next;
+      next = Math.min(opts.messages, first + opts.perRequest);
+      const indexes = Array.from({ length: next - first }, (_, k) => first + k);
       const at = performance.now();
-      const id = await createOne(hs, opts.from[i % opts.from.length]!, i);
+      const ids = await createMessages(hs, indexes, opts.from);
       create.record(performance.now() - at);
-      if (id) startedAt.set(id, at);
-      else refused++;
+      for (const id of ids) {
+        if (id) startedAt.set(id, at);
+        else refused++;
+      }
     }
   };
   await Promise.all(Array.from({ length: opts.concurrency }, lane));
@@ -235,16 +242,27 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
 }
 
 /**
- * The campaign's creation step, one message: POST /v1/messages with its own
- * Idempotency-Key. The one place a batch create would take over. The id, or null
- * when the API refused it.
+ * The campaign's creation step for messages `indexes` (each from its number in
+ * turn): one POST /v1/messages for one, else one POST /v1/messages/batch, under
+ * its own Idempotency-Key. Each message's id, or null where the API refused it.
  */
-async function createOne(hs: ReturnType<typeof createClient>, from: string, i: number): Promise<string | null> {
-  const { data } = await hs.POST('/v1/messages', {
-    params: { header: { 'idempotency-key': randomUUID() } },
-    body: { from, to: DELIVERS, body: `Campaign message ${i}: your order has shipped.` },
+async function createMessages(
+  hs: ReturnType<typeof createClient>,
+  indexes: number[],
+  from: readonly string[],
+): Promise<(string | null)[]> {
+  const message = (i: number) => ({
+    from: from[i % from.length]!,
+    to: DELIVERS,
+    body: `Campaign message ${i}: your order has shipped.`,
   });
-  return data?.id ?? null;
+  const params = { header: { 'idempotency-key': randomUUID() } };
+  if (indexes.length === 1) {
+    const { data } = await hs.POST('/v1/messages', { params, body: message(indexes[0]!) });
+    return [data?.id ?? null];
+  }
+  const { data } = await hs.POST('/v1/messages/batch', { params, body: { messages: indexes.map(message) } });
+  return indexes.map((_, k) => data?.data[k]?.message?.id ?? null);
 }
 
 /**
