@@ -469,19 +469,29 @@ export const CHECKS: readonly CheckDef[] = [
     values: (o) => waitValues(o.message, o),
   },
   {
-    // A queued or scheduled message moves on only through its dispatch job, keyed
-    // by jobKeys.dispatch (a re-enqueue while it runs re-keys a fresh job). With
-    // no job that can still run (none, or one out of attempts and not running)
-    // nothing will ever send, fail or ask about it.
+    // A queued or scheduled message moves on through its dispatch job, keyed by
+    // jobKeys.dispatch (a re-enqueue while it runs re-keys a fresh job), or,
+    // dispatched in batches, through the dispatch line: a queued message there is
+    // the dispatchers' until its lease, if it has one, runs out (then the sweep
+    // gives it a job), and a scheduled one joins the line at its send_at. With no
+    // job that can still run (none, or one out of attempts and not running), a lease
+    // run out or a send_at passed by more than the grace, nothing will ever send,
+    // fail or ask about it. (A queued message with neither job nor lease is the
+    // line's; were no batched dispatcher running, it would wait for one.)
     key: 'messages.waiting_has_job',
     invariant: 7,
-    name: 'a queued or scheduled message has its dispatch job',
+    name: 'a queued or scheduled message has its dispatch job, or its place in the dispatch line',
     unit: () => 'queued or scheduled messages',
     subjects: `
-      SELECT m.id, j.id IS NOT NULL AS ok
+      SELECT m.id,
+             j.id IS NOT NULL
+             OR (m.status = 'queued'
+                 AND (m.dispatch_lease_until IS NULL
+                      OR m.dispatch_lease_until > now() - make_interval(secs => $3::float8)))
+             OR (m.status = 'scheduled' AND m.send_at > now() - make_interval(secs => $3::float8)) AS ok
         FROM messages m ${liveJobOf('m.id')}
        WHERE m.status IN ('queued', 'scheduled')`,
-    values: () => [DISPATCH_KEY_PREFIX],
+    values: (o) => [DISPATCH_KEY_PREFIX, o.graceSeconds],
   },
   {
     // A completed call lasted from its answer to its end, both the carrier's

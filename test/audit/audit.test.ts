@@ -550,19 +550,41 @@ const plants: Plant[] = [
     },
   },
   {
-    what: 'a scheduled message whose dispatch job is gone (it would never be sent)',
+    what: 'a scheduled message past its send_at whose dispatch job is gone (it would never be sent)',
     check: 'messages.waiting_has_job',
     async plant(db) {
       await removeJob(db, jobKeys.dispatch(traffic.scheduled));
+      await db.query(`UPDATE messages SET send_at = now() - interval '1 hour' WHERE id = $1`, [traffic.scheduled]);
       return [traffic.scheduled];
     },
   },
   {
-    what: 'a waiting message whose dispatch job has used up its attempts',
+    what: 'a waiting message past its send_at whose dispatch job has used up its attempts',
     check: 'messages.waiting_has_job',
     async plant(db) {
+      // Its job (a batched dispatcher hands a message to one to retry it), out of attempts.
+      await db.query(
+        `SELECT graphile_worker.add_job('message.dispatch', json_build_object('messageId', $1::text),
+                                        job_key := $2, run_at := now() + interval '1 day')`,
+        [traffic.scheduled, jobKeys.dispatch(traffic.scheduled)],
+      );
       await exhaustJob(db, jobKeys.dispatch(traffic.scheduled));
+      await db.query(`UPDATE messages SET send_at = now() - interval '1 hour' WHERE id = $1`, [traffic.scheduled]);
       return [traffic.scheduled];
+    },
+  },
+  {
+    what: 'a queued message whose batched dispatcher died: its lease ran out and no job took it over',
+    check: 'messages.waiting_has_job',
+    async plant(db) {
+      const m = await one<{ id: string }>(
+        db,
+        `UPDATE messages SET status = 'queued', dispatch_lease_until = now() - interval '1 hour'
+          WHERE id = $1 RETURNING id`,
+        [traffic.scheduled],
+      );
+      await removeJob(db, jobKeys.dispatch(m.id));
+      return [m.id];
     },
   },
   {
