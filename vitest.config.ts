@@ -25,6 +25,7 @@ const ALONE = [
   'test/messages/pace.test.ts',
   'test/messages/validity.test.ts',
   'test/carrier/throttle.test.ts',
+  'test/calls/recordings.test.ts',
   'test/carrier/failover.test.ts',
   'test/reliability/*.test.ts',
 ];
