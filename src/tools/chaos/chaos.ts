@@ -185,6 +185,29 @@ const SMS_PLAN = [
   { to: '+15555550105', status: 'sent', events: ['message.sent'] },
 ];
 /**
+ * The roles' settings in a chaos run, beside the carriers' own: loopback ports
+ * chosen by the system, and every bound (carrier timeouts, a dead worker, the
+ * delivery retries, reconciliation) short, so a storm settles in seconds.
+ */
+export function chaosRoleSettings(): Record<string, string> {
+  return {
+    HANDSET_HOST: '127.0.0.1',
+    HANDSET_API_PORT: '0',
+    HANDSET_INGEST_PORT: '0',
+    HANDSET_CARRIER_RETRY_AFTER: '1s',
+    HANDSET_CARRIER_TIMEOUT: '3s',
+    HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+    HANDSET_SECRET_KEY: newSecretKey(),
+    HANDSET_WORKER_STALE_AFTER: '3s',
+    HANDSET_DELIVERY_RETRY_SCHEDULE: '500ms,1s,2s,5s',
+    HANDSET_RECONCILE_INTERVAL: '1s',
+    HANDSET_RECONCILE_AFTER: '2s',
+    HANDSET_RECONCILE_MESSAGE_AFTER: '3s',
+    LOG_LEVEL: 'warn',
+  };
+}
+
+/**
  * Answers after 1 s and talks 1,200 simulated seconds (a minute at the default time
  * scale): long enough for its recording to start under the storm. At 400 (20 s) a
  * record_start reached the carrier 21 s after the answer, once the answer had been
@@ -269,23 +292,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       log: opts.log,
     });
     cleanups.push(() => twilio.close());
-    const env: Record<string, string> = {
-      HANDSET_HOST: '127.0.0.1',
-      HANDSET_API_PORT: '0',
-      HANDSET_INGEST_PORT: '0',
-      ...sim.carrierEnv(),
-      ...twilio.carrierEnv(),
-      HANDSET_CARRIER_RETRY_AFTER: '1s',
-      HANDSET_CARRIER_TIMEOUT: '3s',
-      HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
-      HANDSET_SECRET_KEY: newSecretKey(),
-      HANDSET_WORKER_STALE_AFTER: '3s',
-      HANDSET_DELIVERY_RETRY_SCHEDULE: '500ms,1s,2s,5s',
-      HANDSET_RECONCILE_INTERVAL: '1s',
-      HANDSET_RECONCILE_AFTER: '2s',
-      HANDSET_RECONCILE_MESSAGE_AFTER: '3s',
-      LOG_LEVEL: 'warn',
-    };
+    const env: Record<string, string> = { ...sim.carrierEnv(), ...twilio.carrierEnv(), ...chaosRoleSettings() };
     const config = loadConfig(env, 'serve');
     const front = await startPlatform({
       config,

@@ -28,12 +28,11 @@ import { type EmbeddedPostgres, startEmbeddedPostgres, startEmbeddedStandby } fr
 import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
 import { withTx } from '../../db/tx.js';
-import { newSecretKey } from '../../delivery/keyring.js';
 import { recoveryTimings } from '../../jobs/runner.js';
 import { startPlatform } from '../../platform.js';
 import { startSimulator } from '../../sim/simulator.js';
 import type { Logger } from '../../telemetry/log.js';
-import { HANDSET_BIN, quiescence, startCountingReceiver } from './chaos.js';
+import { chaosRoleSettings, HANDSET_BIN, quiescence, startCountingReceiver } from './chaos.js';
 import { startTcpProxy } from './tcp-proxy.js';
 
 export type ReplicationMode = 'sync' | 'async';
@@ -159,22 +158,7 @@ export async function runFailover(opts: FailoverOptions): Promise<FailoverResult
 
     const sim = await startSimulator({ webhookUrl: null, timeScale: 0.05, seed: opts.seed, log: opts.log });
     cleanups.push(() => sim.close());
-    const env: Record<string, string> = {
-      HANDSET_HOST: '127.0.0.1',
-      HANDSET_API_PORT: '0',
-      HANDSET_INGEST_PORT: '0',
-      ...sim.carrierEnv(),
-      HANDSET_CARRIER_RETRY_AFTER: '1s',
-      HANDSET_CARRIER_TIMEOUT: '3s',
-      HANDSET_ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
-      HANDSET_SECRET_KEY: newSecretKey(),
-      HANDSET_WORKER_STALE_AFTER: '3s',
-      HANDSET_DELIVERY_RETRY_SCHEDULE: '500ms,1s,2s,5s',
-      HANDSET_RECONCILE_INTERVAL: '1s',
-      HANDSET_RECONCILE_AFTER: '2s',
-      HANDSET_RECONCILE_MESSAGE_AFTER: '3s',
-      LOG_LEVEL: 'warn',
-    };
+    const env: Record<string, string> = { ...sim.carrierEnv(), ...chaosRoleSettings() };
     const config = loadConfig(env, 'serve');
     const front = await startPlatform({ config, databaseUrl: handsetDbUrl, roles: ['ingest', 'api'], log: opts.log });
     cleanups.push(() => front.stop());
