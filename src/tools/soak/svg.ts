@@ -35,6 +35,8 @@ export function renderSvg(samples: readonly Sample[], roles: readonly string[], 
   const body = panels.map((p, i) => panel(p.title, p.series, (i % cols) * W, 30 + Math.floor(i / cols) * H));
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="10">`,
+    // Read aloud in place of the picture.
+    `<title>${xmlText(title)}</title>`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="${PAD.left}" y="18" font-size="13">${xmlText(title)}</text>`,
     ...body,
