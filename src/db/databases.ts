@@ -11,11 +11,19 @@ export function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-async function onServer(serverUrl: string, sql: string): Promise<void> {
+/** The same server's URL on another port (a proxy in front of it, a standby beside it). */
+export function withPort(url: string, port: number): string {
+  const u = new URL(url);
+  u.port = String(port);
+  return u.toString();
+}
+
+/** One statement on its own connection to `serverUrl`, opened and closed around it; its rows. */
+export async function onServer(serverUrl: string, sql: string): Promise<Record<string, unknown>[]> {
   const client = new pg.Client({ connectionString: serverUrl });
   await client.connect();
   try {
-    await client.query(sql);
+    return (await client.query(sql)).rows;
   } finally {
     await client.end();
   }

@@ -17,7 +17,7 @@ import { accountCreate, apiKeyCreate } from '../../src/accounts/accounts.js';
 import { runAudit } from '../../src/audit/audit.js';
 import { carrierEventStore } from '../../src/carrier/events.sql.js';
 import { telnyxEnvelope } from '../../src/carrier/telnyx/events.js';
-import { createDatabase } from '../../src/db/databases.js';
+import { createDatabase, onServer, withPort } from '../../src/db/databases.js';
 import {
   type EmbeddedPostgres,
   type EmbeddedStandby,
@@ -47,22 +47,6 @@ let platform: Platform;
 let apiKey: string;
 let rejections = 0;
 const countRejection = () => rejections++;
-
-const withPort = (url: string, port: number) => {
-  const u = new URL(url);
-  u.port = String(port);
-  return u.toString();
-};
-
-async function onServer(url: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 beforeAll(async () => {
   process.on('unhandledRejection', countRejection);

@@ -19,11 +19,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { accountCreate, apiKeyCreate } from '../../accounts/accounts.js';
 import { type AuditReport, runAudit } from '../../audit/audit.js';
 import { loadConfig } from '../../config.js';
-import { createDatabase } from '../../db/databases.js';
+import { createDatabase, onServer, withPort } from '../../db/databases.js';
 import { type EmbeddedPostgres, startEmbeddedPostgres, startEmbeddedStandby } from '../../db/embedded.js';
 import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
@@ -430,16 +430,6 @@ async function replicating(primary: EmbeddedPostgres, sync: boolean): Promise<vo
   throw new Error('the standby did not start streaming within a minute');
 }
 
-async function onServer(url: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
-
 /**
  * SIGKILL to the postmaster and every process it started, at once: the host died,
  * nothing shuts down. The children are listed first (once their parent is dead they
@@ -466,12 +456,6 @@ function killHost(postmaster: number): void {
       // gone already
     }
   }
-}
-
-function withPort(url: string, port: number): string {
-  const u = new URL(url);
-  u.port = String(port);
-  return u.toString();
 }
 
 export function failoverTable(results: readonly FailoverResult[]): string {
