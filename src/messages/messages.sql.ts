@@ -399,6 +399,7 @@ export async function messagesLeaseExpired(tx: Tx, now: Date, limit: number): Pr
     text: `UPDATE messages SET dispatch_lease_until = NULL
             WHERE id IN (SELECT id FROM messages WHERE dispatch_lease_until < $1
                           ORDER BY dispatch_lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)
+              AND dispatch_lease_until < $1
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [now, limit],
   });
@@ -430,7 +431,7 @@ export async function messagesExpireInLine(tx: Tx, code: string, now: Date, limi
             WHERE id IN (SELECT id FROM messages
                           WHERE expires_at <= $2 AND dispatch_rank IS NOT NULL AND dispatched_at IS NULL
                           ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-              AND status = 'queued'
+              AND status = 'queued' AND expires_at <= $2 AND dispatch_rank IS NOT NULL AND dispatched_at IS NULL
             RETURNING ${MESSAGE_COLUMNS}`,
     values: [code, now, limit],
   });
@@ -466,7 +467,7 @@ export async function messagesClaimScheduled(tx: Tx, now: Date, limit: number): 
                FROM due)
            UPDATE messages m SET status = 'queued', sequence = m.sequence + 1, dispatch_rank = p.rank
              FROM placed p
-            WHERE m.id = p.id
+            WHERE m.id = p.id AND m.status = 'scheduled' AND m.send_at <= $1
             RETURNING ${M_COLUMNS}`,
     values: [now, limit],
   });
