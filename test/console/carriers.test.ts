@@ -9,7 +9,14 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createAccount, type ApiClient } from '../support/api.js';
 import { startTwoCarriers, type TwoCarriers } from '../support/carriers.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../support/db.js';
-import { browserRequired, findChromium, launchBrowser, type TestBrowser } from './support/browser.js';
+import {
+  browserRequired,
+  expectCleanPages,
+  findChromium,
+  launchBrowser,
+  signIn,
+  type TestBrowser,
+} from './support/browser.js';
 
 const ON_TELNYX = '+13125550501';
 const ON_TWILIO = '+13125550502';
@@ -43,19 +50,15 @@ describe.skipIf(!chromiumPath && !browserRequired)('the console with two carrier
     await c?.close();
     await db?.drop();
   });
-  beforeEach(() => {
-    const errorsBefore = browser.pageErrors.length;
-    return () => {
-      expect(browser.pageErrors.slice(errorsBefore)).toEqual([]);
-      expect(browser.requests.filter((u) => new URL(u).origin !== new URL(base).origin)).toEqual([]);
-    };
-  });
+  beforeEach(
+    expectCleanPages(
+      () => browser,
+      () => base,
+    ),
+  );
 
   it('shows each carrier up, and each number with its carrier in the compose form', async () => {
-    await page.goto(`${base}/console/sign-in`);
-    await page.getByLabel('API key').fill(acme.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Messages', level: 1 }).waitFor();
+    await signIn(page, `${base}/console/sign-in`, acme.key);
     await page.locator('[data-carrier="telnyx"][data-status="up"]').waitFor();
     expect(await page.locator('.carrier-health [data-carrier="telnyx"]').innerText()).toMatch(
       /telnyx\s+up\s+messages and calls/,

@@ -21,6 +21,7 @@ import {
   findChromium,
   HOW_TO_INSTALL,
   launchBrowser,
+  signIn as signInAt,
   type TestBrowser,
   watchTest,
 } from './support/browser.js';
@@ -96,12 +97,7 @@ describe.skipIf(!chromiumPath && !browserRequired)('the web console in a real br
     };
   });
 
-  async function signIn(key: string) {
-    await page.goto(consoleUrl('/sign-in'));
-    await page.getByLabel('API key').fill(key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Messages', level: 1 }).waitFor();
-  }
+  const signIn = (key: string) => signInAt(page, consoleUrl('/sign-in'), key);
 
   async function docsShot(name: string, selector: string) {
     if (!DOCS) return;

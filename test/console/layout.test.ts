@@ -22,6 +22,7 @@ import {
   findChromium,
   HOW_TO_INSTALL,
   launchBrowser,
+  signIn,
   type TestBrowser,
   watchTest,
 } from './support/browser.js';
@@ -70,10 +71,7 @@ describe.skipIf(!chromiumPath && !browserRequired)('the console laid out at a la
     page.on('requestfinished', () => inFlight--);
     page.on('requestfailed', () => inFlight--);
     await page.clock.setFixedTime(NOW);
-    await page.goto(consoleUrl('/sign-in'));
-    await page.getByLabel('API key').fill(seeded.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Messages', level: 1 }).waitFor();
+    await signIn(page, consoleUrl('/sign-in'), seeded.key);
   });
 
   afterAll(async () => {

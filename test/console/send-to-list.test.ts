@@ -10,7 +10,14 @@ import { startSimulator, type Simulator } from '../../src/sim/simulator.js';
 import { createAccount, type ApiClient } from '../support/api.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
 import { startTestPlatform } from '../support/platform.js';
-import { browserRequired, findChromium, launchBrowser, type TestBrowser } from './support/browser.js';
+import {
+  browserRequired,
+  expectCleanPages,
+  findChromium,
+  launchBrowser,
+  signIn,
+  type TestBrowser,
+} from './support/browser.js';
 
 const ACME_NUMBER = '+13125550701';
 
@@ -41,19 +48,15 @@ describe.skipIf(!findChromium() && !browserRequired)('sending to a CSV list from
     await sim?.close();
     await db?.drop();
   });
-  beforeEach(() => {
-    const errorsBefore = browser.pageErrors.length;
-    return () => {
-      expect(browser.pageErrors.slice(errorsBefore)).toEqual([]);
-      expect(browser.requests.filter((u) => new URL(u).origin !== new URL(base).origin)).toEqual([]);
-    };
-  });
+  beforeEach(
+    expectCleanPages(
+      () => browser,
+      () => base,
+    ),
+  );
 
   it('uploads a CSV, sends to every valid row in one batch, names each refused row, and lists the messages', async () => {
-    await page.goto(`${base}/console/sign-in`);
-    await page.getByLabel('API key').fill(acme.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Messages', level: 1 }).waitFor();
+    await signIn(page, `${base}/console/sign-in`, acme.key);
     await page.getByText('Send a message').click();
     await page.locator('#msg-from option', { hasText: ACME_NUMBER }).waitFor({ state: 'attached' });
 

@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import type { TestContext } from 'vitest';
+import { expect, type TestContext } from 'vitest';
 
 /** Flags for a quiet, offline, sandbox-free headless run (CI runs as root, where the sandbox cannot start). */
 export const CHROMIUM_FLAGS = [
@@ -108,4 +108,26 @@ export function watchTest(browser: TestBrowser, { task, onTestFailed }: TestCont
     console.log(`screenshots of "${task.name}": ${saved.join(', ')}`);
   });
   return () => browser.pageErrors.slice(errorsBefore);
+}
+
+/** Signs in at the console's own page with `key` and waits for the Messages page it opens on. */
+export async function signIn(page: Page, consoleSignInUrl: string, key: string): Promise<void> {
+  await page.goto(consoleSignInUrl);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Messages', level: 1 }).waitFor();
+}
+
+/**
+ * For a beforeEach: after each test, no page threw and nothing was requested from
+ * another origin than `base()` (the console is same-origin only).
+ */
+export function expectCleanPages(browser: () => TestBrowser, base: () => string) {
+  return () => {
+    const errorsBefore = browser().pageErrors.length;
+    return () => {
+      expect(browser().pageErrors.slice(errorsBefore)).toEqual([]);
+      expect(browser().requests.filter((u) => new URL(u).origin !== new URL(base()).origin)).toEqual([]);
+    };
+  };
 }
