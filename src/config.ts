@@ -70,6 +70,12 @@ export interface Config {
    * before it; kept as the bench's baseline). The api and worker roles must agree.
    */
   dispatch: DispatchMode;
+  /**
+   * Carrier requests the batched dispatcher has in flight at once per worker
+   * process (a carrier account's concurrency limit, divided by the workers).
+   * Defaults to DEFAULT_DISPATCH_CONCURRENCY.
+   */
+  dispatchConcurrency: number;
   /** Carrier signature timestamp tolerance, both directions. Defaults to 300 s. */
   webhookToleranceSeconds: number;
   /** Delays before each retry of a customer webhook delivery, in ms; its length is the retry count. */
@@ -174,6 +180,7 @@ const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,14h,20h';
 export const DEFAULT_STATE_DIR = '.handset';
 /** Customer webhook attempts in flight per worker process unless HANDSET_DELIVERY_CONCURRENCY says otherwise. */
 export const DEFAULT_DELIVERY_CONCURRENCY = 32;
+export const DEFAULT_DISPATCH_CONCURRENCY = 32;
 export const DISPATCH_MODES = ['batched', 'jobs'] as const;
 export type DispatchMode = (typeof DISPATCH_MODES)[number];
 
@@ -369,6 +376,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, mode: Mode): Config {
     },
     carrierTimeoutMs: duration('HANDSET_CARRIER_TIMEOUT', '10s'),
     dispatch,
+    dispatchConcurrency: int('HANDSET_DISPATCH_CONCURRENCY', DEFAULT_DISPATCH_CONCURRENCY, 1, 1000),
     webhookToleranceSeconds: int('HANDSET_WEBHOOK_TOLERANCE_SECONDS', 300, 1, 86_400),
     deliveryRetrySchedule,
     deliveryTimeoutMs: duration('HANDSET_DELIVERY_TIMEOUT', '15s'),

@@ -32,7 +32,7 @@ import { callHandlers } from './calls/handlers.js';
 import { callEvents, callRoutes } from './calls/routes.js';
 import { maintenanceTask, MAINTENANCE_CRONTAB } from './maintenance.js';
 import { dispatchTask } from './messages/dispatch.js';
-import { DISPATCH_BATCH, DISPATCH_CONCURRENCY, startDispatcher } from './messages/dispatcher.js';
+import { DISPATCH_BATCH, startDispatcher } from './messages/dispatcher.js';
 import { messageHandlers } from './messages/receipts.js';
 import { messageEvents, messageRoutes } from './messages/routes.js';
 import { numberRoutes } from './numbers/routes.js';
@@ -384,17 +384,18 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
           startDispatcher({
             deps: {
               // Its own: sends in flight each ask the carrier's health and record, beside the claims.
-              pool: pool('worker', DISPATCH_CONCURRENCY / 2 + 4, 'dispatch'),
+              pool: pool('worker', Math.ceil(config.dispatchConcurrency / 2) + 4, 'dispatch'),
               carriers,
               log,
               policy: policies.dispatch,
               health: config.carrierHealth,
             },
             batchSize: DISPATCH_BATCH,
-            concurrency: DISPATCH_CONCURRENCY,
-            // Past the longest a send can take, with room: a lease that ran out under a live dispatcher
-            // would have a job ask again while the first request may still be under way.
+            concurrency: config.dispatchConcurrency,
+            // Renewed while the dispatcher holds the message; a request starts only with a carrier
+            // timeout and more of it left, so one that runs out has no request of ours under way.
             leaseMs: config.workerStaleAfterMs + config.carrierTimeoutMs * 2,
+            carrierTimeoutMs: config.carrierTimeoutMs,
             handOff: deliveryRelay,
             recordPool: pool('worker', 2, 'dispatch-record', true),
           }),

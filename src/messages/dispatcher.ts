@@ -12,7 +12,11 @@
 // A dispatcher that dies, or loses the database, mid-batch leaves its messages
 // leased and queued: once the lease has run out a sweep gives each a dispatch job,
 // which asks the carrier again with the same key and bytes (or, at a carrier
-// without idempotent sends, looks for the message before any resend).
+// without idempotent sends, looks for the message before any resend). A live
+// dispatcher renews the leases of the messages it holds (they may wait for a
+// request slot, their number's pace, a slow carrier), and makes a request only
+// while the lease has a carrier timeout and a margin left: so when a lease runs
+// out, no request of the dispatcher's for that message can still be under way.
 //
 // It wakes on the NOTIFY a create sends (MESSAGE_LINE_CHANNEL), on a poll, and
 // whenever a batch it sends drops below half, so a message joining the line
@@ -46,6 +50,7 @@ import {
   messagesLeaseExpired,
   messagesLineHead,
   messageReturnToLine,
+  messagesLeaseRenew,
 } from './messages.sql.js';
 import { carriersThrottled } from '../carrier/health.sql.js';
 import { numbersPaced, paceTake } from '../numbers/pace.sql.js';
@@ -64,8 +69,10 @@ export interface DispatcherOptions {
   batchSize: number;
   /** Carrier requests in flight at once. */
   concurrency: number;
-  /** How long a claimed message is this dispatcher's before the sweep hands it to a job. */
+  /** How long a claimed message is this dispatcher's before the sweep hands it to a job; renewed while held. */
   leaseMs: number;
+  /** The longest a carrier request can take: a request starts only while the lease has this, and a margin, left. */
+  carrierTimeoutMs: number;
   pollMs?: number;
   /** This worker's delivery relay: the events a record writes are handed to it once committed. */
   handOff?: HandOffTaker;
@@ -82,10 +89,12 @@ export interface Dispatcher {
   stop(): Promise<void>;
 }
 
-/** A message claimed from the line, and when its number's pace lets it go (Date.now() ms; null: at once). */
+/** A message claimed from the line, when its number's pace lets it go (Date.now() ms; null: at once), and its lease. */
 interface Claimed {
   m: MessageRow;
   slotAt: number | null;
+  /** Until when the claim leased it (ms, the dispatcher's clock). */
+  leaseUntil: number;
 }
 
 /** How far ahead a paced number's slots are taken: a claim takes at most this long of its sending. */
@@ -98,8 +107,13 @@ const EMPTY_CLAIM_PAUSE_MS = 20;
 
 /** Messages claimed at once per worker process: enough to amortize the claim, few enough that a newcomer waits little. */
 export const DISPATCH_BATCH = 64;
-/** Carrier requests in flight at once per worker process. */
-export const DISPATCH_CONCURRENCY = 32;
+/** What a request needs of its lease beyond the carrier timeout: the processes' clocks and a renewal's round trip. */
+const LEASE_MARGIN_MS = 1_000;
+
+/** The lease ran short before the request: the message is left to its lease, and the sweep. */
+class LeaseShortError extends Error {
+  override name = 'LeaseShortError';
+}
 /** Sends recorded in one transaction, at most. */
 const RECORD_BATCH = 100;
 const POLL_MS = 1_000;
@@ -118,6 +132,23 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
   };
   /** Messages claimed and not yet answered by the carrier (nor failed, nor handed to a job). */
   let inHand = 0;
+  /** Every message held, from its claim until its send ends: until when its lease is ours (ms, our clock; 0: lost). */
+  const held = new Map<string, number>();
+  const renewal = setInterval(() => {
+    if (held.size === 0) return;
+    const now = clock();
+    const until = new Date(now.getTime() + opts.leaseMs);
+    const asked = new Map(held);
+    messagesLeaseRenew(deps.pool, [...asked.keys()], until, now).then(
+      (renewed) => {
+        const kept = new Set(renewed);
+        // Only what no newer claim or renewal has changed meanwhile (a message put back and taken again).
+        for (const [id, was] of asked) if (held.get(id) === was) held.set(id, kept.has(id) ? until.getTime() : 0);
+      },
+      (err: Error) => log.warn({ err: err.message, messages: asked.size }, 'could not renew dispatch leases'),
+    );
+  }, opts.leaseMs / 3);
+  renewal.unref();
   const inFlight = new Set<Promise<unknown>>();
   let running = 0;
   const slotWaiters: (() => void)[] = [];
@@ -170,9 +201,10 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
    * when its send ends otherwise. A paced message takes no request slot (its
    * rate bounds it) and does not count against the next claim.
    */
-  function send({ m, slotAt }: Claimed): void {
+  function send({ m, slotAt, leaseUntil }: Claimed): void {
     const counted = slotAt === null;
     if (counted) inHand++;
+    held.set(m.id, leaseUntil);
     let answered = false;
     const done = () => {
       if (answered || !counted) return;
@@ -187,8 +219,15 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         done();
         return hand.record(...a);
       },
-      // The slot is waited for right before the request, after the checks that precede it.
-      ...(slotAt === null ? {} : { turn: () => sleep(Math.max(0, slotAt - Date.now())) }),
+      // The slot is waited for right before the request, after the checks that precede it; then the lease
+      // must outlast the request.
+      turn: async () => {
+        if (slotAt !== null) await sleep(Math.max(0, slotAt - Date.now()));
+        const left = (held.get(m.id) ?? 0) - clock().getTime();
+        if (left < opts.carrierTimeoutMs + LEASE_MARGIN_MS) {
+          throw new LeaseShortError(`${Math.max(0, left)} ms of its lease left, less than a request may take`);
+        }
+      },
     };
     const p = (async () => {
       // A paced number's requests are bounded by its rate already: they take no request slot.
@@ -199,6 +238,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         // Its lease keeps it: the sweep hands it to a job once it runs out.
         log.warn({ messageId: m.id, err: (err as Error).message }, 'batched send left to its lease');
       } finally {
+        held.delete(m.id);
         done();
       }
     })();
@@ -283,7 +323,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         const at = first.getTime();
         for (const [i, m] of mine.entries()) slots.set(m.id, at + (i * 1000) / n.mps);
       }
-      return cleared.map((m) => ({ m, slotAt: slots.get(m.id) ?? null }));
+      return cleared.map((m) => ({ m, slotAt: slots.get(m.id) ?? null, leaseUntil: leaseUntil.getTime() }));
     });
   }
 
@@ -323,6 +363,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
       wake?.();
       await loop;
       await Promise.allSettled([...inFlight]);
+      clearInterval(renewal);
       await recorder.flush();
       await listener.stop();
     },

@@ -407,6 +407,22 @@ export async function messagesLeaseExpired(tx: Tx, now: Date, limit: number): Pr
 }
 
 /**
+ * Extends the dispatch leases a live dispatcher still holds: queued, and not run
+ * out by `now` (one that has is the sweep's, for a job). Returns the ids renewed.
+ */
+export async function messagesLeaseRenew(db: Db, ids: readonly string[], until: Date, now: Date): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>({
+    name: 'messages_lease_renew',
+    text: `UPDATE messages SET dispatch_lease_until = $2
+            WHERE id = ANY ($1::text[]) AND status = 'queued' AND dispatch_lease_until >= $3
+            RETURNING id`,
+    values: [ids, until, now],
+  });
+  return rows.map((r) => r.id);
+}
+
+/**
  * Back to its place in the line (its rank was kept), to be cleared and claimed
  * again: its carrier asked us to slow down, and nothing of it was taken.
  */

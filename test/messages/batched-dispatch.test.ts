@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 /** A worker process, its database through the proxy; leases short, so a dead one's messages come back soon. */
-async function worker(): Promise<HandsetProcess> {
+async function worker(env: Record<string, string> = {}): Promise<HandsetProcess> {
   const u = new URL(db.url);
   u.port = String(proxy.port);
   const { proc } = await serveRoles('worker', {
@@ -49,6 +49,7 @@ async function worker(): Promise<HandsetProcess> {
     HANDSET_WORKER_STALE_AFTER: '2s',
     HANDSET_CARRIER_TIMEOUT: '1s',
     HANDSET_RECONCILE_INTERVAL: '1h',
+    ...env,
   });
   workers.push(proc);
   return proc;
@@ -67,6 +68,9 @@ async function campaign(n: number, tag: string): Promise<string[]> {
 }
 
 const taken = (id: string) => c.telnyxAccepted(id) + c.twilio.acceptedFor(id);
+/** Every request Telnyx got with this Idempotency-Key: taken, replayed, or refused as still in flight. */
+const telnyxAsked = (id: string) =>
+  c.telnyx.requests.filter((r) => r.method === 'POST' && r.path === '/v2/messages' && r.idempotencyKey === id).length;
 
 /** Every message sent once at one carrier, billed once, announced once; the audit clean. */
 async function allOnce(ids: string[]): Promise<void> {
@@ -89,6 +93,28 @@ async function allOnce(ids: string[]): Promise<void> {
 }
 
 describe('batched dispatch under faults', () => {
+  it('a message held past its first lease (waiting for a request slot) is asked of the carrier once: its lease is renewed', async () => {
+    // Two requests at a time of a quarter second each, a 3 s lease (1 s stale bound, 1 s carrier timeout):
+    // the last of the hand waits about 7 s for its slot. A lease that ran out meanwhile would hand the
+    // message to a job, which asks Telnyx again while the dispatcher still holds it.
+    c.telnyx.setBehaviour({ sendLatencyMs: 250 });
+    const ids: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const res = await acme.post('/v1/messages', { from: ON_TELNYX, to: DELIVERS, body: `held ${i}` });
+      expect(res.status).toBe(201);
+      ids.push(res.json.id);
+    }
+    const w = await worker({ HANDSET_WORKER_STALE_AFTER: '1s', HANDSET_DISPATCH_CONCURRENCY: '2' });
+    try {
+      await allOnce(ids);
+      expect(JSON.stringify(ids.map((id) => ({ id, asked: telnyxAsked(id) })).filter((x) => x.asked !== 1))).toBe('[]');
+    } finally {
+      c.telnyx.setBehaviour({ sendLatencyMs: 0 });
+      w.child.kill('SIGTERM');
+      await w.exited;
+    }
+  });
+
   it('a worker killed mid-batch: its claimed messages are sent by another, each once per carrier, none lost', async () => {
     // Slow answers, so the kill lands with requests in flight and messages claimed but not yet sent.
     c.telnyx.setBehaviour({ sendLatencyMs: 150 });
