@@ -151,7 +151,8 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
   renewal.unref();
   const inFlight = new Set<Promise<unknown>>();
   let running = 0;
-  const slotWaiters: (() => void)[] = [];
+  /** Sends waiting for a request slot, with their place in the line: the earliest place goes first. */
+  const slotWaiters: { rank: number; wake: () => void }[] = [];
 
   const listener = new Listener({
     pool: deps.pool,
@@ -172,13 +173,21 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
     },
   };
 
-  async function slot(): Promise<void> {
-    while (running >= opts.concurrency) await new Promise<void>((r) => slotWaiters.push(r));
+  /**
+   * A request slot, in the line's fair order rather than the order of claiming: a
+   * message another account sent during a campaign is claimed from the head by a few
+   * (HEAD_CLAIM) and goes before the campaign's messages already in hand.
+   */
+  async function slot(rank: number): Promise<void> {
+    while (running >= opts.concurrency) await new Promise<void>((wake) => slotWaiters.push({ rank, wake }));
     running++;
   }
   function release() {
     running--;
-    slotWaiters.shift()?.();
+    if (slotWaiters.length === 0) return;
+    let first = 0;
+    for (let i = 1; i < slotWaiters.length; i++) if (slotWaiters[i]!.rank < slotWaiters[first]!.rank) first = i;
+    slotWaiters.splice(first, 1)[0]!.wake();
   }
 
   function idle(): Promise<void> {
@@ -231,7 +240,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
     };
     const p = (async () => {
       // A paced number's requests are bounded by its rate already: they take no request slot.
-      if (counted) await slot();
+      if (counted) await slot(m.dispatch_rank ?? 0);
       try {
         await sendThrough(deps, m, 1, own);
       } catch (err) {
@@ -337,12 +346,12 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
           lastHousekeeping = Date.now();
           await housekeeping(clock());
         }
-        // What waits to be recorded holds claims back too: a lease must not run out in the recorder's queue.
+        // What waits to be recorded holds batches back too: a recorder behind is not fed more than it takes.
         const room = opts.batchSize * 2 - inHand - recorder.backlog();
-        // A full hand still takes a few from the head when woken: another account's message joins the
-        // line in the current round, so it need not wait for a whole batch to be sent and recorded.
-        const size =
-          room >= opts.batchSize / 2 ? Math.min(room, opts.batchSize) : room > -opts.batchSize * 2 ? HEAD_CLAIM : 0;
+        // A full hand still takes a few from the head when woken (their leases are renewed while they
+        // wait): another account's message joins the line in the current round, so it need not wait for
+        // a whole batch to be sent and recorded.
+        const size = room >= opts.batchSize / 2 ? Math.min(room, opts.batchSize) : HEAD_CLAIM;
         const rows = size > 0 ? await claim(size) : [];
         for (const c of rows) send(c);
         failures = 0;
