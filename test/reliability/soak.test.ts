@@ -5,8 +5,13 @@
 // real thing (from the build, as `npm run soak` runs it) with a worker SIGKILLed
 // and the database cut, sampled throughout and drained to nothing stuck.
 
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { writeHeapSnapshot } from 'node:v8';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { inject } from 'vitest';
 import { describe, expect, it } from 'vitest';
+import { compare, summarize } from '../../src/tools/soak/heap-diff.js';
 import { FIGURES, judgeGrowth, type RoleFigures, type Sample } from '../../src/tools/soak/samples.js';
 import { renderSvg } from '../../src/tools/soak/svg.js';
 import { createLogger } from '../../src/telemetry/log.js';
@@ -115,6 +120,28 @@ describe('soak judgement', () => {
       cutMs: 500,
       sampleEveryMs: 2_000,
     });
+  });
+});
+
+describe('heap diff', () => {
+  it('names what grew between two snapshots: ten thousand more of a class, counted and weighed', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'handset-heap-diff-'));
+    try {
+      class LeakedInTest {
+        constructor(readonly n: number) {}
+      }
+      const kept: LeakedInTest[] = [];
+      const early = writeHeapSnapshot(path.join(dir, 'early.heapsnapshot'));
+      for (let i = 0; i < 10_000; i++) kept.push(new LeakedInTest(i));
+      const late = writeHeapSnapshot(path.join(dir, 'late.heapsnapshot'));
+      const read = async (f: string) => summarize(JSON.parse(await readFile(f, 'utf8')));
+      const grown = compare(await read(early), await read(late));
+      const leak = grown.find((g) => g.group === 'LeakedInTest')!;
+      expect(leak.late.count - leak.early.count).toBe(kept.length);
+      expect(grown.slice(0, 3).map((g) => g.group)).toContain('LeakedInTest');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

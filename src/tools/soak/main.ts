@@ -2,7 +2,9 @@
 // --seconds, for a short one), then its verdict. Writes samples.json and soak.svg
 // into --out (default .handset/soak/<time>); exits 1 with every reason on growth
 // beyond 10%, stuck work, an audit violation or a process that exited on its own.
-// Flags: --minutes N | --seconds N, --rate N (operations/s), --out DIR, --seed S.
+// Flags: --minutes N | --seconds N, --rate N (operations/s), --out DIR, --seed S,
+// --heap-snapshots (each judged role's heap after the last sample, into DIR/heap;
+// compare one with a short run's: `node dist/tools/soak/heap-diff.js SHORT LONG`).
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -20,6 +22,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     out: { type: 'string' },
     seed: { type: 'string' },
+    'heap-snapshots': { type: 'boolean' },
   },
 });
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -34,6 +37,8 @@ const outDir = path.resolve(
   values.out ?? path.join('.handset', 'soak', new Date().toISOString().replace(/[:.]/g, '-')),
 );
 const schedule = soakSchedule(durationMs);
+const heapSnapshotDir = values['heap-snapshots'] ? path.join(outDir, 'heap') : undefined;
+if (heapSnapshotDir) await mkdir(heapSnapshotDir, { recursive: true });
 
 const result = await runSoak({
   durationMs,
@@ -44,6 +49,7 @@ const result = await runSoak({
   seed: values.seed ?? `soak-${Date.now()}`,
   log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
   out: say,
+  ...(heapSnapshotDir ? { heapSnapshotDir } : {}),
 });
 
 await mkdir(outDir, { recursive: true });

@@ -95,6 +95,13 @@ export interface SoakOptions {
   seed: string;
   log: Logger;
   out: (line: string) => void;
+  /**
+   * Where each judged role writes a heap snapshot after the last sample (heap-diff.ts
+   * compares it with one of a short run); none when absent. Only then: a snapshot
+   * pauses its process, and its RSS stays about 100 MB higher afterwards (measured),
+   * which would read as growth in any sample after it.
+   */
+  heapSnapshotDir?: string;
 }
 
 export interface SoakResult {
@@ -172,9 +179,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       },
     };
     const procs = new Map<SoakRole, { p: RoleProcess; metricsUrl: string }>();
+    const snapshotArgs = opts.heapSnapshotDir
+      ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${opts.heapSnapshotDir}`]
+      : [];
     const startRole = async (role: SoakRole) => {
       if (role === 'api' || role === 'ingest') {
-        const p = await spawnRole(role, roleEnv);
+        const p = await spawnRole(role, roleEnv, { nodeArgs: snapshotArgs });
         procs.set(role, { p, metricsUrl: `${p.url}/metrics` });
         return;
       }
@@ -182,7 +192,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       const p = await spawnRole(
         'worker',
         { ...roleEnv, extra: { ...roleEnv.extra, SOAK_PROBE_PORT: String(port) } },
-        { nodeArgs: ['--import', PROBE] },
+        { nodeArgs: ['--import', PROBE, ...(role === 'worker' ? snapshotArgs : [])] },
       );
       procs.set(role, { p, metricsUrl: `http://127.0.0.1:${port}/metrics` });
     };
@@ -324,7 +334,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
 
     // The samples, and any process that went away on its own.
     const samples: Sample[] = [];
-    for (let i = 0; i * schedule.sampleEveryMs <= opts.durationMs; i++) {
+    const last = Math.floor(opts.durationMs / schedule.sampleEveryMs);
+    for (let i = 0; i <= last; i++) {
       let readings: Readings = new Map();
       for (let j = 1; i > 0 && j < READINGS; j++) {
         await at((i - 1 + j / READINGS) * schedule.sampleEveryMs);
@@ -337,6 +348,11 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       for (const role of JUDGED_ROLES) if (!alive(procs.get(role)!.p.pid)) exits.push(`${role} exited on its own`);
       if (exits.some((e) => e.endsWith('on its own'))) break;
       opts.out(`  ${formatSample(s)}`);
+      if (opts.heapSnapshotDir && i === last) {
+        for (const role of JUDGED_ROLES) process.kill(procs.get(role)!.p.pid, 'SIGUSR2');
+        const whose = JUDGED_ROLES.map((role) => `${role} (pid ${procs.get(role)!.p.pid})`).join(', ');
+        opts.out(`  heap snapshots of ${whose} asked for, into ${opts.heapSnapshotDir}`);
+      }
     }
     await load;
     await Promise.all(inFlight);
