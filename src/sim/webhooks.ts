@@ -97,6 +97,8 @@ export interface WebhookCounts {
   attempts: number;
   /** Deliveries whose every attempt failed. */
   failedDeliveries: number;
+  /** Attempts not answered 2xx, by what came back: the status, or why none did ("no answer within 2000 ms"). */
+  failedAttempts: Record<string, number>;
   /** Events with no URL to go to (no profile webhook URL and none on the resource). */
   undeliverable: number;
 }
@@ -120,6 +122,7 @@ export function emptyWebhookCounts(): WebhookCounts {
     resends: 0,
     attempts: 0,
     failedDeliveries: 0,
+    failedAttempts: {},
     undeliverable: 0,
   };
 }
@@ -294,6 +297,8 @@ export class WebhookSender {
           });
           firstAnswered();
           if (answer.status !== null && answer.status >= 200 && answer.status < 300) return;
+          const why = answer.status !== null ? String(answer.status) : (answer.error ?? 'no answer');
+          this.counts.failedAttempts[why] = (this.counts.failedAttempts[why] ?? 0) + 1;
           const backoff = RETRY_BACKOFF_MS[i];
           if (i < ATTEMPTS_PER_URL - 1 && backoff !== undefined) await scheduler.sleepReal(backoff, signal);
         }

@@ -88,6 +88,7 @@ export interface CarrierCounts {
   attempts: number;
   duplicates: number;
   failedDeliveries: number;
+  failedAttempts: Record<string, number>;
 }
 
 interface Row {
@@ -176,8 +177,13 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
     const events = told.map(
       (e) => `${e.event_type} ${e.processed ? 'processed' : 'pending'}${e.error ? ` (${e.error})` : ''}`,
     );
-    const given = (await opts.carrierCounts()).failedDeliveries - before.failedDeliveries;
-    return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given}; carrier events about the unfinished: ${events.join(', ') || 'none'}`;
+    const now = await opts.carrierCounts();
+    const given = now.failedDeliveries - before.failedDeliveries;
+    const answers = Object.entries(now.failedAttempts)
+      .map(([why, n]) => [why, n - (before.failedAttempts[why] ?? 0)] as const)
+      .filter(([, n]) => n > 0)
+      .map(([why, n]) => `${why} ×${n}`);
+    return `messages ${states.map((r) => `${r.status} ${r.n}`).join(', ')}; their deliveries pending ${pending[0]!.n}; carrier webhooks given up after every attempt ${given} (attempts answered ${answers.join(', ') || 'nothing else'}); carrier events about the unfinished: ${events.join(', ') || 'none'}`;
   });
   const end = performance.now();
   const ours = opts.receiver.arrivals.filter((a) => startedAt.has(a.subjectId));
