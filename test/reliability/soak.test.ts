@@ -83,6 +83,21 @@ describe('soak judgement', () => {
     ]);
   });
 
+  it('a heap that climbs between full collections and falls back to its floor passes; a floor that rises fails', () => {
+    // The hour of 2026-12-07, ingest: 26 → 33 MB over about 21 minutes, back to 26 at each full collection.
+    const sawtooth = (floorRise: number) =>
+      run(60, () => 100).map((s) => {
+        const m = s.atMs / MINUTE;
+        const mb = 26 + ((m - 16 + 21) % 21) / 3 + (floorRise * m) / 60;
+        return { ...s, roles: { ...s.roles, api: { ...s.roles.api!, heapUsedBytes: mb * 2 ** 20 } } };
+      });
+    // Medians at two minutes would read the tooth's phase there, not a leak.
+    expect(judgeGrowth(sawtooth(0), 60 * MINUTE, ROLES).failures).toEqual([]);
+    expect(judgeGrowth(sawtooth(12), 60 * MINUTE, ROLES).failures).toEqual([
+      'api heapUsedBytes grew 14.4% (29.2 MB → 33.4 MB)',
+    ]);
+  });
+
   it('a run under 20 minutes compares its first quarter with its last, and says so', () => {
     const verdict = judgeGrowth(
       run(8, (m) => 100 + 5 * m),
