@@ -180,6 +180,7 @@ const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,14h,20h';
 export const DEFAULT_STATE_DIR = '.handset';
 /** Customer webhook attempts in flight per worker process unless HANDSET_DELIVERY_CONCURRENCY says otherwise. */
 export const DEFAULT_DELIVERY_CONCURRENCY = 32;
+/** Carrier requests the batched dispatcher has in flight per worker process unless HANDSET_DISPATCH_CONCURRENCY says otherwise. */
 export const DEFAULT_DISPATCH_CONCURRENCY = 32;
 export const DISPATCH_MODES = ['batched', 'jobs'] as const;
 export type DispatchMode = (typeof DISPATCH_MODES)[number];
