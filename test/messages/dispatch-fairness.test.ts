@@ -83,6 +83,45 @@ describe('fair dispatch between accounts', () => {
     expect(order.filter((id) => id !== alone)).toEqual(campaign);
   });
 
+  it("another account's message sent while a campaign fills the dispatcher's hand reaches the carrier next, not behind the hand", async () => {
+    // One request at a time of a tenth of a second: the campaign's 60 are claimed at once and wait in the
+    // dispatcher's hand for their turn; Globex's message joins while they do.
+    sim.setBehaviour({ sendLatencyMs: 100 });
+    const requests = () =>
+      sim.requests
+        .filter((r) => r.method === 'POST' && r.path === '/v2/messages')
+        .map((r) => (r.body as { from: string }).from);
+    const before = requests().length;
+    const campaign: string[] = [];
+    for (let i = 0; i < CAMPAIGN; i++) campaign.push(await send(acme, '+13125550001', RECIPIENT(i)));
+    const worker = await startTestPlatform({
+      databaseUrl: db.url,
+      roles: ['worker'],
+      env: { ...sim.carrierEnv(), HANDSET_DISPATCH_CONCURRENCY: '1' },
+    });
+    try {
+      await eventually(async () => requests().length - before >= 3, 30_000, 10);
+      const sentBefore = requests().length - before;
+      await send(globex, '+13125550002', RECIPIENT(3));
+      const { at } = await eventually(async () => {
+        const i = requests().slice(before).indexOf('+13125550002');
+        return i >= 0 && { at: i };
+      }, 30_000);
+      // Ahead of it only the campaign's requests already made or under way when it was sent (and one
+      // taken in the moment it took to claim it); behind it the rest of the hand.
+      expect(at - sentBefore).toBeLessThanOrEqual(2);
+      await eventually(
+        async () =>
+          (await db.pool.query(`SELECT 1 FROM messages WHERE id = ANY($1) AND status = 'queued'`, [campaign]))
+            .rowCount === 0,
+        30_000,
+      );
+    } finally {
+      sim.setBehaviour({ sendLatencyMs: 0 });
+      await worker.stop();
+    }
+  });
+
   it("a scheduled campaign falling due does not hold up another account's message sent after it", async () => {
     const dueAt = new Date(Date.now() + 1_500);
     const campaign: string[] = [];
