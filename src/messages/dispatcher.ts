@@ -352,7 +352,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         // wait): another account's message joins the line in the current round, so it need not wait for
         // a whole batch to be sent and recorded.
         const size = room >= opts.batchSize / 2 ? Math.min(room, opts.batchSize) : HEAD_CLAIM;
-        const rows = size > 0 ? await claim(size) : [];
+        const rows = await claim(size);
         for (const c of rows) send(c);
         failures = 0;
         // An empty claim may have walked past a long paced line: the next one not at once.
