@@ -210,6 +210,8 @@ describe('webhook delivery', () => {
     await h.sim.idle();
     expect(h.rx.received.map((r) => r.json.meta.attempt)).toEqual([1, 2, 3]);
     expect(h.sim.counts.failedDeliveries).toBe(1);
+    // Each failed attempt counted by what came back: here three 503s.
+    expect(h.sim.counts.failedAttempts).toEqual({ '503': 3 });
     h.sim.reset();
     h.sim.setWebhookUrl('http://127.0.0.1:9/nowhere');
     h.sim.injectInboundSms({ from: '+13125550009', to: FROM, text: 'hi' });
@@ -219,6 +221,8 @@ describe('webhook delivery', () => {
       [2, null, true],
       [3, null, true],
     ]);
+    // No answer at all: counted by why there was none (fetch refuses port 9 outright), not as a status.
+    expect(h.sim.counts.failedAttempts).toEqual({ 'bad port': 3 });
     h.sim.setWebhookUrl(h.rx.url);
   });
 
