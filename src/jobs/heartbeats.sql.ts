@@ -50,6 +50,35 @@ export async function sweepStaleWorkers(
   return ids;
 }
 
+/**
+ * Completes a job only if `poolId` still holds it from the same fetch (`attempts`
+ * counts fetches: a worker of the same pool that took it again after a sweep has
+ * raised it): deletes it and frees its named queue, in one statement. graphile-worker's own completion deletes by id alone,
+ * so a worker that was swept while it ran (paused past the bound) would delete
+ * whatever the job had become meanwhile: another worker's run of it, or the retry
+ * its own task had just scheduled under the job's key (an add that finds the job
+ * unlocked rewrites that row in place). False when the hold was lost: the job is
+ * left to whoever has it now.
+ */
+export async function completeHeldJob(
+  db: pg.Pool,
+  job: { id: string; locked_by: string | null; attempts: number },
+): Promise<boolean> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'worker_job_complete_held',
+    text: `WITH done AS (
+             DELETE FROM graphile_worker._private_jobs WHERE id = $1 AND locked_by = $2 AND attempts = $3
+             RETURNING job_queue_id
+           ), queue AS (
+             UPDATE graphile_worker._private_job_queues SET locked_at = NULL, locked_by = NULL
+              WHERE locked_by = $2 AND id IN (SELECT job_queue_id FROM done)
+           )
+           SELECT count(*)::int AS n FROM done`,
+    values: [job.id, job.locked_by, job.attempts],
+  });
+  return rows[0]!.n === 1;
+}
+
 /** Frees every job and named queue the given pools hold, and forgets their heartbeats. */
 export async function unlockPools(db: pg.Pool, poolIds: string[]): Promise<void> {
   await db.query({

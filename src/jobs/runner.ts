@@ -20,15 +20,28 @@
 // shows jobs locked by a pool that finished them (its completions were lost with
 // the old primary) and lives on. Each sweep, a pool frees what the database says
 // it holds beyond the jobs it has in hand; the guards make the second run a no-op.
+//
+// A pool that was only paused past the bound (a frozen VM) wakes inside jobs the
+// sweep freed. graphile-worker completes a job by id alone, which would delete what
+// the job became meanwhile (another worker's run, the next run its own task just
+// scheduled under its key), so a run is completed here, guarded (completeHeldJob).
 
 import { EventEmitter } from 'node:events';
 import { setInterval as every, setTimeout as sleep } from 'node:timers/promises';
 import { run, type Runner, type Task, type WorkerEvents, type WorkerPool } from 'graphile-worker';
 import type pg from 'pg';
-import { workerLogger, type Logger } from '../telemetry/log.js';
-import type { Metrics } from '../telemetry/metrics.js';
+import type { Logger } from '../telemetry/log.js';
+import { workerLogger } from './logger.js';
+import type { JobOutcome, Metrics } from '../telemetry/metrics.js';
 import type { TaskName } from './enqueue.js';
-import { forgetHeartbeat, heartbeat, sweepStaleWorkers, unlockForgottenJobs, unlockPools } from './heartbeats.sql.js';
+import {
+  completeHeldJob,
+  forgetHeartbeat,
+  heartbeat,
+  sweepStaleWorkers,
+  unlockForgottenJobs,
+  unlockPools,
+} from './heartbeats.sql.js';
 
 export interface JobContext {
   jobId: string;
@@ -185,6 +198,7 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
   for (const [name, handler] of Object.entries(opts.tasks) as [TaskName, TaskHandler<TaskName>][]) {
     taskList[name] = async (payload, helpers) => {
       const end = metrics.jobDuration.startTimer({ task: name });
+      let outcome: JobOutcome = 'failed';
       running++;
       try {
         await handler(payload as GraphileWorker.Tasks[TaskName], {
@@ -194,17 +208,29 @@ export async function startJobRunner(opts: JobRunnerOptions): Promise<JobRunner>
           inSerialQueue: helpers.job.job_queue_id !== null,
           abortSignal: helpers.abortSignal,
         });
-        metrics.jobs.inc({ task: name, outcome: 'completed' });
+        // Completed here, guarded, before graphile-worker's own completion (by id
+        // alone) runs and finds nothing: see completeHeldJob.
+        outcome = (await completeHeldJob(pool, helpers.job)) ? 'completed' : 'lock_lost';
       } catch (err) {
-        metrics.jobs.inc({ task: name, outcome: 'failed' });
         log.warn(
           { task: name, jobId: helpers.job.id, attempt: helpers.job.attempts, err: (err as Error).message },
           'job failed; it will be retried with backoff',
         );
         throw err;
       } finally {
+        metrics.jobs.inc({ task: name, outcome });
         end();
         if (--running === 0) idleSince = Date.now();
+      }
+      if (outcome === 'lock_lost') {
+        // Thrown so that graphile-worker writes a failure, which it writes only
+        // while its pool holds the job: nothing, unless a worker of this same pool
+        // took the job again, whose run is then freed for one run more. Nothing is lost.
+        log.warn(
+          { task: name, jobId: helpers.job.id },
+          'this worker was silent past the stale bound while it ran this job, and its hold was freed; the job is left as it is now',
+        );
+        throw new Error('the hold on this job was freed while it ran; left to whoever holds it now');
       }
     };
   }

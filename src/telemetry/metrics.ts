@@ -14,7 +14,8 @@ export type IngestOutcome =
   | 'db_error'
   | 'queue_full'
   | 'held_bodies_full';
-export type JobOutcome = 'completed' | 'failed';
+/** `lock_lost`: the run ended after a sweep had freed its job (its worker was silent past the bound). */
+export type JobOutcome = 'completed' | 'failed' | 'lock_lost';
 export type DeliveryOutcome = 'succeeded' | 'retrying' | 'failed' | 'skipped';
 
 export class Metrics {
