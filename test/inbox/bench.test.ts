@@ -41,7 +41,12 @@ describe('the bench’s inbox phase, short', () => {
       expect({ name, ok: run.statuses['200'] ?? 0, errors: run.errors }).toEqual({ name, ok: run.requests, errors: 0 });
     }
     const c = r.concurrent;
-    expect({ doubled: c.doubled, unhandled: c.unhandled }).toEqual({ doubled: 0, unhandled: 0 });
+    // Sent twice, an event reaches the plain handler twice: the load generator's fault, not the inbox's.
+    expect({ doubled: c.doubled, unhandled: c.unhandled, sentTwice: c.sentTwice }).toEqual({
+      doubled: 0,
+      unhandled: 0,
+      sentTwice: 0,
+    });
     expect(c.remembered).toBe(c.effects);
     // Beyond the 200s counted: only what was in flight when the warm-up and the measurement stopped.
     expect(c.effects - (c.inbox.statuses['200'] ?? 0)).toBeLessThanOrEqual(2 * c.concurrency);

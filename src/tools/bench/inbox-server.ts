@@ -19,19 +19,22 @@ const pool = () => {
   return p;
 };
 
-/** The customer's handler: one business row per event. */
-const handle = async (event: Pick<InboxEvent, 'id' | 'data'>, tx: pg.PoolClient) => {
-  const data = event.data as { id: string; amount: number };
-  await tx.query(`INSERT INTO ${schema}.effects (event_id, subject, amount) VALUES ($1, $2, $3)`, [
-    event.id,
-    data.id,
-    data.amount,
-  ]);
-};
+/** The customer's handler: one business row per event (and which path ran it, for the bench's count). */
+const handler =
+  (via: 'inbox' | 'plain') =>
+  async (event: Pick<InboxEvent, 'id' | 'data'>, tx: pg.PoolClient): Promise<void> => {
+    const data = event.data as { id: string; amount: number };
+    await tx.query(`INSERT INTO ${schema}.effects (event_id, subject, amount, via) VALUES ($1, $2, $3, $4)`, [
+      event.id,
+      data.id,
+      data.amount,
+      via,
+    ]);
+  };
 
 const inbox = createInbox({ pool: pool(), secret: env['BENCH_INBOX_SECRET']!, table: `${schema}.handset_inbox` });
 await inbox.migrate();
-const withInbox = inbox.nodeHandler(handle);
+const withInbox = inbox.nodeHandler(handler('inbox'));
 
 const plainPool = pool();
 const plain = async (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -41,7 +44,7 @@ const plain = async (req: http.IncomingMessage, res: http.ServerResponse) => {
   const client = await plainPool.connect();
   try {
     await client.query('BEGIN');
-    await handle(event, client);
+    await handler('plain')(event, client);
     await client.query('COMMIT');
     const body = '{"result":"handled"}';
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }).end(body);

@@ -35,9 +35,17 @@ export interface InboxBench {
      */
     remembered: number;
     effects: number;
-    /** Over the whole phase: event ids with more than one handler row, and remembered ids with none. Both 0. */
+    /**
+     * Over the whole phase: event ids the inbox handled more than once, and ids it
+     * remembered with no handler row. Both 0.
+     */
     doubled: number;
     unhandled: number;
+    /**
+     * Event ids the plain handler (no inbox) ran more than once: what the load
+     * generator sent twice, which only the inbox would have caught. Expected 0.
+     */
+    sentTwice: number;
   };
 }
 
@@ -49,7 +57,8 @@ export async function inboxPhase(
   await db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await db.pool.query(`CREATE SCHEMA ${SCHEMA}`);
   await db.pool.query(
-    `CREATE TABLE ${SCHEMA}.effects (event_id text NOT NULL, subject text NOT NULL, amount int NOT NULL, at timestamptz NOT NULL DEFAULT now())`,
+    `CREATE TABLE ${SCHEMA}.effects (event_id text NOT NULL, subject text NOT NULL, amount int NOT NULL,
+       via text NOT NULL, at timestamptz NOT NULL DEFAULT now())`,
   );
   const secret = newEndpointSecret();
   const receiver = await startReceiver({
@@ -108,8 +117,11 @@ export async function inboxPhase(
       seconds: opts.duration,
       webhooks: repeatTo(sent, 6000 * opts.duration),
     });
-    const { rows: check } = await db.pool.query<{ doubled: number; unhandled: number }>(
-      `SELECT (SELECT count(*) FROM (SELECT event_id FROM ${SCHEMA}.effects GROUP BY event_id HAVING count(*) > 1) d)::int AS doubled,
+    const { rows: check } = await db.pool.query<{ doubled: number; unhandled: number; sent_twice: number }>(
+      `SELECT (SELECT count(*) FROM (SELECT FROM ${SCHEMA}.effects WHERE via = 'inbox'
+                                      GROUP BY event_id HAVING count(*) > 1) d)::int AS doubled,
+              (SELECT count(*) FROM (SELECT FROM ${SCHEMA}.effects WHERE via = 'plain'
+                                      GROUP BY event_id HAVING count(*) > 1) d)::int AS sent_twice,
               (SELECT count(*) FROM ${SCHEMA}.handset_inbox i
                 WHERE NOT EXISTS (SELECT 1 FROM ${SCHEMA}.effects e WHERE e.event_id = i.event_id))::int AS unhandled`,
     );
@@ -125,6 +137,7 @@ export async function inboxPhase(
         effects: added.effects,
         doubled: check[0]!.doubled,
         unhandled: check[0]!.unhandled,
+        sentTwice: check[0]!.sent_twice,
       },
     };
   } finally {
@@ -240,6 +253,7 @@ export function inboxTable(r: InboxBench | undefined): string {
     row(`c=${c.concurrency} unique events, through the inbox`, c.inbox),
     row(`c=${c.concurrency} the same events again (all duplicates)`, c.duplicates),
     `  unique run: ${c.inbox.statuses['200'] ?? 0} answered 200, ${c.remembered} ids remembered, ${c.effects} handler rows` +
-      ` (the rest in flight at a stop); the replay: ${c.duplicates.statuses['200'] ?? 0} of ${c.duplicates.requests} answered 200; ids handled twice: ${c.doubled}, remembered but unhandled: ${c.unhandled}`,
+      ` (the rest in flight at a stop); the replay: ${c.duplicates.statuses['200'] ?? 0} of ${c.duplicates.requests} answered 200; ids handled twice: ${c.doubled}, remembered but unhandled: ${c.unhandled}` +
+      `; sent twice by the load generator (seen by the plain handler): ${c.sentTwice}`,
   ].join('\n');
 }
