@@ -7,6 +7,10 @@ import path from 'node:path';
 
 export type Mode = 'dev' | 'serve';
 
+/** The roles a Handset process can run (handset serve --roles); each has settings below. */
+export const ROLES = ['ingest', 'api', 'worker'] as const;
+export type Role = (typeof ROLES)[number];
+
 export interface Config {
   mode: Mode;
   /** PostgreSQL connection string; null means "start an embedded PostgreSQL" (dev/test only). */

@@ -11,7 +11,7 @@ import { carriers as configuredCarriers, defaultPublicIngestUrl, type Carriers }
 import { DEFAULT_ED25519_ENGINE } from './carrier/telnyx/ed25519.js';
 import { processCarrierEventTask, type HandlerRegistry, type ProcessDeps } from './carrier/process.js';
 import { RELAY_LOOPS, startRelay, type Relay } from './carrier/relay.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config, type Role } from './config.js';
 import { untilAvailable } from './db/errors.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
@@ -111,9 +111,6 @@ export async function openApiDocument(): Promise<Record<string, unknown>> {
  * connection while in flight, so neither grows with that setting past this.
  */
 const DELIVERY_JOBS = 10;
-
-export const ROLES = ['ingest', 'api', 'worker'] as const;
-export type Role = (typeof ROLES)[number];
 
 export interface PlatformOptions {
   config: Config;

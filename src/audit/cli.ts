@@ -6,7 +6,6 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { EXIT, helpOf, parseAlone, UsageError } from '../cli/command.js';
 import { parseDuration } from '../config.js';
-import { createPool } from '../db/pool.js';
 import type { Logger } from '../telemetry/log.js';
 import { DEFAULT_GRACE_SECONDS, formatAuditReport, runAudit, type AuditOptions } from './audit.js';
 
@@ -85,6 +84,7 @@ export async function auditDatabase(
 ): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
   const stderr = io.stderr ?? process.stderr;
+  const { createPool } = await import('../db/pool.js');
   const pool = createPool(databaseUrl, { max: 1, applicationName: 'handset-audit', log });
   try {
     const report = await runAudit(pool, {

@@ -12,7 +12,6 @@ import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Argument, Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
-import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import {
   keysCommands,
   keysCreate,
@@ -23,17 +22,12 @@ import {
   type KeysRevokeFlags,
 } from '../accounts/cli.js';
 import { auditCommand, auditDatabase, type AuditFlags } from '../audit/cli.js';
-import { carriers } from '../carrier/registry.js';
-import { ConfigError, loadConfig, redactCredentials, type Config, type Mode } from '../config.js';
-import { startEmbeddedPostgres } from '../db/embedded.js';
-import { migrate } from '../db/migrate.js';
-import { createPool } from '../db/pool.js';
-import { withTx } from '../db/tx.js';
-import { devBanner, startDev, type DevHandle } from '../dev/dev.js';
+import { ConfigError, loadConfig, redactCredentials, ROLES, type Config, type Mode, type Role } from '../config.js';
+import type { DevHandle } from '../dev/dev.js';
 import { listenCommand, runListen, type ListenFlags } from '../dev/listen.js';
 import { findDev, noteStateDir, runningDev, talkingTo } from '../dev/state.js';
 import { runTrigger, SCENARIOS, triggerCommand, type TriggerFlags } from '../dev/trigger.js';
-import { checkRoleConfig, openApiDocument, ROLES, startPlatform, type Platform, type Role } from '../platform.js';
+import type { Platform } from '../platform.js';
 import { reconcileCommand, runReconcile, type ReconcileFlags } from '../reconcile/cli.js';
 import { runSim, simArgs, simCommand } from '../sim/cli.js';
 import { createFileLogger, createLogger, type Logger } from '../telemetry/log.js';
@@ -190,6 +184,7 @@ export function handsetProgram(): Command {
     .option('--out <file>', 'write it to this file instead of standard output')
     .action(
       act('dev', async (_config, _log, cmd) => {
+        const { openApiDocument } = await import('../platform.js');
         const text = `${JSON.stringify(await openApiDocument(), null, 2)}\n`;
         const { out } = cmd.opts<{ out?: string }>();
         if (out) await writeFile(out, text);
@@ -228,6 +223,10 @@ async function serve(config: Config, log: Logger, cmd: Command) {
   const roles = cmd.opts<{ roles: Role[] }>().roles;
   if (!config.databaseUrl)
     throw new ConfigError('DATABASE_URL', 'is required by handset serve (use handset dev for a local database)');
+  const [{ checkRoleConfig, startPlatform }, { carriers }] = await Promise.all([
+    import('../platform.js'),
+    import('../carrier/registry.js'),
+  ]);
   checkRoleConfig(config, carriers(config), roles);
   await assertPortsFree(config.host, [
     ...(roles.includes('api') ? [{ variable: 'HANDSET_API_PORT', port: config.apiPort }] : []),
@@ -263,6 +262,7 @@ async function dev(config: Config, _log: Logger, cmd: Command) {
     print('stopped');
   });
   print('Starting Handset (embedded PostgreSQL, migrations, simulator)…');
+  const { devBanner, startDev } = await import('../dev/dev.js');
   starting = startDev(config, log, { say: print });
   const handle = await starting;
   await noteStateDir(config.stateDir);
@@ -278,6 +278,7 @@ function shortPath(file: string): string {
 
 async function migrateCommand(config: Config, log: Logger) {
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required by handset migrate');
+  const { createPool, migrate } = await database();
   const pool = createPool(config.databaseUrl, { max: 2, applicationName: 'handset-migrate', log });
   try {
     const applied = await migrate(pool, log);
@@ -288,8 +289,18 @@ async function migrateCommand(config: Config, log: Logger) {
   }
 }
 
+/**
+ * The database's client and migrations, loaded by the commands that use them: the
+ * rest (--help, a usage error, listen, sim) start without loading them.
+ */
+async function database() {
+  const [{ createPool }, { migrate }] = await Promise.all([import('../db/pool.js'), import('../db/migrate.js')]);
+  return { createPool, migrate };
+}
+
 /** A migrated pool on the accounts' database (see withDatabase) for one command, closed after it. */
 async function withAccountsPool<T>(config: Config, log: Logger, command: string, use: (pool: pg.Pool) => Promise<T>) {
+  const { createPool, migrate } = await database();
   return withDatabase(config, log, command, async (databaseUrl) => {
     const pool = createPool(databaseUrl, { max: 2, applicationName: 'handset-accounts', log });
     try {
@@ -303,6 +314,10 @@ async function withAccountsPool<T>(config: Config, log: Logger, command: string,
 
 async function accountsCreate(config: Config, log: Logger, cmd: Command) {
   const { name, json } = cmd.opts<{ name: string; json?: boolean }>();
+  const [{ withTx }, { accountCreate, apiKeyCreate }] = await Promise.all([
+    import('../db/tx.js'),
+    import('../accounts/accounts.js'),
+  ]);
   const created = await withAccountsPool(config, log, 'handset accounts create', (pool) =>
     withTx(pool, async (tx) => {
       const account = await accountCreate(tx, name);
@@ -342,6 +357,7 @@ async function withDatabase<T>(config: Config, log: Logger, command: string, use
   }
   process.stderr.write(`${talkingTo(found)}\n`);
   if (found.running) return use(found.dev.databaseUrl);
+  const { startEmbeddedPostgres } = await import('../db/embedded.js');
   const pg = await startEmbeddedPostgres({ stateDir: found.stateDir, log });
   try {
     return await use(pg.url);

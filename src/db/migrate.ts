@@ -7,7 +7,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { runMigrations } from 'graphile-worker';
-import { workerLogger, type Logger } from '../telemetry/log.js';
+import { workerLogger } from '../jobs/logger.js';
+import type { Logger } from '../telemetry/log.js';
 
 // Resolves to src/db/migrations both from src/db (tests) and from dist/db (built).
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../src/db/migrations/', import.meta.url));

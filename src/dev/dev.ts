@@ -12,23 +12,18 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { accountCreate, apiKeyCreate } from '../accounts/accounts.js';
 import { accountExists } from '../accounts/accounts.sql.js';
-import type { Config } from '../config.js';
+import { ROLES, type Config } from '../config.js';
 import { startEmbeddedPostgres } from '../db/embedded.js';
 import { createPool } from '../db/pool.js';
 import { withTx } from '../db/tx.js';
 import { numberInsert } from '../numbers/numbers.sql.js';
-import { ROLES, startPlatform } from '../platform.js';
+import { startPlatform } from '../platform.js';
 import { loadOrCreateKey } from '../sim/cli.js';
 import { startSimulator } from '../sim/simulator.js';
 import { startTwilioSimulator } from '../sim/twilio/simulator.js';
 import type { Logger } from '../telemetry/log.js';
+import { DEMO_NUMBER, DEMO_RING, DEMO_TWILIO_NUMBER } from './demo.js';
 import { readDevState, writeDevState, type DevState } from './state.js';
-
-export const DEMO_NUMBER = '+13125550142';
-/** The demo account's number at Twilio: messages only, and the fallback `handset trigger failover` uses. */
-export const DEMO_TWILIO_NUMBER = '+13125550143';
-/** The simulator's magic numbers: never answers, busy, answers after 2 s and talks 5 s. */
-export const DEMO_RING = ['+15555550110', '+15555550111', '+15555550113'];
 
 export interface DevHandle {
   state: DevState;

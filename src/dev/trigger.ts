@@ -8,7 +8,7 @@
 import { createClient, type Call, type HandsetClient, type Message, type operations } from '@handset/client';
 import { Command } from 'commander';
 import { nearest, UsageError } from '../cli/command.js';
-import { DEMO_RING } from './dev.js';
+import { DEMO_RING } from './demo.js';
 import { networkReason, resolveApi } from './state.js';
 
 type Out = (line: string) => void;

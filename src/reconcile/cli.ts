@@ -3,12 +3,10 @@
 // lists what it would ask the carrier, and why, and asks nothing.
 
 import { Command } from 'commander';
-import { carriers } from '../carrier/registry.js';
 import { EXIT } from '../cli/command.js';
 import { ConfigError, type Config } from '../config.js';
-import { createPool } from '../db/pool.js';
 import type { Logger } from '../telemetry/log.js';
-import { reconcileCandidates, reconcilePass, type ReconcileDeps } from './reconcile.js';
+import type { ReconcileDeps } from './reconcile.js';
 
 export interface ReconcileFlags {
   dryRun?: boolean;
@@ -40,6 +38,12 @@ export async function runReconcile(
   out: (line: string) => void,
 ): Promise<number> {
   if (!config.telnyx.apiKey) throw new ConfigError('TELNYX_API_KEY', 'is required by handset reconcile');
+  // Loaded here, not with the command: `handset --help` need not load the carriers and the job runner.
+  const [{ carriers }, { createPool }, { reconcileCandidates, reconcilePass }] = await Promise.all([
+    import('../carrier/registry.js'),
+    import('../db/pool.js'),
+    import('./reconcile.js'),
+  ]);
   const pool = createPool(databaseUrl, { max: 4, applicationName: 'handset-reconcile', log });
   try {
     const deps: ReconcileDeps = {

@@ -25,8 +25,7 @@ import {
   WELL_BEHAVED,
 } from './behaviour.js';
 import { EVENT_TYPES } from './events.js';
-import { startSimulator, type SimulatorOptions } from './simulator.js';
-import { startTwilioSimulator } from './twilio/simulator.js';
+import type { SimulatorOptions } from './simulator.js';
 
 export const SIM_DEFAULT_PORT = 3002;
 export const SIM_DEFAULT_WEBHOOK_URL = 'http://127.0.0.1:3001/webhooks/telnyx';
@@ -224,6 +223,8 @@ export async function runSim(parsed: SimArgs, log: Logger, io: Partial<SimComman
   const options: SimulatorOptions = { ...parsed.options, log };
   if (parsed.carrier === 'twilio') return runTwilioSim(options, stdout, signals);
   if (parsed.keyFile) options.privateKey = await loadOrCreateKey(parsed.keyFile);
+  // Loaded here, not with the command: `handset --help` need not load a simulator.
+  const { startSimulator } = await import('./simulator.js');
   const sim = await startSimulator(options);
 
   // Listen for the stop signal before printing that we listen: a signal sent
@@ -252,6 +253,7 @@ async function runTwilioSim(
   stdout: { write(text: string): unknown },
   signals: NonNullable<SimCommandIo['signals']>,
 ): Promise<number> {
+  const { startTwilioSimulator } = await import('./twilio/simulator.js');
   const sim = await startTwilioSimulator({
     ...(o.port !== undefined ? { port: o.port } : {}),
     ...(o.apiPort !== undefined ? { apiPort: o.apiPort } : {}),

@@ -3,8 +3,6 @@
 // backstop for fields that must never appear even at debug.
 
 import { pino, type Logger, type DestinationStream } from 'pino';
-import { Logger as WorkerLogger, type LogLevel } from 'graphile-worker';
-import { isUnavailable } from '../db/errors.js';
 
 export type { Logger };
 
@@ -40,24 +38,4 @@ export function createFileLogger(level: string, file: string): Logger {
     { level: 'warn' as const, stream: process.stderr },
   ];
   return createLogger(level, pino.multistream(streams));
-}
-
-/**
- * graphile-worker's logger interface, writing through our pino logger. Its own
- * chatter ("Worker connected") and the job failures our runner already logs stay
- * at debug; a database failure it reports is an expected condition (the runner
- * recovers from it), so a warning, not an error.
- */
-export function workerLogger(log: Logger): WorkerLogger {
-  return new WorkerLogger((scope) => (level: LogLevel, message: string, meta?: unknown) => {
-    const m = (meta ?? {}) as { failure?: unknown; error?: unknown; fatalError?: unknown };
-    const fields = {
-      scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId },
-      ...(meta as object),
-    };
-    if (m.failure === true) log.debug(fields, message);
-    else if (level === 'error' && !isUnavailable(m.fatalError ?? m.error)) log.error(fields, message);
-    else if (level === 'error' || level === 'warning') log.warn(fields, message);
-    else log.debug(fields, message);
-  });
 }

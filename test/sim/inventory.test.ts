@@ -4,7 +4,7 @@
 // changed through the control API, and forgotten by reset.
 
 import { describe, expect, it } from 'vitest';
-import { DEMO_NUMBER } from '../../src/dev/dev.js';
+import { DEMO_NUMBER } from '../../src/dev/demo.js';
 import { NOT_OURS } from '../../src/sim/simulator.js';
 import { useSimulator } from './harness.js';
 

@@ -1,9 +1,9 @@
 // Starts Handset roles in this test process against a test database, configured
 // through the same loadConfig path as production, with ports picked by the OS.
 
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config, type Role } from '../../src/config.js';
 import { keyring } from '../../src/delivery/keyring.js';
-import { startPlatform, type Platform, type PlatformOptions, type Role } from '../../src/platform.js';
+import { startPlatform, type Platform, type PlatformOptions } from '../../src/platform.js';
 import { createLogger } from '../../src/telemetry/log.js';
 import type { TelnyxKeys } from './carrier.js';
 
