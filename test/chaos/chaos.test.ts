@@ -32,6 +32,8 @@ describe('chaos', () => {
       dbCutMs: [500, 3000],
       behaviour: { ...CHAOS_DEFAULTS.behaviour, holdMinMs: 2000, holdMaxMs: 6000 },
       loadMs: 8000,
+      // 30 s: twice the longest this storm holds a recording's start back (answers held 6 s, cuts of 3 s, kills).
+      recordedTalkMs: 600_000,
       seed: `test-${Date.now()}`,
       databaseUrl: inject('adminUrl'),
       log: createLogger('silent'),

@@ -69,6 +69,11 @@ export interface ChaosOptions {
   /** How the Twilio simulator misbehaves. */
   twilioBehaviour: Partial<Behaviour>;
   timeScale: number;
+  /**
+   * How long the recorded call talks, simulated (× timeScale): its recording must
+   * start while it lasts, under the storm's kills, cuts and held answers.
+   */
+  recordedTalkMs: number;
   databaseUrl: string | null;
   seed: string;
   log: Logger;
@@ -115,6 +120,7 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, 'log' | 'out' | 'databaseUrl'> =
     serverErrorRate: 0.03,
   },
   timeScale: 0.05,
+  recordedTalkMs: 1_200_000,
   seed: 'chaos',
 };
 
@@ -208,8 +214,9 @@ export function chaosRoleSettings(): Record<string, string> {
 }
 
 /**
- * Answers after 1 s and talks 1,200 simulated seconds (a minute at the default time
- * scale): long enough for its recording to start under the storm. At 400 (20 s) a
+ * Answers after 1 s and talks recordedTalkMs (by default 1,200 simulated seconds, a
+ * minute at the default time scale): long enough for its recording to start under
+ * the storm. At 400 (20 s) a
  * record_start reached the carrier 21 s after the answer, once the answer had been
  * held back 5 s and its call.record job caught by kills and cuts for 17 s: the
  * call had ended, and the recording failed as the product should say it did.
@@ -284,7 +291,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       log: opts.log,
     });
     cleanups.push(() => sim.close());
-    sim.setPersona(TALKS_LONG, { call: { answerAfterMs: 1000, talkMs: 1_200_000 } });
+    sim.setPersona(TALKS_LONG, { call: { answerAfterMs: 1000, talkMs: opts.recordedTalkMs } });
     const twilio = await startTwilioSimulator({
       timeScale: opts.timeScale,
       seed: `${opts.seed}-twilio`,
