@@ -51,9 +51,11 @@ export async function sweepStaleWorkers(
 }
 
 /**
- * Completes a job only if `poolId` still holds it from the same fetch (`attempts`
- * counts fetches: a worker of the same pool that took it again after a sweep has
- * raised it): deletes it and frees its named queue, in one statement. graphile-worker's own completion deletes by id alone,
+ * Completes a job only if its pool still holds it from the same fetch (the same
+ * `locked_at`, to the millisecond a Date keeps: a worker of the same pool that took
+ * it again after a sweep has locked it anew), deletes it and frees its named queue,
+ * in one statement. Not `attempts`: an add under the key of a job that is running
+ * sets that job's attempts to its maximum (and takes its key for the new job). graphile-worker's own completion deletes by id alone,
  * so a worker that was swept while it ran (paused past the bound) would delete
  * whatever the job had become meanwhile: another worker's run of it, or the retry
  * its own task had just scheduled under the job's key (an add that finds the job
@@ -62,19 +64,21 @@ export async function sweepStaleWorkers(
  */
 export async function completeHeldJob(
   db: pg.Pool,
-  job: { id: string; locked_by: string | null; attempts: number },
+  job: { id: string; locked_by: string | null; locked_at: Date | null },
 ): Promise<boolean> {
   const { rows } = await db.query<{ n: number }>({
     name: 'worker_job_complete_held',
     text: `WITH done AS (
-             DELETE FROM graphile_worker._private_jobs WHERE id = $1 AND locked_by = $2 AND attempts = $3
+             DELETE FROM graphile_worker._private_jobs
+              WHERE id = $1 AND locked_by = $2
+                AND locked_at > $3::timestamptz - interval '1 ms' AND locked_at < $3::timestamptz + interval '1 ms'
              RETURNING job_queue_id
            ), queue AS (
              UPDATE graphile_worker._private_job_queues SET locked_at = NULL, locked_by = NULL
               WHERE locked_by = $2 AND id IN (SELECT job_queue_id FROM done)
            )
            SELECT count(*)::int AS n FROM done`,
-    values: [job.id, job.locked_by, job.attempts],
+    values: [job.id, job.locked_by, job.locked_at],
   });
   return rows[0]!.n === 1;
 }

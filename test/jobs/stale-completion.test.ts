@@ -61,6 +61,31 @@ const jobRows = async (key: string) =>
   ).rows;
 
 describe('a worker whose lock was swept while it ran', () => {
+  it('(unswept) a run that schedules its next run under its own key completes, and the next run comes', async () => {
+    // An add under the key of a running job takes the key for a new job and sets the running
+    // one's attempts to its maximum: the guarded completion must still recognise its own run.
+    const key = 'stale-completion:unswept';
+    const runs: string[] = [];
+    const done = gate();
+    const a = await runner({
+      'delivery.recover': async (payload, job) => {
+        runs.push(job.jobId);
+        if (runs.length === 1) await withTx(db.pool, (tx) => enqueue(tx, 'delivery.recover', payload, { jobKey: key }));
+        else done.open();
+      },
+    });
+    const outcomes: (string | null)[] = [];
+    a.events.on('job:complete', ({ error }) => outcomes.push(error ? String(error) : null));
+    await withTx(db.pool, (tx) => enqueue(tx, 'delivery.recover', { recoveryId: 'r-0' }, { jobKey: key }));
+    await done.opened;
+    await eventually(async () => outcomes.length === 2 && (await jobRows(key)).length === 0);
+    expect(outcomes).toEqual([null, null]);
+    expect(new Set(runs).size).toBe(2);
+    expect(await db.pool.query('SELECT count(*)::int AS n FROM graphile_worker.jobs')).toMatchObject({
+      rows: [{ n: 0 }],
+    });
+  });
+
   it('the next run it schedules under its own key after the sweep survives its completion', async () => {
     const key = 'stale-completion:retry';
     const started = gate();
