@@ -262,9 +262,11 @@ async function dev(config: Config, _log: Logger, cmd: Command) {
     print('stopped');
   });
   print('Starting Handset (embedded PostgreSQL, migrations, simulator)…');
-  const { devBanner, startDev } = await import('../dev/dev.js');
-  starting = startDev(config, log, { say: print });
+  // Loading it is part of starting: a signal meanwhile waits for start-up, then stops.
+  const loading = import('../dev/dev.js');
+  starting = loading.then(({ startDev }) => startDev(config, log, { say: print }));
   const handle = await starting;
+  const { devBanner } = await loading;
   await noteStateDir(config.stateDir);
   process.stdout.write(devBanner(handle.state, shortPath(logFile)));
   return 'running' as const;
