@@ -3,7 +3,8 @@
 // pool sized for its work. `handset serve --roles …` and `handset dev` both start
 // here; any role can run alone, in any number of replicas.
 
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import type { CarrierAdapter } from './carrier/carrier.js';
@@ -112,6 +113,9 @@ export async function openApiDocument(): Promise<Record<string, unknown>> {
  */
 const DELIVERY_JOBS = 10;
 
+/** How long a keep-alive connection has been idle before a refusal at the connection cap closes it. */
+const STALE_IDLE_MS = 5_000;
+
 export interface PlatformOptions {
   config: Config;
   databaseUrl: string;
@@ -186,14 +190,30 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   };
   // Past the cap a new connection is closed as soon as it is accepted: it costs
   // no request parsing and no body, and the carrier retries what got no answer.
-  // Idle keep-alive connections are closed then too, so the cap is held by
-  // requests in flight (and senders too slow to finish one), not by idle clients.
+  // Keep-alive connections idle for STALE_IDLE_MS are closed then too, so the cap
+  // is held by senders, not by a client's leftovers. Not those used a moment ago:
+  // their sender may be writing its next request on one at that very moment, and a
+  // request on a connection closing under it is a failed delivery, not a refusal.
   let lastDropWarning = 0;
   const capConnections = (app: FastifyInstance, role: 'ingest' | 'api') => {
     app.server.maxConnections = config.maxConnections[role];
+    // Connections between requests, since when (none while a request is in flight).
+    const idleSince = new Map<Socket, number>();
+    app.server.on('connection', (socket: Socket) => {
+      idleSince.set(socket, Date.now());
+      socket.once('close', () => idleSince.delete(socket));
+    });
+    app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const socket = req.socket;
+      idleSince.delete(socket);
+      res.once('finish', () => {
+        if (!socket.destroyed) idleSince.set(socket, Date.now());
+      });
+    });
     app.server.on('drop', () => {
       metrics.connectionsRefused.inc({ role });
-      app.server.closeIdleConnections();
+      const now = Date.now();
+      for (const [socket, since] of idleSince) if (now - since >= STALE_IDLE_MS) socket.destroy();
       if (Date.now() - lastDropWarning > 10_000) {
         lastDropWarning = Date.now();
         log.warn({ role, max: config.maxConnections[role] }, 'connection cap reached: new connections are refused');
