@@ -51,16 +51,16 @@ export async function sweepStaleWorkers(
 }
 
 /**
- * Completes a job only if its pool still holds it from the same fetch (the same
- * `locked_at`, to the millisecond a Date keeps: a worker of the same pool that took
- * it again after a sweep has locked it anew), deletes it and frees its named queue,
- * in one statement. Not `attempts`: an add under the key of a job that is running
- * sets that job's attempts to its maximum (and takes its key for the new job). graphile-worker's own completion deletes by id alone,
- * so a worker that was swept while it ran (paused past the bound) would delete
- * whatever the job had become meanwhile: another worker's run of it, or the retry
- * its own task had just scheduled under the job's key (an add that finds the job
- * unlocked rewrites that row in place). False when the hold was lost: the job is
- * left to whoever has it now.
+ * Completes a job only if its pool still holds it from the same fetch: deletes it
+ * and frees its named queue, in one statement. graphile-worker's own completion
+ * deletes by id alone, so a worker that was swept while it ran (paused past the
+ * bound) would delete whatever the job had become meanwhile: another worker's run
+ * of it, or the next run its own task had just scheduled under the job's key (an
+ * add that finds the job unlocked rewrites that row in place). The fetch is told
+ * by `locked_at`, to the millisecond a Date keeps (a worker of the same pool that
+ * took the job again after a sweep locked it anew), not by `attempts`: an add
+ * under the key of a running job sets that job's attempts to its maximum. False
+ * when the hold was lost: the job is left to whoever has it now.
  */
 export async function completeHeldJob(
   db: pg.Pool,
