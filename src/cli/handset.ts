@@ -2,7 +2,9 @@
 // The `handset` command: one entry point for every role and tool, on commander.
 // Each tool's flags are declared beside the code they drive; this file builds the
 // tree and attaches the actions. The environment is read into a Config only when a
-// command runs, so `--help` and usage errors touch nothing. Errors are translated
+// command runs, so `--help` and usage errors touch nothing; the platform, the
+// database client and the simulators are loaded by the commands that use them,
+// so those answer in a fraction of a second. Errors are translated
 // once, here: a usage error names the command and what was wrong (exit 2), a
 // ConfigError is one line naming the variable (exit 2), any other failure one line
 // (exit 1).
