@@ -4,7 +4,7 @@
 // mistyped command or flag exits 2 naming the nearest one.
 
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -79,6 +79,12 @@ function handset(args: string[], env: Record<string, string> = {}): Promise<Run>
     );
   });
 }
+
+describe('the built command', () => {
+  it('is executable once built: npx may run it through a link it made for an earlier checkout at this path, which does not make it so again', () => {
+    expect((statSync(HANDSET_BIN).mode & 0o111).toString(8)).toBe('111');
+  });
+});
 
 describe('--help', () => {
   // Each is its own process doing nothing: they run side by side.
