@@ -5,15 +5,12 @@ import { defineConfig } from 'vitest/config';
 // after the rest, with nothing beside them. Everything else runs two files at a
 // time (the machines have two cores; most of a test's time is waiting on
 // PostgreSQL and processes it started), including the long ones that mostly wait:
-// a fresh clone's install, a server's 30 s request timeout.
+// a fresh clone's install, the README's commands, a server's 30 s request timeout.
 const ALONE = [
   'test/chaos/*.test.ts',
   'test/bench/bench.test.ts',
   'test/inbox/bench.test.ts',
   'test/inbox/end-to-end.test.ts',
-  // Its `handset dev` runs from this checkout and notes its state directory there, as
-  // dev.test.ts's does: beside it, the README's `handset listen` could find the other dev.
-  'test/docs/readme.test.ts',
   'test/security/slow-body-storm.test.ts',
   // Not relay.test.ts (rows read by a claim, not time) nor delivery.test.ts (what a receiver verifies).
   'test/delivery/capacity.test.ts',
