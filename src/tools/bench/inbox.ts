@@ -6,8 +6,8 @@
 // duplicate. The receiver is a process of its own (inbox-server.ts).
 
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { newId } from '../../db/ids.js';
 import { webhookHeaders, newEndpointSecret } from '../../delivery/signature.js';
 import type { BenchDatabase } from './database.js';
 import { drive, hammer, type LoadResult } from './http-load.js';
@@ -178,10 +178,13 @@ async function startReceiver(
   };
 }
 
-/** A Handset event (a message's transition, with a subject and sequence), signed as Handset signs it. */
+/**
+ * A Handset event (a message's transition, with a subject and sequence), signed
+ * as Handset signs it; its ids made as Handset makes them (time-ordered).
+ */
 function signedEvent(secret: string): SignedWebhook {
-  const id = `evt_${randomBytes(10).toString('hex')}`;
-  const subject = `msg_${randomBytes(10).toString('hex')}`;
+  const id = newId('evt');
+  const subject = newId('msg');
   const body = JSON.stringify({
     id,
     type: 'message.delivered',
