@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HANDSET_BIN } from '../support/process.js';
 
@@ -169,6 +170,48 @@ describe('usage errors', () => {
     expect(r.stderr).toContain(why);
     expect(existsSync(stateDir)).toBe(false);
   });
+});
+
+describe("the operator's runs: npm run bench, chaos and soak", () => {
+  const TOOLS = ['bench', 'chaos', 'soak'] as const;
+  const tool = (name: (typeof TOOLS)[number], args: string[]) =>
+    new Promise<Run>((resolve) => {
+      const script = fileURLToPath(new URL(`../../dist/tools/${name}/main.js`, import.meta.url));
+      const child = execFile(
+        process.execPath,
+        [script, ...args],
+        { env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: databaseUrl }, timeout: 20_000 },
+        (_err, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }),
+      );
+    });
+
+  it.concurrent.for(TOOLS)('%s --help prints its flags and exits 0, touching nothing', async (name, { expect }) => {
+    const before = connections;
+    const r = await tool(name, ['--help']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')[0]).toBe(`usage: npm run ${name} -- [options]`);
+    expect(r.stdout).toMatch(/^ {2}--\w/m);
+    expect(connections).toBe(before);
+  });
+
+  const misuses: [(typeof TOOLS)[number], string[], string][] = [
+    ...TOOLS.map((t): [(typeof TOOLS)[number], string[], string] => [t, ['--bogus'], "Unknown option '--bogus'"]),
+    ['bench', ['--duration', 'x'], '--duration: expected a number'],
+    ['chaos', ['--messages', 'ten'], '--messages: expected a whole number'],
+    ['soak', ['--seconds', '3'], 'at least 10 s'],
+  ];
+  it.concurrent.for(misuses)(
+    '%s %j is a usage error: exit 2, why and the usage, nothing started',
+    async ([name, args, why], { expect }) => {
+      const before = connections;
+      const r = await tool(name, [...args]);
+      expect(r.code).toBe(2);
+      expect(r.stderr.split('\n')[0]).toContain(why);
+      expect(r.stderr).toContain(`usage: npm run ${name} -- [options]`);
+      expect(r.stderr).not.toMatch(/ at .+\.js:\d+/); // not a stack trace
+      expect(connections).toBe(before);
+    },
+  );
 });
 
 describe('handset completion', () => {

@@ -58,7 +58,17 @@ const USAGE = `usage: npm run bench -- [options]
 DATABASE_URL set: a fresh database on that server, dropped afterwards; unset: embedded PostgreSQL.
 `;
 
+/** The options, or a clear word and the usage on stderr and exit 2: a mistyped flag starts nothing. */
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
+  try {
+    return readOptions(argv, env);
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
+function readOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
   const { values } = parseArgs({
     args: argv,
     options: {

@@ -3,10 +3,8 @@
 // random for up to 30 s), then the audit and the comparison with a well-behaved
 // carrier. Exits 1 on any violation, difference or process that exited on its own.
 // Then the customer's side: the example receiver behind @handset/inbox, SIGKILLed mid-storm (inbox.ts).
-// Flags: --messages N --calls N --twilio-messages N --failover-messages N --workers N --ingest-processes N
-// --load-seconds N --seed S --no-db-cuts --no-flap (Telnyx's REST API never goes down) --inbox-only
-// --failover [--mode sync|async|both]: instead, PostgreSQL failover mid-storm (failover.ts); exits 1 when
-// sync mode lost an acknowledged event, or either mode left an audit violation or a process that exited.
+// With --failover, instead: PostgreSQL failover mid-storm (failover.ts); exits 1 when sync mode lost an
+// acknowledged event, or either mode left an audit violation or a process that exited.
 
 import { parseArgs } from 'node:util';
 import { createLogger } from '../../telemetry/log.js';
@@ -20,23 +18,69 @@ import {
 } from './failover.js';
 import { inboxChaosPhase } from './inbox.js';
 
-const { values } = parseArgs({
-  options: {
-    messages: { type: 'string' },
-    calls: { type: 'string' },
-    workers: { type: 'string' },
-    'ingest-processes': { type: 'string' },
-    'load-seconds': { type: 'string' },
-    seed: { type: 'string' },
-    'no-db-cuts': { type: 'boolean' },
-    'inbox-only': { type: 'boolean' },
-    'twilio-messages': { type: 'string' },
-    'failover-messages': { type: 'string' },
-    'no-flap': { type: 'boolean' },
-    failover: { type: 'boolean' },
-    mode: { type: 'string' },
-  },
-});
+const USAGE = `usage: npm run chaos -- [options]
+
+  --messages N           outbound messages (default ${CHAOS_DEFAULTS.outboundMessages}; a third as many inbound)
+  --calls N              outbound calls (default ${CHAOS_DEFAULTS.outboundCalls}; half as many inbound)
+  --twilio-messages N    messages sent through Twilio (default ${CHAOS_DEFAULTS.twilioMessages})
+  --failover-messages N  messages with a fallback number on the other carrier (default ${CHAOS_DEFAULTS.failoverMessages})
+  --workers N            worker processes, SIGKILLed at random (default ${CHAOS_DEFAULTS.workers})
+  --ingest-processes N   ingest processes (default ${CHAOS_DEFAULTS.ingestProcesses})
+  --load-seconds N       how long the storm sends (default ${CHAOS_DEFAULTS.loadMs / 1000})
+  --seed S               the storm's seed: the same seed makes the same misbehaviour (default chaos-<now>)
+  --no-db-cuts           never cut the database
+  --no-flap              Telnyx's REST API never goes down
+  --inbox-only           only the customer's side: the example receiver behind @handset/inbox
+  --failover             instead: PostgreSQL failover mid-storm
+  --mode sync|async|both the failover's replication (default both)
+
+DATABASE_URL set: databases on that server; unset: embedded PostgreSQL. LOG_LEVEL: the processes' logs (default silent).
+Exits 0 when the audit is clean and every message and call ended as with a well-behaved carrier; 1 otherwise.
+`;
+
+let parsed: ReturnType<typeof parse>;
+try {
+  parsed = parse();
+} catch (error) {
+  process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+  process.exit(2);
+}
+const { values } = parsed;
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+/** A flag's whole number, or the default; anything else stops the run before it starts. */
+function n(name: string, fallback: number): number {
+  const text = values[name as keyof typeof values];
+  if (text === undefined) return fallback;
+  if (typeof text !== 'string' || !/^\d+$/.test(text)) {
+    process.stderr.write(`--${name}: expected a whole number ≥ 0, got ${JSON.stringify(text)}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  return Number(text);
+}
+
+function parse() {
+  return parseArgs({
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      messages: { type: 'string' },
+      calls: { type: 'string' },
+      workers: { type: 'string' },
+      'ingest-processes': { type: 'string' },
+      'load-seconds': { type: 'string' },
+      seed: { type: 'string' },
+      'no-db-cuts': { type: 'boolean' },
+      'inbox-only': { type: 'boolean' },
+      'twilio-messages': { type: 'string' },
+      'failover-messages': { type: 'string' },
+      'no-flap': { type: 'boolean' },
+      failover: { type: 'boolean' },
+      mode: { type: 'string' },
+    },
+  });
+}
 const seed = values.seed ?? `chaos-${Date.now()}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
 if (values.failover) {
@@ -50,14 +94,10 @@ if (values.failover) {
   for (const m of modes) {
     const result = await runFailover({
       ...FAILOVER_DEFAULTS,
-      ...(values.messages
-        ? { outboundMessages: Number(values.messages), inboundMessages: Number(values.messages) }
-        : {}),
-      ...(values.calls
-        ? { outboundCalls: Number(values.calls), inboundCalls: Math.ceil(Number(values.calls) / 2) }
-        : {}),
-      ...(values.workers ? { workers: Number(values.workers) } : {}),
-      ...(values['load-seconds'] ? { loadMs: Number(values['load-seconds']) * 1000 } : {}),
+      ...(values.messages ? { outboundMessages: n('messages', 0), inboundMessages: n('messages', 0) } : {}),
+      ...(values.calls ? { outboundCalls: n('calls', 0), inboundCalls: Math.ceil(n('calls', 0) / 2) } : {}),
+      ...(values.workers ? { workers: n('workers', 0) } : {}),
+      ...(values['load-seconds'] ? { loadMs: n('load-seconds', 0) * 1000 } : {}),
       mode: m,
       seed: `${seed}-${m}`,
       log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
@@ -82,9 +122,8 @@ if (values.failover) {
 }
 if (values['inbox-only'])
   process.exit(await inboxChaosPhase(seed, createLogger(process.env.LOG_LEVEL ?? 'silent'), say));
-const n = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number(v));
-const messages = n(values.messages, CHAOS_DEFAULTS.outboundMessages);
-const calls = n(values.calls, CHAOS_DEFAULTS.outboundCalls);
+const messages = n('messages', CHAOS_DEFAULTS.outboundMessages);
+const calls = n('calls', CHAOS_DEFAULTS.outboundCalls);
 
 const result = await runChaos({
   ...CHAOS_DEFAULTS,
@@ -92,12 +131,12 @@ const result = await runChaos({
   inboundMessages: Math.ceil(messages / 3),
   outboundCalls: calls,
   inboundCalls: Math.ceil(calls / 2),
-  workers: n(values.workers, CHAOS_DEFAULTS.workers),
-  ingestProcesses: n(values['ingest-processes'], CHAOS_DEFAULTS.ingestProcesses),
-  loadMs: n(values['load-seconds'], CHAOS_DEFAULTS.loadMs / 1000) * 1000,
+  workers: n('workers', CHAOS_DEFAULTS.workers),
+  ingestProcesses: n('ingest-processes', CHAOS_DEFAULTS.ingestProcesses),
+  loadMs: n('load-seconds', CHAOS_DEFAULTS.loadMs / 1000) * 1000,
   ...(values['no-db-cuts'] ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
-  twilioMessages: n(values['twilio-messages'], CHAOS_DEFAULTS.twilioMessages),
-  failoverMessages: n(values['failover-messages'], CHAOS_DEFAULTS.failoverMessages),
+  twilioMessages: n('twilio-messages', CHAOS_DEFAULTS.twilioMessages),
+  failoverMessages: n('failover-messages', CHAOS_DEFAULTS.failoverMessages),
   ...(values['no-flap'] ? { flapEveryMs: [0, 0] as [number, number] } : {}),
   seed,
   databaseUrl: process.env.DATABASE_URL ?? null,

@@ -2,9 +2,6 @@
 // --seconds, for a short one), then its verdict. Writes samples.json and soak.svg
 // into --out (default .handset/soak/<time>); exits 1 with every reason on growth
 // beyond 10%, stuck work, an audit violation or a process that exited on its own.
-// Flags: --minutes N | --seconds N, --rate N (operations/s), --out DIR, --seed S,
-// --heap-snapshots (each judged role's heap after the last sample, into DIR/heap;
-// compare one with a short run's: `node dist/tools/soak/heap-diff.js SHORT LONG`).
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -15,22 +12,50 @@ import { show } from './samples.js';
 import { DEFAULT_RATE, JUDGED_ROLES, SOAK_ROLES, runSoak, soakSchedule } from './soak.js';
 import { renderSvg } from './svg.js';
 
-const { values } = parseArgs({
-  options: {
-    minutes: { type: 'string' },
-    seconds: { type: 'string' },
-    rate: { type: 'string' },
-    out: { type: 'string' },
-    seed: { type: 'string' },
-    'heap-snapshots': { type: 'boolean' },
-  },
-});
+const USAGE = `usage: npm run soak -- [options]
+
+  --minutes N        how long the load runs (default 60)
+  --seconds N        the same in seconds, for a short run (at least 10)
+  --rate N           operations per second (default ${DEFAULT_RATE})
+  --out DIR          where samples.json and soak.svg go (default .handset/soak/<time>)
+  --seed S           the misbehaviour's seed: the same seed makes the same run (default soak-<now>)
+  --heap-snapshots   each judged role's heap after the last sample, into DIR/heap; compare one
+                     with a short run's: node dist/tools/soak/heap-diff.js SHORT LONG
+
+DATABASE_URL set: a database on that server; unset: embedded PostgreSQL. LOG_LEVEL: the processes' logs.
+Exits 1 with every reason on growth beyond 10%, stuck work, an audit violation or a process that exited.
+`;
+
+const fail = (why: string): never => {
+  process.stderr.write(`${why}\n\n${USAGE}`);
+  process.exit(2);
+};
+let values: ReturnType<typeof parse>['values'] = {};
+try {
+  ({ values } = parse());
+} catch (error) {
+  fail((error as Error).message);
+}
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const seconds = values.seconds !== undefined ? Number(values.seconds) : Number(values.minutes ?? 60) * 60;
 const rate = values.rate !== undefined ? Number(values.rate) : DEFAULT_RATE;
-if (!(seconds >= 10) || !(rate > 0)) {
-  process.stderr.write('soak: --minutes/--seconds must give at least 10 s, and --rate must be above 0\n');
-  process.exit(2);
+if (!(seconds >= 10) || !(rate > 0)) fail('--minutes/--seconds must give at least 10 s, and --rate must be above 0');
+function parse() {
+  return parseArgs({
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      minutes: { type: 'string' },
+      seconds: { type: 'string' },
+      rate: { type: 'string' },
+      out: { type: 'string' },
+      seed: { type: 'string' },
+      'heap-snapshots': { type: 'boolean' },
+    },
+  });
 }
 const durationMs = seconds * 1000;
 const outDir = path.resolve(
