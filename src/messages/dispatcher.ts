@@ -53,7 +53,7 @@ import {
   messagesLeaseRenew,
 } from './messages.sql.js';
 import { carriersThrottled } from '../carrier/health.sql.js';
-import { numbersPaced, paceTake } from '../numbers/pace.sql.js';
+import { numbersPaced, type PacedNumber, paceTake } from '../numbers/pace.sql.js';
 
 /** Where a create (or a scheduled message falling due) says the line has something new. */
 export const MESSAGE_LINE_CHANNEL = 'handset_message_line';
@@ -93,12 +93,22 @@ export interface Dispatcher {
 interface Claimed {
   m: MessageRow;
   slotAt: number | null;
+  /** Its number's sending rate, when it has one. */
+  pace: PacedNumber | null;
   /** Until when the claim leased it (ms, the dispatcher's clock). */
   leaseUntil: number;
 }
 
 /** How far ahead a paced number's slots are taken: a claim takes at most this long of its sending. */
 const PACE_AHEAD_MS = 1_000;
+/**
+ * How late a paced send may go after its slot: half a slot, so that no second sees
+ * more than one send above the rate, but at least this long (timers and a busy
+ * event loop are that coarse). Later than that, it takes a new slot instead.
+ */
+const SLOT_LATE_FLOOR_MS = 25;
+/** New slots a late send takes at most before it goes anyway: a machine this far behind still sends. */
+const SLOT_RETAKES = 5;
 
 /** What a claim takes from the head while the hand is full, so a newcomer in the current round is not kept waiting. */
 const HEAD_CLAIM = 4;
@@ -210,7 +220,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
    * when its send ends otherwise. A paced message takes no request slot (its
    * rate bounds it) and does not count against the next claim.
    */
-  function send({ m, slotAt, leaseUntil }: Claimed): void {
+  function send({ m, slotAt, pace, leaseUntil }: Claimed): void {
     const counted = slotAt === null;
     if (counted) inHand++;
     held.set(m.id, leaseUntil);
@@ -231,7 +241,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
       // The slot is waited for right before the request, after the checks that precede it; then the lease
       // must outlast the request.
       turn: async () => {
-        if (slotAt !== null) await sleep(Math.max(0, slotAt - Date.now()));
+        if (slotAt !== null && pace) await awaitSlot(pace, slotAt);
         const left = (held.get(m.id) ?? 0) - clock().getTime();
         if (left < opts.carrierTimeoutMs + LEASE_MARGIN_MS) {
           throw new LeaseShortError(`${Math.max(0, left)} ms of its lease left, less than a request may take`);
@@ -253,6 +263,23 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
     })();
     inFlight.add(p);
     void p.finally(() => inFlight.delete(p));
+  }
+
+  /**
+   * Waits for a paced send's slot. Woken later than it may go (a paused process, a
+   * saturated machine), it does not go beside the sends of the slots that followed
+   * its own: it takes a new one, at the end of its number's pace or at once if the
+   * pace has fallen behind.
+   */
+  async function awaitSlot(n: PacedNumber, slotAt: number): Promise<void> {
+    const mayBeLate = Math.max(SLOT_LATE_FLOOR_MS, 500 / n.mps);
+    for (let at = slotAt, retakes = 0; ; retakes++) {
+      await sleep(Math.max(0, at - Date.now()));
+      const late = Date.now() - at;
+      if (late <= mayBeLate || retakes === SLOT_RETAKES) return;
+      at = (await paceTake(deps.pool, n, 1)).first.getTime();
+      log.debug({ number: n.number, lateMs: late }, 'paced send woke after its slot: took another');
+    }
   }
 
   /** Due scheduled messages into the line, and ran-out leases to jobs; both bounded. */
@@ -332,7 +359,12 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         const at = first.getTime();
         for (const [i, m] of mine.entries()) slots.set(m.id, at + (i * 1000) / n.mps);
       }
-      return cleared.map((m) => ({ m, slotAt: slots.get(m.id) ?? null, leaseUntil: leaseUntil.getTime() }));
+      return cleared.map((m) => ({
+        m,
+        slotAt: slots.get(m.id) ?? null,
+        pace: paced.get(key(m.carrier, m.from_number))?.n ?? null,
+        leaseUntil: leaseUntil.getTime(),
+      }));
     });
   }
 

@@ -3,6 +3,7 @@
 // processes share (their own are kept in step with it); a dispatcher waits for
 // each slot it took before sending.
 
+import type { Db } from '../db/pool.js';
 import type { Tx } from '../db/tx.js';
 
 export interface PacedNumber {
@@ -32,8 +33,8 @@ export async function numbersPaced(
  * now and where its pace stood, each 1/mps s after the one before. Returns the
  * first slot and the database's now.
  */
-export async function paceTake(tx: Tx, n: PacedNumber, k: number): Promise<{ first: Date; now: Date }> {
-  const { rows } = await tx.query<{ first: Date; now: Date }>({
+export async function paceTake(db: Db, n: PacedNumber, k: number): Promise<{ first: Date; now: Date }> {
+  const { rows } = await db.query<{ first: Date; now: Date }>({
     name: 'pace_take',
     text: `WITH t AS (SELECT clock_timestamp() AS now)
            INSERT INTO number_pace AS p (carrier, number, next_at)

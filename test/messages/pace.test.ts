@@ -14,6 +14,7 @@ const PACED = '+13125550901';
 const FREE = '+13125550902';
 const MPS = 5;
 const MESSAGES = 50;
+const STALLED = '+13125550903';
 
 let db: TestDatabase;
 let sim: Simulator;
@@ -79,5 +80,35 @@ describe('a number with mps', () => {
     // Never above: no two seconds see more than their share, one send of arrival jitter allowed.
     const busiest = Math.max(...at.map((t) => at.filter((u) => u >= t && u < t + 2_000).length));
     expect(busiest).toBeLessThanOrEqual(2 * MPS + 1);
+  });
+
+  it('a worker paused past its slots does not send the missed ones together: no second sees more than its rate', async () => {
+    // Stands for a saturated machine or a long GC pause: the messages in hand wake
+    // after their slots have passed, all at once.
+    for (const w of workers.splice(0)) w.child.kill('SIGKILL');
+    const { proc } = await serveRoles('worker', { ...sim.carrierEnv(), DATABASE_URL: db.url });
+    workers.push(proc);
+    expect((await acme.post('/v1/phone_numbers', { number: STALLED, mps: MPS })).status).toBe(201);
+    const sent = () =>
+      sim.requests
+        .filter(
+          (r) => r.method === 'POST' && r.path === '/v2/messages' && (r.body as { from?: string }).from === STALLED,
+        )
+        .map((r) => Date.parse(r.at))
+        .sort((a, b) => a - b);
+    const total = 3 * MPS;
+    const made = await acme.post('/v1/messages/batch', {
+      messages: Array.from({ length: total }, (_, i) => ({ from: STALLED, to: '+15555550100', body: `stalled ${i}` })),
+    });
+    expect(made.status).toBe(201);
+    await eventually(async () => sent().length >= 1, 10_000, 20);
+    proc.child.kill('SIGSTOP');
+    await new Promise((r) => setTimeout(r, 2_500));
+    proc.child.kill('SIGCONT');
+    await eventually(async () => sent().length === total, 30_000, 100);
+    const at = sent();
+    const busiest = Math.max(...at.map((t) => at.filter((u) => u >= t && u < t + 1_000).length));
+    // A send may go up to one slot after its own: one more than the rate in a second, at most.
+    expect(busiest).toBeLessThanOrEqual(MPS + 1);
   });
 });
