@@ -413,6 +413,8 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
 
 interface Pending {
   args: Parameters<RecordSent>;
+  /** When the carrier's answer came: the message's sent_at, however long it waits to be written. */
+  at: Date;
   resolve: (o: DispatchOutcome) => void;
   reject: (err: Error) => void;
 }
@@ -437,7 +439,7 @@ class SentRecorder {
 
   readonly record: RecordSent = (...args) =>
     new Promise<DispatchOutcome>((resolve, reject) => {
-      this.queue.push({ args, resolve, reject });
+      this.queue.push({ args, at: (this.deps.now ?? (() => new Date()))(), resolve, reject });
       if (!this.writing) this.writing = this.drain();
     });
 
@@ -475,10 +477,9 @@ class SentRecorder {
   }
 
   private async write(batch: Pending[]): Promise<readonly DispatchOutcome[]> {
-    const at = (this.deps.now ?? (() => new Date()))();
     const handOff = this.handOff ? new HandOff(this.handOff) : null;
     // Side by side: on a pipelining connection each statement of every message goes in one round trip.
-    const run = (tx: Tx) => () => together(tx, ...batch.map((p) => () => recordSent(tx, ...p.args, at)));
+    const run = (tx: Tx) => () => together(tx, ...batch.map((p) => () => recordSent(tx, ...p.args, p.at)));
     const outcomes = await withTx(this.deps.pool, (tx) => (handOff ? handingOff(tx, handOff, run(tx)) : run(tx)()));
     handOff?.handOver();
     return outcomes;

@@ -115,6 +115,43 @@ describe('batched dispatch under faults', () => {
     }
   });
 
+  it('a send recorded late keeps the moment the carrier took it: sent_at is its answer, not its batch’s write', async () => {
+    // Billing's table locked against inserts: every record of a sent message waits until the lock is gone.
+    const w = await worker();
+    const lock = await db.pool.connect();
+    const ids: string[] = [];
+    try {
+      await lock.query('BEGIN');
+      await lock.query('LOCK TABLE usage_records IN SHARE MODE');
+      for (let i = 0; i < 3; i++) {
+        const res = await acme.post('/v1/messages', { from: ON_TELNYX, to: DELIVERS, body: `recorded late ${i}` });
+        expect(res.status).toBe(201);
+        ids.push(res.json.id);
+      }
+      await eventually(async () => ids.every((id) => c.telnyxAccepted(id) === 1), 20_000, 50);
+      await new Promise((r) => setTimeout(r, 2_000));
+    } finally {
+      await lock.query('COMMIT');
+      lock.release();
+    }
+    try {
+      await allOnce(ids);
+      const { rows } = await db.pool.query<{ id: string; sent_at: Date }>(
+        'SELECT id, sent_at FROM messages WHERE id = ANY($1)',
+        [ids],
+      );
+      for (const r of rows) {
+        const asked = c.telnyx.requests.find(
+          (q) => q.method === 'POST' && q.path === '/v2/messages' && q.idempotencyKey === r.id,
+        )!;
+        expect(Math.abs(r.sent_at.getTime() - Date.parse(asked.at))).toBeLessThan(1_000);
+      }
+    } finally {
+      w.child.kill('SIGTERM');
+      await w.exited;
+    }
+  });
+
   it('a worker killed mid-batch: its claimed messages are sent by another, each once per carrier, none lost', async () => {
     // Slow answers, so the kill lands with requests in flight and messages claimed but not yet sent.
     c.telnyx.setBehaviour({ sendLatencyMs: 150 });
