@@ -63,6 +63,13 @@ export interface CarrierApiCounts {
   answersDelayed: number;
   answersLost: number;
   bodiesStalled: number;
+  /**
+   * The most messages taken in one wall-clock second (by arrival; replays not
+   * counted), from every number together and per sending number: what a number's
+   * sending rate bounds.
+   */
+  busiestSecond: number;
+  busiestSecondByNumber: Record<string, number>;
 }
 
 export interface CarrierApi {
@@ -90,7 +97,14 @@ const TRANSCRIPTION_BODY_LIMIT = 100 * 1024 * 1024;
 const OPENAI_COMPATIBLE = '/v2/ai/';
 
 function emptyCounts(): CarrierApiCounts {
-  return { replays: 0, answersDelayed: 0, answersLost: 0, bodiesStalled: 0 };
+  return {
+    replays: 0,
+    answersDelayed: 0,
+    answersLost: 0,
+    bodiesStalled: 0,
+    busiestSecond: 0,
+    busiestSecondByNumber: {},
+  };
 }
 
 export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): CarrierApi {
@@ -99,6 +113,21 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
   const idempotency = new IdempotencyRecords(() => account.scheduler.wallNow());
   const stalled = new Set<ServerResponse>();
   let counts = emptyCounts();
+  /** Each sending number's current second (by arrival) and the messages taken from it in that second. */
+  const thisSecond = new Map<string, { second: number; taken: number }>();
+  const taken = (req: FastifyRequest) => {
+    const second = Math.floor(Date.parse(records.get(req)!.at) / 1000);
+    const count = (key: string) => {
+      const now = thisSecond.get(key);
+      const n = now?.second === second ? now.taken + 1 : 1;
+      thisSecond.set(key, { second, taken: n });
+      return n;
+    };
+    const from = String((req.body as { from?: unknown } | null)?.from ?? '');
+    // Numbers start with '+': the key of every number together cannot be one.
+    counts.busiestSecond = Math.max(counts.busiestSecond, count('all'));
+    counts.busiestSecondByNumber[from] = Math.max(counts.busiestSecondByNumber[from] ?? 0, count(from));
+  };
 
   const send = <T>(req: FastifyRequest, reply: FastifyReply, outcome: Outcome<T>) => {
     if (!outcome.ok) return refusal(reply, outcome);
@@ -238,7 +267,11 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
       });
 
       v2.post('/messages', async (req, reply) =>
-        carryOut(req, reply, () => messaging.send(req.body, { reject: rejects() })),
+        carryOut(req, reply, async () => {
+          const outcome = await messaging.send(req.body, { reject: rejects() });
+          if (outcome.ok && !outcome.deduplicated) taken(req);
+          return outcome;
+        }),
       );
 
       v2.get<{ Params: { id: string } }>('/messages/:id', async (req, reply) =>
@@ -296,12 +329,13 @@ export function registerCarrierApi(app: FastifyInstance, deps: CarrierApiDeps): 
 
   return {
     get counts() {
-      return { ...counts };
+      return { ...counts, busiestSecondByNumber: { ...counts.busiestSecondByNumber } };
     },
     forget() {
       idempotency.clear();
       for (const res of stalled) res.destroy();
       stalled.clear();
+      thisSecond.clear();
       counts = emptyCounts();
     },
   };

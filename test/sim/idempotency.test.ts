@@ -55,6 +55,25 @@ describe('Idempotency-Key', () => {
     expect((await send('/messages', SMS, 'msg_2')).json.data.id).not.toBe(first.json.data.id);
   });
 
+  test('the busiest second is counted per sending number and in all, by arrival; a replay is not a message taken', async () => {
+    // At the start of a second, so that the sends below fall in one.
+    while (Date.now() % 1000 > 50) await new Promise((r) => setTimeout(r, 5));
+    const other = JSON.stringify({ from: '+13125550002', to: '+15555550100', text: 'Hello' });
+    const answers = await Promise.all([
+      send('/messages', SMS, 'msg_a'),
+      send('/messages', SMS, 'msg_b'),
+      send('/messages', SMS, 'msg_c'),
+      send('/messages', other, 'msg_d'),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    expect((await send('/messages', SMS, 'msg_a')).status).toBe(200);
+    expect(h.sim.counts).toMatchObject({
+      replays: 1,
+      busiestSecond: 4,
+      busiestSecondByNumber: { [FROM]: 3, '+13125550002': 1 },
+    });
+  });
+
   test('a dial replayed with its key dials once', async () => {
     const first = await send('/calls', DIAL, 'leg_1');
     const second = await send('/calls', DIAL, 'leg_1');

@@ -30,8 +30,10 @@ export interface BulkResult {
   createdPerSecond: number;
   /** Messages the carriers took per second, from the first send to the last (the sent_at stamps). */
   sentPerSecond: number;
-  /** The most sends in any one whole second of the run (what a per-number rate must bound). */
+  /** The most sends in any one whole second of the run, by sent_at (when each answer came). */
   busiestSecond: number;
+  /** The same at the carrier, by arrival: of every number together, and of the busiest one number. */
+  busiestAtCarrier: { all: number; oneNumber: number };
   steps: {
     /** POST /v1/messages, client side. */
     create: LatencySummary;
@@ -89,6 +91,8 @@ export interface CarrierCounts {
   duplicates: number;
   failedDeliveries: number;
   failedAttempts: Record<string, number>;
+  busiestSecond: number;
+  busiestSecondByNumber: Record<string, number>;
 }
 
 interface Row {
@@ -227,6 +231,11 @@ async function measure(opts: BulkOptions, before: CarrierCounts): Promise<Measur
     createdPerSecond,
     sentPerSecond: p0.span ? (p0.n - 1) / p0.span : 0,
     busiestSecond: p0.busiest ?? 0,
+    // The simulator runs for this campaign alone, its numbers this campaign's.
+    busiestAtCarrier: {
+      all: after.busiestSecond,
+      oneNumber: Math.max(0, ...opts.from.map((n) => after.busiestSecondByNumber[n] ?? 0)),
+    },
     steps: {
       create: create.summary(),
       queuedToDispatched: between((r) => diff(ms(r.created_at), ms(r.dispatched_at))),

@@ -381,7 +381,7 @@ export function renderTable(r: BenchReport): string {
         32,
         `${rate(q.sentPerSecond)} msg`,
         ...latencyCells(q.steps.endToEnd),
-        `completed ${rate(q.completedPerSecond)}/s, busiest second ${q.busiestSecond}; created ${rate(q.createdPerSecond)}/s`,
+        `completed ${rate(q.completedPerSecond)}/s; busiest second at the carrier ${q.busiestAtCarrier.all}, one number ${q.busiestAtCarrier.oneNumber} (answers recorded ${q.busiestSecond})`,
         cpuCell(q.cpu),
       );
     }
@@ -595,9 +595,10 @@ export function evaluateTargets(r: BenchReport): Target[] {
   if (r.bulk?.paced) {
     const q = r.bulk.paced;
     targets.push({
-      target: 'mps 50 on each of 4 numbers: 200 ± 5% msg/s at the carrier, never above (busiest second ≤ 200)',
-      value: `${rate(q.sentPerSecond)} msg/s, busiest second ${q.busiestSecond}`,
-      met: Math.abs(q.sentPerSecond - 200) <= 10 && q.busiestSecond <= 200,
+      target:
+        'mps 50 on each of 4 numbers: 200 ± 5% msg/s at the carrier, never above (busiest second of a number ≤ 50 at the carrier)',
+      value: `${rate(q.sentPerSecond)} msg/s, busiest second ${q.busiestAtCarrier.all} (one number ${q.busiestAtCarrier.oneNumber})`,
+      met: Math.abs(q.sentPerSecond - 200) <= 10 && q.busiestAtCarrier.oneNumber <= 50,
     });
   }
   if (r.bulk) {
