@@ -1,8 +1,9 @@
 // The short chaos run (npm run chaos is the long one): two ingest processes and
-// two worker processes against one database, workers SIGKILLed and restarted at
-// random, every database connection cut now and then, a carrier that duplicates,
-// re-sends under new ids, contradicts itself, answers early, loses webhooks for
-// good and holds others back. At the end: no process exited on its own, the audit
+// two worker processes against one database, a campaign created through the batch
+// API beside single messages and calls, workers SIGKILLed and restarted at random,
+// every database connection cut now and then, a carrier that duplicates, re-sends
+// under new ids, contradicts itself, answers early, loses webhooks for good and
+// holds others back. At the end: no process exited on its own, the audit
 // is clean and the customer events are exactly what a well-behaved carrier would
 // have produced.
 
@@ -22,6 +23,7 @@ describe('chaos', () => {
       inboundCalls: 4,
       twilioMessages: 12,
       failoverMessages: 18,
+      campaignMessages: 40,
       flapEveryMs: [1500, 3000],
       flapDownMs: [300, 1000],
       twilioBehaviour: { ...CHAOS_DEFAULTS.twilioBehaviour, holdMinMs: 2000, holdMaxMs: 6000 },
@@ -52,6 +54,9 @@ describe('chaos', () => {
     expect(result.failover.telnyxDownWindows, report).toBeGreaterThan(0);
     expect(result.twilio.sends, report).toBeGreaterThan(0);
     expect(result.customerEvents, report).toBe(result.deliveries.total);
+    // The campaign through the batch API: every message stored once; each the carrier took, taken once.
+    expect(result.campaign.messages, report).toBe(40);
+    expect(result.campaign.sentOnce, report).toBeGreaterThan(0);
     // Every recorded call: one recording started at the carrier, stored, and transcribed once. (A run
     // whose recorded calls all fell in Telnyx's down windows, missed and never dialed, has none to count.)
     expect(result.recordings.calls + result.failover.callsMissedWhileDown, report).toBeGreaterThan(0);
@@ -77,6 +82,7 @@ describe('chaos', () => {
       inboundCalls: 0,
       twilioMessages: 0,
       failoverMessages: 0,
+      campaignMessages: 0,
       flapEveryMs: [0, 0],
       workers: 1,
       ingestProcesses: 0,

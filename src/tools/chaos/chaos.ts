@@ -63,6 +63,12 @@ export interface ChaosOptions {
   /** Outbound messages from a Twilio number, and from the Telnyx number with that one as fallback. */
   twilioMessages: number;
   failoverMessages: number;
+  /**
+   * A campaign: messages created CAMPAIGN_BATCH at a time through POST /v1/messages/batch
+   * (each batch's request retried under its Idempotency-Key), from a number with a
+   * sending rate, so batched dispatch and its pace meet the kills and cuts too.
+   */
+  campaignMessages: number;
   /** Telnyx's REST API refuses connections every flapEveryMs[0]..[1] ms (0 = never), for flapDownMs[0]..[1] ms. */
   flapEveryMs: [number, number];
   flapDownMs: [number, number];
@@ -105,6 +111,7 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, 'log' | 'out' | 'databaseUrl'> =
   },
   twilioMessages: 100,
   failoverMessages: 150,
+  campaignMessages: 300,
   // Short outages: a dial caught by one is retried past it (its policy gives up after a few seconds).
   flapEveryMs: [4_000, 8_000],
   flapDownMs: [500, 1_500],
@@ -125,6 +132,8 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, 'log' | 'out' | 'databaseUrl'> =
 };
 
 export interface ChaosResult {
+  /** The campaign's messages created through the batch API, and of them those sent once, at one carrier. */
+  campaign: { messages: number; batches: number; sentOnce: number };
   carrier: {
     facts: number;
     webhooks: number;
@@ -237,6 +246,10 @@ const INBOUND_RING = ['+15555550111', '+15555550113'];
 const OUR_NUMBER = '+13125550170';
 const TWILIO_NUMBER = '+13125550172';
 const INBOUND_NUMBER = '+13125550171';
+const CAMPAIGN_NUMBER = '+13125550173';
+/** The campaign's batches, and its number's rate: slower than the storm would send it. */
+const CAMPAIGN_BATCH = 100;
+const CAMPAIGN_MPS = 20;
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const started = Date.now();
@@ -357,7 +370,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       pool,
       async (tx) => (await apiKeyCreate(tx, (await accountCreate(tx, 'Chaos')).id)).key,
     );
-    const api = async (p: string, body: unknown) => {
+    /** A POST retried under one Idempotency-Key until the API answers 201 (a worker's cut or kill is not its). */
+    const post = async <T>(p: string, body: unknown): Promise<T> => {
       const key = randomBytes(12).toString('hex');
       for (let attempt = 0; ; attempt++) {
         try {
@@ -366,7 +380,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
             headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'idempotency-key': key },
             body: JSON.stringify(body),
           });
-          if (res.status === 201) return (await res.json()) as { id: string };
+          if (res.status === 201) return (await res.json()) as T;
           if (![409, 429, 503].includes(res.status)) throw new Error(`POST ${p}: ${res.status} ${await res.text()}`);
         } catch (err) {
           if (attempt > 200 || !/fetch failed|ECONN|socket/.test(String((err as Error).cause ?? err))) throw err;
@@ -374,7 +388,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         await sleep(250);
       }
     };
+    const api = (p: string, body: unknown) => post<{ id: string }>(p, body);
     await api('/v1/phone_numbers', { number: OUR_NUMBER, carrier: 'telnyx' });
+    if (opts.campaignMessages > 0) {
+      await api('/v1/phone_numbers', { number: CAMPAIGN_NUMBER, carrier: 'telnyx', mps: CAMPAIGN_MPS });
+    }
     await api('/v1/phone_numbers', { number: TWILIO_NUMBER, carrier: 'twilio' });
     await api('/v1/phone_numbers', {
       number: INBOUND_NUMBER,
@@ -464,7 +482,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
 
     // The storm.
     opts.out(
-      `storm: ${opts.outboundMessages} SMS out, ${opts.inboundMessages} in, ${opts.outboundCalls} calls out, ${opts.inboundCalls} in; ${opts.workers} workers, one SIGKILLed every ${opts.killEveryMs.join('–')} ms`,
+      `storm: ${opts.outboundMessages} SMS out (and a campaign of ${opts.campaignMessages} in batches of ${CAMPAIGN_BATCH} at ${CAMPAIGN_MPS} mps), ${opts.inboundMessages} in, ${opts.outboundCalls} calls out, ${opts.inboundCalls} in; ${opts.workers} workers, one SIGKILLed every ${opts.killEveryMs.join('–')} ms`,
     );
     const expected = new Map<string, { status: string; events: string[] }>();
     const inbound: { from: string; kind: 'sms' | 'call' }[] = [];
@@ -487,6 +505,22 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
           ...(viaTwilio ? {} : { fallback_from: TWILIO_NUMBER }),
         });
         expected.set(m.id, plan);
+      });
+    }
+    for (let first = 0; first < opts.campaignMessages; first += CAMPAIGN_BATCH) {
+      const plans = Array.from(
+        { length: Math.min(CAMPAIGN_BATCH, opts.campaignMessages - first) },
+        (_, i) => SMS_PLAN[(first + i) % SMS_PLAN.length]!,
+      );
+      work.push(async () => {
+        const { data } = await post<{ data: { index: number; message?: { id: string }; error?: unknown }[] }>(
+          '/v1/messages/batch',
+          { messages: plans.map((plan, i) => ({ from: CAMPAIGN_NUMBER, to: plan.to, body: `campaign ${first + i}` })) },
+        );
+        for (const item of data) {
+          if (!item.message) throw new Error(`campaign item ${first + item.index}: ${JSON.stringify(item.error)}`);
+          expected.set(item.message.id, plans[item.index]!);
+        }
       });
     }
     for (let i = 0; i < opts.outboundCalls; i++) {
@@ -616,7 +650,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const twilioState = twilio.state() as { counts: Record<string, number> };
     const q = async (sql: string) => Number((await pool.query<{ n: number }>(sql)).rows[0]!.n);
     const counts = sim.counts;
+    const campaignIds = (
+      await pool.query<{ id: string }>('SELECT id FROM messages WHERE from_number = $1', [CAMPAIGN_NUMBER])
+    ).rows.map((r) => r.id);
     return {
+      campaign: {
+        messages: campaignIds.length,
+        batches: Math.ceil(opts.campaignMessages / CAMPAIGN_BATCH),
+        sentOnce: campaignIds.filter((id) => (telnyxAccepted.get(id) ?? 0) === 1).length,
+      },
       twilio: {
         sends: twilio.creates.filter((c) => c.sid !== null).length,
         callbacks: twilioState.counts['attempts'] ?? 0,
@@ -902,6 +944,10 @@ export function chaosTable(r: ChaosResult): string {
     ['carrier events stored (distinct ids)', r.stored],
     ['carrier events processed', r.processed],
     ['messages sent to the carrier / dials', `${r.carrier.sends} / ${r.carrier.dials}`],
+    [
+      `campaign: messages (batches) / sent once at ${CAMPAIGN_MPS} mps`,
+      `${r.campaign.messages} (${r.campaign.batches}) / ${r.campaign.sentOnce}`,
+    ],
     ['twilio: messages sent / callbacks', `${r.twilio.sends} / ${r.twilio.callbacks}`],
     ['  duplicates / lost / held', `${r.twilio.duplicates} / ${r.twilio.dropped} / ${r.twilio.held}`],
     ['  answers lost / 5xx', `${r.twilio.answersLost} / ${r.twilio.serverErrors}`],

@@ -24,6 +24,7 @@ const USAGE = `usage: npm run chaos -- [options]
   --calls N              outbound calls (default ${CHAOS_DEFAULTS.outboundCalls}; half as many inbound)
   --twilio-messages N    messages sent through Twilio (default ${CHAOS_DEFAULTS.twilioMessages})
   --failover-messages N  messages with a fallback number on the other carrier (default ${CHAOS_DEFAULTS.failoverMessages})
+  --campaign-messages N  a campaign through POST /v1/messages/batch from a paced number (default ${CHAOS_DEFAULTS.campaignMessages})
   --workers N            worker processes, SIGKILLed at random (default ${CHAOS_DEFAULTS.workers})
   --ingest-processes N   ingest processes (default ${CHAOS_DEFAULTS.ingestProcesses})
   --load-seconds N       how long the storm sends (default ${CHAOS_DEFAULTS.loadMs / 1000})
@@ -75,6 +76,7 @@ function parse() {
       'inbox-only': { type: 'boolean' },
       'twilio-messages': { type: 'string' },
       'failover-messages': { type: 'string' },
+      'campaign-messages': { type: 'string' },
       'no-flap': { type: 'boolean' },
       failover: { type: 'boolean' },
       mode: { type: 'string' },
@@ -137,6 +139,7 @@ const result = await runChaos({
   ...(values['no-db-cuts'] ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
   twilioMessages: n('twilio-messages', CHAOS_DEFAULTS.twilioMessages),
   failoverMessages: n('failover-messages', CHAOS_DEFAULTS.failoverMessages),
+  campaignMessages: n('campaign-messages', CHAOS_DEFAULTS.campaignMessages),
   ...(values['no-flap'] ? { flapEveryMs: [0, 0] as [number, number] } : {}),
   seed,
   databaseUrl: process.env.DATABASE_URL ?? null,
