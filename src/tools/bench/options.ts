@@ -2,7 +2,7 @@
 // defaults, which fit a full run in well under ten minutes on 2 cores.
 // `--quick` is a smoke run (about a minute and a half): same phases, short.
 
-import { parseArgs } from 'node:util';
+import { parseFlags, usageError } from '../flags.js';
 
 export const PHASES = ['ingest', 'pipeline', 'delivery', 'bulk', 'growth', 'scale', 'inbox'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -63,13 +63,12 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   try {
     return readOptions(argv, env);
   } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
-    process.exit(2);
+    return usageError(USAGE, (error as Error).message);
   }
 }
 
 function readOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
-  const { values } = parseArgs({
+  const values = parseFlags(USAGE, {
     args: argv,
     options: {
       duration: { type: 'string' },
@@ -84,13 +83,9 @@ function readOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
       'bulk-paced': { type: 'string' },
       profile: { type: 'boolean' },
       out: { type: 'string' },
-      help: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
     },
   });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    process.exit(0);
-  }
   const quick = values.quick ?? ['1', 'true'].includes(env['BENCH_QUICK'] ?? '');
   const num = (flag: string | undefined, name: string, fallback: number, min: number): number => {
     const text = flag ?? env[name];

@@ -6,7 +6,6 @@
 // With --failover, instead: PostgreSQL failover mid-storm (failover.ts); exits 1 when sync mode lost an
 // acknowledged event, or either mode left an audit violation or a process that exited.
 
-import { parseArgs } from 'node:util';
 import { createLogger } from '../../telemetry/log.js';
 import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from './chaos.js';
 import {
@@ -17,6 +16,7 @@ import {
   runFailover,
 } from './failover.js';
 import { inboxChaosPhase } from './inbox.js';
+import { parseFlags, usageError } from '../flags.js';
 
 const USAGE = `usage: npm run chaos -- [options]
 
@@ -39,57 +39,50 @@ DATABASE_URL set: databases on that server; unset: embedded PostgreSQL. LOG_LEVE
 Exits 0 when the audit is clean and every message and call ended as with a well-behaved carrier; 1 otherwise.
 `;
 
-let parsed: ReturnType<typeof parse>;
-try {
-  parsed = parse();
-} catch (error) {
-  process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
-  process.exit(2);
-}
-const { values } = parsed;
-if (values.help) {
-  process.stdout.write(USAGE);
-  process.exit(0);
-}
+const values = parseFlags(USAGE, {
+  options: {
+    help: { type: 'boolean', short: 'h' },
+    messages: { type: 'string' },
+    calls: { type: 'string' },
+    workers: { type: 'string' },
+    'ingest-processes': { type: 'string' },
+    'load-seconds': { type: 'string' },
+    seed: { type: 'string' },
+    'no-db-cuts': { type: 'boolean' },
+    'inbox-only': { type: 'boolean' },
+    'twilio-messages': { type: 'string' },
+    'failover-messages': { type: 'string' },
+    'campaign-messages': { type: 'string' },
+    'no-flap': { type: 'boolean' },
+    failover: { type: 'boolean' },
+    mode: { type: 'string' },
+  },
+});
 /** A flag's whole number, or the default; anything else stops the run before it starts. */
-function n(name: string, fallback: number): number {
-  const text = values[name as keyof typeof values];
+function n(
+  name:
+    | 'messages'
+    | 'calls'
+    | 'workers'
+    | 'ingest-processes'
+    | 'load-seconds'
+    | 'twilio-messages'
+    | 'failover-messages'
+    | 'campaign-messages',
+  fallback: number,
+): number {
+  const text = values[name];
   if (text === undefined) return fallback;
-  if (typeof text !== 'string' || !/^\d+$/.test(text)) {
-    process.stderr.write(`--${name}: expected a whole number ≥ 0, got ${JSON.stringify(text)}\n\n${USAGE}`);
-    process.exit(2);
-  }
+  if (!/^\d+$/.test(text))
+    return usageError(USAGE, `--${name}: expected a whole number ≥ 0, got ${JSON.stringify(text)}`);
   return Number(text);
-}
-
-function parse() {
-  return parseArgs({
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      messages: { type: 'string' },
-      calls: { type: 'string' },
-      workers: { type: 'string' },
-      'ingest-processes': { type: 'string' },
-      'load-seconds': { type: 'string' },
-      seed: { type: 'string' },
-      'no-db-cuts': { type: 'boolean' },
-      'inbox-only': { type: 'boolean' },
-      'twilio-messages': { type: 'string' },
-      'failover-messages': { type: 'string' },
-      'campaign-messages': { type: 'string' },
-      'no-flap': { type: 'boolean' },
-      failover: { type: 'boolean' },
-      mode: { type: 'string' },
-    },
-  });
 }
 const seed = values.seed ?? `chaos-${Date.now()}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
 if (values.failover) {
   const mode = values.mode ?? 'both';
   if (!['sync', 'async', 'both'].includes(mode)) {
-    process.stderr.write(`--mode must be sync, async or both, not ${mode}\n`);
-    process.exit(2);
+    usageError(USAGE, `--mode must be sync, async or both, not ${mode}`);
   }
   const modes: ReplicationMode[] = mode === 'both' ? ['sync', 'async'] : [mode as ReplicationMode];
   const results: FailoverResult[] = [];

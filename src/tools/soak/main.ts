@@ -5,12 +5,12 @@
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { formatAuditReport } from '../../audit/audit.js';
 import { createLogger } from '../../telemetry/log.js';
 import { show } from './samples.js';
 import { DEFAULT_RATE, JUDGED_ROLES, SOAK_ROLES, runSoak, soakSchedule } from './soak.js';
 import { renderSvg } from './svg.js';
+import { parseFlags, usageError } from '../flags.js';
 
 const USAGE = `usage: npm run soak -- [options]
 
@@ -26,36 +26,22 @@ DATABASE_URL set: a database on that server; unset: embedded PostgreSQL. LOG_LEV
 Exits 1 with every reason on growth beyond 10%, stuck work, an audit violation or a process that exited.
 `;
 
-const fail = (why: string): never => {
-  process.stderr.write(`${why}\n\n${USAGE}`);
-  process.exit(2);
-};
-let values: ReturnType<typeof parse>['values'] = {};
-try {
-  ({ values } = parse());
-} catch (error) {
-  fail((error as Error).message);
-}
-if (values.help) {
-  process.stdout.write(USAGE);
-  process.exit(0);
-}
+const values = parseFlags(USAGE, {
+  options: {
+    help: { type: 'boolean', short: 'h' },
+    minutes: { type: 'string' },
+    seconds: { type: 'string' },
+    rate: { type: 'string' },
+    out: { type: 'string' },
+    seed: { type: 'string' },
+    'heap-snapshots': { type: 'boolean' },
+  },
+});
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const seconds = values.seconds !== undefined ? Number(values.seconds) : Number(values.minutes ?? 60) * 60;
 const rate = values.rate !== undefined ? Number(values.rate) : DEFAULT_RATE;
-if (!(seconds >= 10) || !(rate > 0)) fail('--minutes/--seconds must give at least 10 s, and --rate must be above 0');
-function parse() {
-  return parseArgs({
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      minutes: { type: 'string' },
-      seconds: { type: 'string' },
-      rate: { type: 'string' },
-      out: { type: 'string' },
-      seed: { type: 'string' },
-      'heap-snapshots': { type: 'boolean' },
-    },
-  });
+if (!(seconds >= 10) || !(rate > 0)) {
+  usageError(USAGE, '--minutes/--seconds must give at least 10 s, and --rate must be above 0');
 }
 const durationMs = seconds * 1000;
 const outDir = path.resolve(
