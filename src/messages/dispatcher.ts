@@ -89,12 +89,11 @@ export interface Dispatcher {
   stop(): Promise<void>;
 }
 
-/** A message claimed from the line, when its number's pace lets it go (Date.now() ms; null: at once), and its lease. */
+/** A message claimed from the line, its slot when its number has a sending rate (null: at once), and its lease. */
 interface Claimed {
   m: MessageRow;
-  slotAt: number | null;
-  /** Its number's sending rate, when it has one. */
-  pace: PacedNumber | null;
+  /** The number's rate, and when the slot taken for this message comes (Date.now() ms). */
+  paced: { pace: PacedNumber; at: number } | null;
   /** Until when the claim leased it (ms, the dispatcher's clock). */
   leaseUntil: number;
 }
@@ -220,8 +219,8 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
    * when its send ends otherwise. A paced message takes no request slot (its
    * rate bounds it) and does not count against the next claim.
    */
-  function send({ m, slotAt, pace, leaseUntil }: Claimed): void {
-    const counted = slotAt === null;
+  function send({ m, paced, leaseUntil }: Claimed): void {
+    const counted = paced === null;
     if (counted) inHand++;
     held.set(m.id, leaseUntil);
     let answered = false;
@@ -241,7 +240,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
       // The slot is waited for right before the request, after the checks that precede it; then the lease
       // must outlast the request.
       turn: async () => {
-        if (slotAt !== null && pace) await awaitSlot(pace, slotAt);
+        if (paced) await awaitSlot(paced.pace, paced.at);
         const left = (held.get(m.id) ?? 0) - clock().getTime();
         if (left < opts.carrierTimeoutMs + LEASE_MARGIN_MS) {
           throw new LeaseShortError(`${Math.max(0, left)} ms of its lease left, less than a request may take`);
@@ -349,7 +348,7 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
       }
       cleared.sort((a, b) => (a.dispatched_at?.getTime() ?? 0) - (b.dispatched_at?.getTime() ?? 0));
       // Each paced number's slots, one statement per number, on the database's clock.
-      const slots = new Map<string, number>();
+      const slots = new Map<string, NonNullable<Claimed['paced']>>();
       for (const { n } of paced.values()) {
         const mine = cleared.filter((m) => m.carrier === n.carrier && m.from_number === n.number);
         if (mine.length === 0) continue;
@@ -357,14 +356,9 @@ export function startDispatcher(opts: DispatcherOptions): Dispatcher {
         // (NTP); correcting by a round trip's guess would shift each process's slots by its own latency.
         const { first } = await paceTake(tx, n, mine.length);
         const at = first.getTime();
-        for (const [i, m] of mine.entries()) slots.set(m.id, at + (i * 1000) / n.mps);
+        for (const [i, m] of mine.entries()) slots.set(m.id, { pace: n, at: at + (i * 1000) / n.mps });
       }
-      return cleared.map((m) => ({
-        m,
-        slotAt: slots.get(m.id) ?? null,
-        pace: paced.get(key(m.carrier, m.from_number))?.n ?? null,
-        leaseUntil: leaseUntil.getTime(),
-      }));
+      return cleared.map((m) => ({ m, paced: slots.get(m.id) ?? null, leaseUntil: leaseUntil.getTime() }));
     });
   }
 
