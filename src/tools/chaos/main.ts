@@ -58,25 +58,17 @@ const values = parseFlags(USAGE, {
     mode: { type: 'string' },
   },
 });
-/** A flag's whole number, or the default; anything else stops the run before it starts. */
-function n(
-  name:
-    | 'messages'
-    | 'calls'
-    | 'workers'
-    | 'ingest-processes'
-    | 'load-seconds'
-    | 'twilio-messages'
-    | 'failover-messages'
-    | 'campaign-messages',
-  fallback: number,
-): number {
+/** A flag's whole number, if given; anything else stops the run before it starts. */
+function whole(name: keyof typeof values): number | undefined {
   const text = values[name];
-  if (text === undefined) return fallback;
-  if (!/^\d+$/.test(text))
+  if (text === undefined) return undefined;
+  if (typeof text !== 'string' || !/^\d+$/.test(text)) {
     return usageError(USAGE, `--${name}: expected a whole number ≥ 0, got ${JSON.stringify(text)}`);
+  }
   return Number(text);
 }
+const messages = whole('messages');
+const calls = whole('calls');
 const seed = values.seed ?? `chaos-${Date.now()}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
 if (values.failover) {
@@ -89,10 +81,12 @@ if (values.failover) {
   for (const m of modes) {
     const result = await runFailover({
       ...FAILOVER_DEFAULTS,
-      ...(values.messages ? { outboundMessages: n('messages', 0), inboundMessages: n('messages', 0) } : {}),
-      ...(values.calls ? { outboundCalls: n('calls', 0), inboundCalls: Math.ceil(n('calls', 0) / 2) } : {}),
-      ...(values.workers ? { workers: n('workers', 0) } : {}),
-      ...(values['load-seconds'] ? { loadMs: n('load-seconds', 0) * 1000 } : {}),
+      outboundMessages: messages ?? FAILOVER_DEFAULTS.outboundMessages,
+      inboundMessages: messages ?? FAILOVER_DEFAULTS.inboundMessages,
+      outboundCalls: calls ?? FAILOVER_DEFAULTS.outboundCalls,
+      inboundCalls: calls === undefined ? FAILOVER_DEFAULTS.inboundCalls : Math.ceil(calls / 2),
+      workers: whole('workers') ?? FAILOVER_DEFAULTS.workers,
+      loadMs: (whole('load-seconds') ?? FAILOVER_DEFAULTS.loadMs / 1000) * 1000,
       mode: m,
       seed: `${seed}-${m}`,
       log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
@@ -117,22 +111,20 @@ if (values.failover) {
 }
 if (values['inbox-only'])
   process.exit(await inboxChaosPhase(seed, createLogger(process.env.LOG_LEVEL ?? 'silent'), say));
-const messages = n('messages', CHAOS_DEFAULTS.outboundMessages);
-const calls = n('calls', CHAOS_DEFAULTS.outboundCalls);
 
 const result = await runChaos({
   ...CHAOS_DEFAULTS,
-  outboundMessages: messages,
-  inboundMessages: Math.ceil(messages / 3),
-  outboundCalls: calls,
-  inboundCalls: Math.ceil(calls / 2),
-  workers: n('workers', CHAOS_DEFAULTS.workers),
-  ingestProcesses: n('ingest-processes', CHAOS_DEFAULTS.ingestProcesses),
-  loadMs: n('load-seconds', CHAOS_DEFAULTS.loadMs / 1000) * 1000,
+  outboundMessages: messages ?? CHAOS_DEFAULTS.outboundMessages,
+  inboundMessages: Math.ceil((messages ?? CHAOS_DEFAULTS.outboundMessages) / 3),
+  outboundCalls: calls ?? CHAOS_DEFAULTS.outboundCalls,
+  inboundCalls: Math.ceil((calls ?? CHAOS_DEFAULTS.outboundCalls) / 2),
+  workers: whole('workers') ?? CHAOS_DEFAULTS.workers,
+  ingestProcesses: whole('ingest-processes') ?? CHAOS_DEFAULTS.ingestProcesses,
+  loadMs: (whole('load-seconds') ?? CHAOS_DEFAULTS.loadMs / 1000) * 1000,
   ...(values['no-db-cuts'] ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
-  twilioMessages: n('twilio-messages', CHAOS_DEFAULTS.twilioMessages),
-  failoverMessages: n('failover-messages', CHAOS_DEFAULTS.failoverMessages),
-  campaignMessages: n('campaign-messages', CHAOS_DEFAULTS.campaignMessages),
+  twilioMessages: whole('twilio-messages') ?? CHAOS_DEFAULTS.twilioMessages,
+  failoverMessages: whole('failover-messages') ?? CHAOS_DEFAULTS.failoverMessages,
+  campaignMessages: whole('campaign-messages') ?? CHAOS_DEFAULTS.campaignMessages,
   ...(values['no-flap'] ? { flapEveryMs: [0, 0] as [number, number] } : {}),
   seed,
   databaseUrl: process.env.DATABASE_URL ?? null,
