@@ -56,7 +56,7 @@ export function buildIngestServer(deps: IngestDeps): FastifyInstance {
   const bodyLimit = deps.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const heldBodies = new HeldBodies(deps.heldBodyBudget ?? DEFAULT_HELD_BODY_BUDGET);
   const writer = deps.events ?? new CarrierEventWriter(pool, deps.groupCommit);
-  metrics.observeIngestQueue(() => writer.waiting);
+  metrics.observeIngest({ queued: () => writer.waiting, heldBodyBytes: () => heldBodies.held });
   const app = Fastify({
     bodyLimit,
     // A slow or stalled sender gets at most this long for its head, and for its

@@ -44,6 +44,14 @@ export class Metrics {
   });
   private queued: () => number = () => 0;
 
+  readonly ingestHeldBodyBytes: Gauge = new Gauge({
+    name: 'handset_ingest_held_body_bytes',
+    help: 'Bytes held by webhook bodies still arriving in pieces, against the held-body budget',
+    registers: [this.registry],
+    collect: () => this.ingestHeldBodyBytes.set(this.heldBodyBytes()),
+  });
+  private heldBodyBytes: () => number = () => 0;
+
   readonly jobs = new Counter({
     name: 'handset_jobs_total',
     help: 'Jobs run, by task and outcome',
@@ -153,9 +161,10 @@ export class Metrics {
     this.scrapeDigest = opts.scrapeToken ? digest(opts.scrapeToken) : null;
   }
 
-  /** The ingest server tells where its queue length is read. */
-  observeIngestQueue(length: () => number): void {
-    this.queued = length;
+  /** The ingest server tells where its queue length and its held body bytes are read. */
+  observeIngest(read: { queued: () => number; heldBodyBytes: () => number }): void {
+    this.queued = read.queued;
+    this.heldBodyBytes = read.heldBodyBytes;
   }
 
   /** Whether a scrape carrying this Authorization header may read the metrics (any, when no token is set). */

@@ -4,9 +4,10 @@
 // are closed as soon as they connect) and cuts them off at its request timeout
 // with a 408. Bodies as large as ingest accepts: what they hold together stays
 // within the held-body budget (the bodies past it are refused with a 503 at once),
-// and once V8 has collected, resident memory is within 10% of what it was before the
-// storm, collected the same way, in the same run. Neither storm gets a 2xx or stores
-// anything, and a webhook after them is stored.
+// and once V8 has collected, the process holds nothing of them: its V8 heap and its
+// Buffers are as before the storm, collected the same way, in the same run, and its
+// resident memory is within what the C allocator may keep of the storm's reads.
+// Neither storm gets a 2xx or stores anything, and a webhook after them is stored.
 
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +17,7 @@ import { DEFAULT_HELD_BODY_BUDGET } from '../../src/ingest/body.js';
 import { DEFAULT_BODY_LIMIT } from '../../src/ingest/server.js';
 import { envelope, postWebhook, telnyxKeys } from '../support/carrier.js';
 import { count, createTestDatabase, type TestDatabase } from '../support/db.js';
-import { collectGarbage, INSPECTABLE } from '../support/inspector.js';
+import { collectGarbage, INSPECTABLE, memoryUsage } from '../support/inspector.js';
 import { serveRoles, type Served } from '../support/process.js';
 import { exchange, requestHead, type RawAnswer } from './support/raw-http.js';
 
@@ -122,24 +123,31 @@ describe.runIf(process.platform === 'linux')('a slow-body storm', () => {
     });
   }, 60_000);
 
-  it('holds no more than its held-body budget, refuses the bodies past it at once, and once collected is within 10% of its baseline', async () => {
+  it('holds no more than its held-body budget, refuses the bodies past it at once, and once collected holds nothing of them', async () => {
     // Warm up: the process has served webhooks before its baseline is taken.
     for (let i = 0; i < 50; i++) {
       expect((await postWebhook(`${base}/webhooks/telnyx`, keys, envelope(`warm-${i}`))).status).toBe(200);
     }
     await collectGarbage(served.proc);
     const baseline = await median(rss);
+    const v8Before = await memoryUsage(served.proc);
     const sent = DEFAULT_BODY_LIMIT - 1024;
 
     // Below the connection cap (the test's own keep-alive connections count too): this storm is about bytes.
     const senders = CAP - 16;
     // While the budget is held, a webhook that arrives in one piece needs none of it.
     let meanwhile: unknown;
+    let heldMeanwhile = 0;
     const { answers, of, firstCutOff, peak, started } = await storm(senders, DEFAULT_BODY_LIMIT, async () => {
       await new Promise((r) => setTimeout(r, 2000));
       meanwhile = (await postWebhook(`${base}/webhooks/telnyx`, keys, envelope('during-the-storm'))).json;
+      heldMeanwhile = await metric('handset_ingest_held_body_bytes');
     });
     expect(meanwhile).toEqual({ status: 'stored' });
+    // The gauge shows what the stalled bodies hold, within the budget, and nothing once they are cut off.
+    expect(heldMeanwhile).toBeGreaterThan(DEFAULT_HELD_BODY_BUDGET / 2);
+    expect(heldMeanwhile).toBeLessThanOrEqual(DEFAULT_HELD_BODY_BUDGET);
+    expect(await metric('handset_ingest_held_body_bytes')).toBe(0);
     const cutOff = of(408);
     const overBudget = of(503);
     expect(answers.filter((a) => a.status !== 408 && a.status !== 503)).toEqual([]);
@@ -152,18 +160,32 @@ describe.runIf(process.platform === 'linux')('a slow-body storm', () => {
     expect(JSON.parse(overBudget[0]!.body)).toEqual({ error: 'unavailable', detail: 'try again' });
     expect(await metric('handset_ingest_requests_total{outcome="held_bodies_full"}')).toBe(overBudget.length);
 
-    // Memory back: within 10% of the baseline once collected. The held pieces are V8
-    // strings, which a collection gives back, and a refused body is read no further:
-    // bytes read into Buffers, even only to be dropped, leave the C heap grown.
+    // Nothing held once collected: the held pieces are V8 strings, which a collection
+    // gives back (8 MiB of them kept would show in the V8 heap), and no Buffer outlives
+    // its request.
     await collectGarbage(served.proc);
     const after = await median(rss);
+    const v8After = await memoryUsage(served.proc);
+    const MiB = 1024 * 1024;
     console.log(
       `slow-body storm: ${senders} senders × ${sent} bytes, budget ${DEFAULT_HELD_BODY_BUDGET} bytes: ` +
         `${overBudget.length} refused (503), ${cutOff.length} cut off (408) after ${Math.round(firstCutOff)} ms; ` +
         `RSS collected baseline ${baseline.toFixed(1)} MiB, peak ${peak.toFixed(1)} MiB, ` +
-        `collected after ${after.toFixed(1)} MiB (${Math.round(performance.now() - started)} ms after the storm began)`,
+        `collected after ${after.toFixed(1)} MiB (${Math.round(performance.now() - started)} ms after the storm began); ` +
+        `V8 heap used ${(v8Before.heapUsed / MiB).toFixed(1)} → ${(v8After.heapUsed / MiB).toFixed(1)} MiB, ` +
+        `external and array buffers ${((v8Before.external + v8Before.arrayBuffers) / MiB).toFixed(1)} → ` +
+        `${((v8After.external + v8After.arrayBuffers) / MiB).toFixed(1)} MiB`,
     );
-    expect(after).toBeLessThanOrEqual(baseline * 1.1);
+    expect(v8After.heapUsed).toBeLessThanOrEqual(v8Before.heapUsed + 2 * MiB);
+    expect(v8After.external + v8After.arrayBuffers).toBeLessThanOrEqual(
+      v8Before.external + v8Before.arrayBuffers + MiB,
+    );
+    // Resident memory back within 20%: the C allocator may keep freed pieces of the
+    // storm's socket reads where a later allocation sits above them (back to the byte
+    // in most runs, 12-15% kept in 2 of about 30 here). A refused body is read no
+    // further (limits.test.ts holds the read itself): reading the refused bodies only
+    // to drop them kept 27-49% more.
+    expect(after).toBeLessThanOrEqual(baseline * 1.2);
 
     // Still serving: a webhook after the storm is stored.
     expect((await postWebhook(`${base}/webhooks/telnyx`, keys, envelope('after-the-storm'))).json).toEqual({
