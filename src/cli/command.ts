@@ -28,12 +28,17 @@ export function commandPath(cmd: Command): string {
  * line that names the command, then where its usage is.
  */
 export function usageErrorText(path: string, message: string): string {
+  return `${usageErrorLine(path, message)}\n(${path} --help shows how to use it)\n`;
+}
+
+/** Commander's error message as one line that names the command. */
+export function usageErrorLine(path: string, message: string): string {
   const line = message
     .trim()
     .replace(/^error: /, '')
     .replace(/\n\(Did you mean one of (.+)\?\)$/, ' — did you mean one of $1?')
     .replace(/\n\(Did you mean (.+)\?\)$/, " — did you mean '$1'?");
-  return `${path}: ${line}\n(${path} --help shows how to use it)\n`;
+  return `${path}: ${line}`;
 }
 
 interface Output {

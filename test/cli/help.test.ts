@@ -195,10 +195,14 @@ describe("the operator's runs: npm run bench, chaos and soak", () => {
   });
 
   const misuses: [(typeof TOOLS)[number], string[], string][] = [
-    ...TOOLS.map((t): [(typeof TOOLS)[number], string[], string] => [t, ['--bogus'], "Unknown option '--bogus'"]),
-    ['bench', ['--duration', 'x'], '--duration: expected a number'],
-    ['chaos', ['--messages', 'ten'], '--messages: expected a whole number'],
-    ['soak', ['--seconds', '3'], 'at least 10 s'],
+    ...TOOLS.map((t): [(typeof TOOLS)[number], string[], string] => [t, ['--bogus'], "unknown option '--bogus'"]),
+    ['bench', ['--duration', 'x'], "option '--duration <seconds>' argument 'x' is invalid. expected a number ≥ 0.5"],
+    ['bench', ['--only', 'pipe'], 'unknown phase "pipe"'],
+    ['chaos', ['--messages', 'ten'], "option '--messages <n>' argument 'ten' is invalid. expected a whole number ≥ 0"],
+    ['chaos', ['--mesages', '3'], "did you mean '--messages'?"],
+    ['chaos', ['--failover', '--mode', 'x'], 'Allowed choices are sync, async, both'],
+    ['soak', ['--seconds', '3'], 'expected a number ≥ 10'],
+    ['soak', ['--minutes', '0.1'], 'must give at least 10 s'],
   ];
   it.concurrent.for(misuses)(
     '%s %j is a usage error: exit 2, why and the usage, nothing started',
@@ -206,7 +210,9 @@ describe("the operator's runs: npm run bench, chaos and soak", () => {
       const before = connections;
       const r = await tool(name, [...args]);
       expect(r.code).toBe(2);
-      expect(r.stderr.split('\n')[0]).toContain(why);
+      const [line] = r.stderr.split('\n');
+      expect(line).toMatch(new RegExp(`^npm run ${name}: `)); // one line that names the run
+      expect(line).toContain(why);
       expect(r.stderr).toContain(`usage: npm run ${name} -- [options]`);
       expect(r.stderr).not.toMatch(/ at .+\.js:\d+/); // not a stack trace
       expect(connections).toBe(before);

@@ -4,12 +4,12 @@
 // event id), signed, through ingest. Measured: from the first webhook to every
 // call having claimed and dialed its next target exactly once; then checked:
 // each call has exactly two legs and the carrier saw exactly 2N dials.
-// Flags: --calls N (default 400), --concurrency C (default 16).
+// Flags: --calls N (default 400), --concurrency C (default 16); --help.
 
 import { mkdtemp, rm } from 'node:fs/promises';
+import { Option } from 'commander';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { accountCreate, apiKeyCreate } from '../../accounts/accounts.js';
 import { encodeClientState } from '../../carrier/telnyx/events.js';
 import { loadConfig } from '../../config.js';
@@ -18,12 +18,14 @@ import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
 import { withTx } from '../../db/tx.js';
 import { startPlatform } from '../../platform.js';
+import { numberAtLeast, parseTool, toolCommand } from '../command.js';
 import { startSimulator, telnyxWebhook } from '../../sim/simulator.js';
 import { createLogger } from '../../telemetry/log.js';
 
-const { values } = parseArgs({ options: { calls: { type: 'string' }, concurrency: { type: 'string' } } });
-const N = Number(values.calls ?? 400);
-const C = Number(values.concurrency ?? 16);
+const cmd = toolCommand('bench:calls', 'How fast the worker turns call hangups into the next ring, with duplicates.')
+  .addOption(new Option('--calls <n>', 'sequential-ring calls').argParser(numberAtLeast(1, true)).default(400))
+  .addOption(new Option('--concurrency <n>', 'webhooks in flight').argParser(numberAtLeast(1, true)).default(16));
+const { calls: N, concurrency: C } = parseTool<{ calls: number; concurrency: number }>(cmd, process.argv.slice(2));
 const MANUAL = '+15555550115'; // the simulator's "manual" persona: nothing happens unless we say so
 const log = createLogger('silent');
 

@@ -670,7 +670,7 @@ async function scalePhase(b: Bench): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const opts = parseOptions(process.argv.slice(2), process.env);
+  const opts = parseOptions(process.argv.slice(2));
   const started = Date.now();
   const silent = createLogger('warn');
   log(

@@ -2,7 +2,8 @@
 // defaults, which fit a full run in well under ten minutes on 2 cores.
 // `--quick` is a smoke run (about a minute and a half): same phases, short.
 
-import { parseFlags, usageError } from '../flags.js';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { numberAtLeast, parseTool, toolCommand } from '../command.js';
 
 export const PHASES = ['ingest', 'pipeline', 'delivery', 'bulk', 'growth', 'scale', 'inbox'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -40,86 +41,125 @@ export interface BenchOptions {
   quick: boolean;
 }
 
-const USAGE = `usage: npm run bench -- [options]
-
-  --duration S      seconds per measurement (BENCH_DURATION, default 10)
-  --warmup S        unmeasured seconds before each (BENCH_WARMUP, default 2)
-  --quick           smoke run: 2 s phases, small N (BENCH_QUICK=1)
-  --only LIST       phases to run: ${PHASES.join(',')} (BENCH_ONLY)
-  --large N         stored carrier events for the large growth point (BENCH_LARGE, default 1000000)
-  --messages N      at most this many messages in the sustained pipeline run (BENCH_MESSAGES, default 20000)
-  --deliveries N    events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (BENCH_DELIVERIES, default 2000)
-  --bulk N          messages the bulk-send phase creates through the API, batched dispatch (BENCH_BULK, default 10000)
-  --bulk-baseline N messages of its baseline in the same run, one job per message (BENCH_BULK_BASELINE, default --bulk)
-  --bulk-paced N    messages of the paced campaign, mps 50 on each of 4 numbers (BENCH_BULK_PACED, default --bulk; 0: skip)
-  --profile         run the Handset processes under node --cpu-prof; profiles go to <out>/profiles
-  --out DIR         where the JSON goes (default bench/results)
-
-DATABASE_URL set: a fresh database on that server, dropped afterwards; unset: embedded PostgreSQL.
-`;
-
-/** The options, or a clear word and the usage on stderr and exit 2: a mistyped flag starts nothing. */
-export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
-  try {
-    return readOptions(argv, env);
-  } catch (error) {
-    return usageError(USAGE, (error as Error).message);
-  }
+/** The bench's command line; each flag may come from its BENCH_* variable instead. */
+function benchCommand(): Command {
+  const count = (flag: string, description: string, env: string, min: number) =>
+    new Option(flag, description).env(env).argParser(numberAtLeast(min, true));
+  return toolCommand('bench', 'Measures Handset on this machine, each figure beside its baseline from the same run.')
+    .addOption(
+      new Option('--duration <seconds>', 'seconds per measurement (default 10; 2 with --quick)')
+        .env('BENCH_DURATION')
+        .argParser(numberAtLeast(0.5)),
+    )
+    .addOption(
+      new Option('--warmup <seconds>', 'unmeasured seconds before each (default 2; 0.5 with --quick)')
+        .env('BENCH_WARMUP')
+        .argParser(numberAtLeast(0)),
+    )
+    .option('--quick', 'smoke run: 2 s phases, small N (env: BENCH_QUICK=1)')
+    .addOption(
+      new Option('--only <phases>', `phases to run, comma-separated: ${PHASES.join(',')}`)
+        .env('BENCH_ONLY')
+        .argParser(phaseList),
+    )
+    .addOption(
+      count('--large <n>', 'stored carrier events for the large growth point (default 1000000)', 'BENCH_LARGE', 20_000),
+    )
+    .addOption(
+      count(
+        '--messages <n>',
+        'at most this many messages in the sustained pipeline run (default 20000)',
+        'BENCH_MESSAGES',
+        100,
+      ),
+    )
+    .addOption(
+      count(
+        '--deliveries <n>',
+        'events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (default 2000; 300 with --quick)',
+        'BENCH_DELIVERIES',
+        10,
+      ),
+    )
+    .addOption(
+      count(
+        '--bulk <n>',
+        'messages the bulk-send phase creates through the API, batched dispatch (default 10000; 500 with --quick)',
+        'BENCH_BULK',
+        10,
+      ),
+    )
+    .addOption(
+      count(
+        '--bulk-baseline <n>',
+        'messages of its baseline in the same run, one job per message (default --bulk)',
+        'BENCH_BULK_BASELINE',
+        10,
+      ),
+    )
+    .addOption(
+      count(
+        '--bulk-paced <n>',
+        'messages of the paced campaign, mps 50 on each of 4 numbers (default --bulk; 0: skip)',
+        'BENCH_BULK_PACED',
+        0,
+      ),
+    )
+    .option('--profile', 'run the Handset processes under node --cpu-prof; profiles go to <out>/profiles')
+    .option('--out <dir>', 'where the JSON goes', 'bench/results')
+    .addHelpText(
+      'after',
+      '\nDATABASE_URL set: a fresh database on that server, dropped afterwards; unset: embedded PostgreSQL.',
+    );
 }
 
-function readOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
-  const values = parseFlags(USAGE, {
-    args: argv,
-    options: {
-      duration: { type: 'string' },
-      warmup: { type: 'string' },
-      quick: { type: 'boolean' },
-      only: { type: 'string' },
-      large: { type: 'string' },
-      messages: { type: 'string' },
-      deliveries: { type: 'string' },
-      bulk: { type: 'string' },
-      'bulk-baseline': { type: 'string' },
-      'bulk-paced': { type: 'string' },
-      profile: { type: 'boolean' },
-      out: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  const quick = values.quick ?? ['1', 'true'].includes(env['BENCH_QUICK'] ?? '');
-  const num = (flag: string | undefined, name: string, fallback: number, min: number): number => {
-    const text = flag ?? env[name];
-    if (text === undefined || text === '') return fallback;
-    const v = Number(text);
-    if (!Number.isFinite(v) || v < min)
-      throw new Error(`${name.replace('BENCH_', '--').toLowerCase()}: expected a number ≥ ${min}, got "${text}"`);
-    return v;
-  };
-  const onlyText = values.only ?? env['BENCH_ONLY'];
-  const phases = onlyText ? onlyText.split(',').map((p) => p.trim()) : [...PHASES];
-  for (const p of phases) {
-    if (!(PHASES as readonly string[]).includes(p))
-      throw new Error(`--only: unknown phase "${p}" (phases: ${PHASES.join(', ')})`);
-  }
-  const bulkMessages = Math.round(num(values.bulk, 'BENCH_BULK', quick ? 500 : 10_000, 10));
+function phaseList(text: string): Phase[] {
+  const phases = text.split(',').map((p) => p.trim());
+  const unknown = phases.find((p) => !(PHASES as readonly string[]).includes(p));
+  if (unknown !== undefined)
+    throw new InvalidArgumentError(`unknown phase "${unknown}" (phases: ${PHASES.join(', ')})`);
+  return phases as Phase[];
+}
+
+interface BenchFlags {
+  duration?: number;
+  warmup?: number;
+  quick?: boolean;
+  only?: Phase[];
+  large?: number;
+  messages?: number;
+  deliveries?: number;
+  bulk?: number;
+  bulkBaseline?: number;
+  bulkPaced?: number;
+  profile?: boolean;
+  out: string;
+}
+
+/** The options, or a clear word and the usage on stderr and exit 2: a mistyped flag starts nothing. */
+export function parseOptions(argv: string[]): BenchOptions {
+  const flags = parseTool<BenchFlags>(benchCommand(), argv);
+  // Not commander's .env(): that would take BENCH_QUICK=0 for a yes.
+  const quick = flags.quick ?? ['1', 'true'].includes(process.env['BENCH_QUICK'] ?? '');
+  const bulkMessages = flags.bulk ?? (quick ? 500 : 10_000);
   return {
-    duration: num(values.duration, 'BENCH_DURATION', quick ? 2 : 10, 0.5),
-    warmup: num(values.warmup, 'BENCH_WARMUP', quick ? 0.5 : 2, 0),
+    duration: flags.duration ?? (quick ? 2 : 10),
+    warmup: flags.warmup ?? (quick ? 0.5 : 2),
     concurrencies: [1, 16, 64],
     pipelineRate: 50,
-    pipelineMessages: Math.round(num(values.messages, 'BENCH_MESSAGES', 20_000, 100)),
+    pipelineMessages: flags.messages ?? 20_000,
     pipelineWindow: 64,
     pipelineConcurrency: 16,
-    deliveries: Math.round(num(values.deliveries, 'BENCH_DELIVERIES', quick ? 300 : 2000, 10)),
+    deliveries: flags.deliveries ?? (quick ? 300 : 2000),
     bulkMessages,
-    bulkBaselineMessages: Math.round(num(values['bulk-baseline'], 'BENCH_BULK_BASELINE', bulkMessages, 10)),
-    bulkPacedMessages: Math.round(num(values['bulk-paced'], 'BENCH_BULK_PACED', bulkMessages, 0)),
+    bulkBaselineMessages: flags.bulkBaseline ?? bulkMessages,
+    bulkPacedMessages: flags.bulkPaced ?? bulkMessages,
     growthSmall: 10_000,
-    growthLarge: Math.round(num(values.large, 'BENCH_LARGE', quick ? 100_000 : 1_000_000, 20_000)),
+    growthLarge: flags.large ?? (quick ? 100_000 : 1_000_000),
     processes: [1, 2, 4],
-    phases: phases as Phase[],
-    profile: values.profile ?? false,
-    outDir: values.out ?? 'bench/results',
+    phases: flags.only ?? [...PHASES],
+    profile: flags.profile ?? false,
+    outDir: flags.out,
     quick,
   };
 }

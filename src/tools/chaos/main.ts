@@ -16,67 +16,68 @@ import {
   runFailover,
 } from './failover.js';
 import { inboxChaosPhase } from './inbox.js';
-import { parseFlags, usageError } from '../flags.js';
+import { Option } from 'commander';
+import { numberAtLeast, parseTool, toolCommand } from '../command.js';
 
-const USAGE = `usage: npm run chaos -- [options]
-
-  --messages N           outbound messages (default ${CHAOS_DEFAULTS.outboundMessages}; a third as many inbound)
-  --calls N              outbound calls (default ${CHAOS_DEFAULTS.outboundCalls}; half as many inbound)
-  --twilio-messages N    messages sent through Twilio (default ${CHAOS_DEFAULTS.twilioMessages})
-  --failover-messages N  messages with a fallback number on the other carrier (default ${CHAOS_DEFAULTS.failoverMessages})
-  --campaign-messages N  a campaign through POST /v1/messages/batch from a paced number (default ${CHAOS_DEFAULTS.campaignMessages})
-  --workers N            worker processes, SIGKILLed at random (default ${CHAOS_DEFAULTS.workers})
-  --ingest-processes N   ingest processes (default ${CHAOS_DEFAULTS.ingestProcesses})
-  --load-seconds N       how long the storm sends (default ${CHAOS_DEFAULTS.loadMs / 1000})
-  --seed S               the storm's seed: the same seed makes the same misbehaviour (default chaos-<now>)
-  --no-db-cuts           never cut the database
-  --no-flap              Telnyx's REST API never goes down
-  --inbox-only           only the customer's side: the example receiver behind @handset/inbox
-  --failover             instead: PostgreSQL failover mid-storm
-  --mode sync|async|both the failover's replication (default both)
-
-DATABASE_URL set: databases on that server; unset: embedded PostgreSQL. LOG_LEVEL: the processes' logs (default silent).
-Exits 0 when the audit is clean and every message and call ended as with a well-behaved carrier; 1 otherwise.
-`;
-
-const values = parseFlags(USAGE, {
-  options: {
-    help: { type: 'boolean', short: 'h' },
-    messages: { type: 'string' },
-    calls: { type: 'string' },
-    workers: { type: 'string' },
-    'ingest-processes': { type: 'string' },
-    'load-seconds': { type: 'string' },
-    seed: { type: 'string' },
-    'no-db-cuts': { type: 'boolean' },
-    'inbox-only': { type: 'boolean' },
-    'twilio-messages': { type: 'string' },
-    'failover-messages': { type: 'string' },
-    'campaign-messages': { type: 'string' },
-    'no-flap': { type: 'boolean' },
-    failover: { type: 'boolean' },
-    mode: { type: 'string' },
-  },
-});
-/** A flag's whole number, if given; anything else stops the run before it starts. */
-function whole(name: keyof typeof values): number | undefined {
-  const text = values[name];
-  if (text === undefined) return undefined;
-  if (typeof text !== 'string' || !/^\d+$/.test(text)) {
-    return usageError(USAGE, `--${name}: expected a whole number ≥ 0, got ${JSON.stringify(text)}`);
-  }
-  return Number(text);
-}
-const messages = whole('messages');
-const calls = whole('calls');
+const count = (flag: string, description: string) => new Option(flag, description).argParser(numberAtLeast(0, true));
+const cmd = toolCommand(
+  'chaos',
+  'The storm: a misbehaving carrier, workers SIGKILLed, the database cut; then the audit and the customer’s side.',
+)
+  .addOption(
+    count('--messages <n>', `outbound messages (default ${CHAOS_DEFAULTS.outboundMessages}; a third as many inbound)`),
+  )
+  .addOption(count('--calls <n>', `outbound calls (default ${CHAOS_DEFAULTS.outboundCalls}; half as many inbound)`))
+  .addOption(count('--twilio-messages <n>', `messages sent through Twilio (default ${CHAOS_DEFAULTS.twilioMessages})`))
+  .addOption(
+    count(
+      '--failover-messages <n>',
+      `messages with a fallback number on the other carrier (default ${CHAOS_DEFAULTS.failoverMessages})`,
+    ),
+  )
+  .addOption(
+    count(
+      '--campaign-messages <n>',
+      `a campaign through POST /v1/messages/batch from a paced number (default ${CHAOS_DEFAULTS.campaignMessages})`,
+    ),
+  )
+  .addOption(count('--workers <n>', `worker processes, SIGKILLed at random (default ${CHAOS_DEFAULTS.workers})`))
+  .addOption(count('--ingest-processes <n>', `ingest processes (default ${CHAOS_DEFAULTS.ingestProcesses})`))
+  .addOption(count('--load-seconds <n>', `how long the storm sends (default ${CHAOS_DEFAULTS.loadMs / 1000})`))
+  .option('--seed <seed>', 'the storm’s seed: the same seed makes the same misbehaviour (default chaos-<now>)')
+  .option('--no-db-cuts', 'never cut the database')
+  .option('--no-flap', 'Telnyx’s REST API never goes down')
+  .option('--inbox-only', 'only the customer’s side: the example receiver behind @handset/inbox')
+  .option('--failover', 'instead: PostgreSQL failover mid-storm')
+  .addOption(
+    new Option('--mode <mode>', 'the failover’s replication').choices(['sync', 'async', 'both']).default('both'),
+  )
+  .addHelpText(
+    'after',
+    '\nDATABASE_URL set: databases on that server; unset: embedded PostgreSQL. LOG_LEVEL: the processes’ logs (default silent).\n' +
+      'Exits 0 when the audit is clean and every message and call ended as with a well-behaved carrier; 1 otherwise.',
+  );
+const values = parseTool<{
+  messages?: number;
+  calls?: number;
+  twilioMessages?: number;
+  failoverMessages?: number;
+  campaignMessages?: number;
+  workers?: number;
+  ingestProcesses?: number;
+  loadSeconds?: number;
+  seed?: string;
+  dbCuts: boolean;
+  flap: boolean;
+  inboxOnly?: boolean;
+  failover?: boolean;
+  mode: 'sync' | 'async' | 'both';
+}>(cmd, process.argv.slice(2));
+const { messages, calls } = values;
 const seed = values.seed ?? `chaos-${Date.now()}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
 if (values.failover) {
-  const mode = values.mode ?? 'both';
-  if (!['sync', 'async', 'both'].includes(mode)) {
-    usageError(USAGE, `--mode must be sync, async or both, not ${mode}`);
-  }
-  const modes: ReplicationMode[] = mode === 'both' ? ['sync', 'async'] : [mode as ReplicationMode];
+  const modes: ReplicationMode[] = values.mode === 'both' ? ['sync', 'async'] : [values.mode];
   const results: FailoverResult[] = [];
   for (const m of modes) {
     const result = await runFailover({
@@ -85,8 +86,8 @@ if (values.failover) {
       inboundMessages: messages ?? FAILOVER_DEFAULTS.inboundMessages,
       outboundCalls: calls ?? FAILOVER_DEFAULTS.outboundCalls,
       inboundCalls: calls === undefined ? FAILOVER_DEFAULTS.inboundCalls : Math.ceil(calls / 2),
-      workers: whole('workers') ?? FAILOVER_DEFAULTS.workers,
-      loadMs: (whole('load-seconds') ?? FAILOVER_DEFAULTS.loadMs / 1000) * 1000,
+      workers: values.workers ?? FAILOVER_DEFAULTS.workers,
+      loadMs: (values.loadSeconds ?? FAILOVER_DEFAULTS.loadMs / 1000) * 1000,
       mode: m,
       seed: `${seed}-${m}`,
       log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
@@ -109,8 +110,7 @@ if (values.failover) {
   );
   process.exit(bad ? 1 : 0);
 }
-if (values['inbox-only'])
-  process.exit(await inboxChaosPhase(seed, createLogger(process.env.LOG_LEVEL ?? 'silent'), say));
+if (values.inboxOnly) process.exit(await inboxChaosPhase(seed, createLogger(process.env.LOG_LEVEL ?? 'silent'), say));
 
 const result = await runChaos({
   ...CHAOS_DEFAULTS,
@@ -118,14 +118,14 @@ const result = await runChaos({
   inboundMessages: Math.ceil((messages ?? CHAOS_DEFAULTS.outboundMessages) / 3),
   outboundCalls: calls ?? CHAOS_DEFAULTS.outboundCalls,
   inboundCalls: Math.ceil((calls ?? CHAOS_DEFAULTS.outboundCalls) / 2),
-  workers: whole('workers') ?? CHAOS_DEFAULTS.workers,
-  ingestProcesses: whole('ingest-processes') ?? CHAOS_DEFAULTS.ingestProcesses,
-  loadMs: (whole('load-seconds') ?? CHAOS_DEFAULTS.loadMs / 1000) * 1000,
-  ...(values['no-db-cuts'] ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
-  twilioMessages: whole('twilio-messages') ?? CHAOS_DEFAULTS.twilioMessages,
-  failoverMessages: whole('failover-messages') ?? CHAOS_DEFAULTS.failoverMessages,
-  campaignMessages: whole('campaign-messages') ?? CHAOS_DEFAULTS.campaignMessages,
-  ...(values['no-flap'] ? { flapEveryMs: [0, 0] as [number, number] } : {}),
+  workers: values.workers ?? CHAOS_DEFAULTS.workers,
+  ingestProcesses: values.ingestProcesses ?? CHAOS_DEFAULTS.ingestProcesses,
+  loadMs: (values.loadSeconds ?? CHAOS_DEFAULTS.loadMs / 1000) * 1000,
+  ...(!values.dbCuts ? { dbCutEveryMs: [0, 0] as [number, number] } : {}),
+  twilioMessages: values.twilioMessages ?? CHAOS_DEFAULTS.twilioMessages,
+  failoverMessages: values.failoverMessages ?? CHAOS_DEFAULTS.failoverMessages,
+  campaignMessages: values.campaignMessages ?? CHAOS_DEFAULTS.campaignMessages,
+  ...(!values.flap ? { flapEveryMs: [0, 0] as [number, number] } : {}),
   seed,
   databaseUrl: process.env.DATABASE_URL ?? null,
   log: createLogger(process.env.LOG_LEVEL ?? 'silent'),

@@ -10,45 +10,48 @@ import { createLogger } from '../../telemetry/log.js';
 import { show } from './samples.js';
 import { DEFAULT_RATE, JUDGED_ROLES, SOAK_ROLES, runSoak, soakSchedule } from './soak.js';
 import { renderSvg } from './svg.js';
-import { parseFlags, usageError } from '../flags.js';
+import { Option } from 'commander';
+import { numberAtLeast, parseTool, toolCommand, usageError } from '../command.js';
 
-const USAGE = `usage: npm run soak -- [options]
-
-  --minutes N        how long the load runs (default 60)
-  --seconds N        the same in seconds, for a short run (at least 10)
-  --rate N           operations per second (default ${DEFAULT_RATE})
-  --out DIR          where samples.json and soak.svg go (default .handset/soak/<time>)
-  --seed S           the misbehaviour's seed: the same seed makes the same run (default soak-<now>)
-  --heap-snapshots   each judged role's heap after the last sample, into DIR/heap; compare one
-                     with a short run's: node dist/tools/soak/heap-diff.js SHORT LONG
-
-DATABASE_URL set: a database on that server; unset: embedded PostgreSQL. LOG_LEVEL: the processes' logs.
-Exits 1 with every reason on growth beyond 10%, stuck work, an audit violation or a process that exited.
-`;
-
-const values = parseFlags(USAGE, {
-  options: {
-    help: { type: 'boolean', short: 'h' },
-    minutes: { type: 'string' },
-    seconds: { type: 'string' },
-    rate: { type: 'string' },
-    out: { type: 'string' },
-    seed: { type: 'string' },
-    'heap-snapshots': { type: 'boolean' },
-  },
-});
+const cmd = toolCommand(
+  'soak',
+  'Runs steady load with faults for a long time, then judges growth, stuck work and the audit.',
+)
+  .addOption(new Option('--minutes <n>', 'how long the load runs').argParser(numberAtLeast(0)).default(60))
+  .addOption(
+    new Option('--seconds <n>', 'the same in seconds, for a short run (at least 10)').argParser(numberAtLeast(10)),
+  )
+  .addOption(new Option('--rate <n>', 'operations per second').argParser(numberAtLeast(0.001)).default(DEFAULT_RATE))
+  .option('--out <dir>', 'where samples.json and soak.svg go (default .handset/soak/<time>)')
+  .option('--seed <seed>', 'the misbehaviour’s seed: the same seed makes the same run (default soak-<now>)')
+  .option(
+    '--heap-snapshots',
+    'each judged role’s heap after the last sample, into <out>/heap; compare one with a short run’s: ' +
+      'node dist/tools/soak/heap-diff.js SHORT LONG',
+  )
+  .addHelpText(
+    'after',
+    '\nDATABASE_URL set: a database on that server; unset: embedded PostgreSQL. LOG_LEVEL: the processes’ logs.\n' +
+      'Exits 1 with every reason on growth beyond 10%, stuck work, an audit violation or a process that exited.',
+  );
+const values = parseTool<{
+  minutes: number;
+  seconds?: number;
+  rate: number;
+  out?: string;
+  seed?: string;
+  heapSnapshots?: boolean;
+}>(cmd, process.argv.slice(2));
 const say = (line: string) => process.stdout.write(`${line}\n`);
-const seconds = values.seconds !== undefined ? Number(values.seconds) : Number(values.minutes ?? 60) * 60;
-const rate = values.rate !== undefined ? Number(values.rate) : DEFAULT_RATE;
-if (!(seconds >= 10) || !(rate > 0)) {
-  usageError(USAGE, '--minutes/--seconds must give at least 10 s, and --rate must be above 0');
-}
+const seconds = values.seconds ?? values.minutes * 60;
+if (seconds < 10) usageError(cmd, '--minutes/--seconds must give at least 10 s');
+const { rate } = values;
 const durationMs = seconds * 1000;
 const outDir = path.resolve(
   values.out ?? path.join('.handset', 'soak', new Date().toISOString().replace(/[:.]/g, '-')),
 );
 const schedule = soakSchedule(durationMs);
-const heapSnapshotDir = values['heap-snapshots'] ? path.join(outDir, 'heap') : undefined;
+const heapSnapshotDir = values.heapSnapshots ? path.join(outDir, 'heap') : undefined;
 if (heapSnapshotDir) await mkdir(heapSnapshotDir, { recursive: true });
 
 const result = await runSoak({
