@@ -7,9 +7,9 @@
 // Flags: --calls N (default 400), --concurrency C (default 16); --help.
 
 import { mkdtemp, rm } from 'node:fs/promises';
-import { Option } from 'commander';
 import os from 'node:os';
 import path from 'node:path';
+import { Option } from 'commander';
 import { accountCreate, apiKeyCreate } from '../../accounts/accounts.js';
 import { encodeClientState } from '../../carrier/telnyx/events.js';
 import { loadConfig } from '../../config.js';

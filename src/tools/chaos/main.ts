@@ -6,6 +6,7 @@
 // With --failover, instead: PostgreSQL failover mid-storm (failover.ts); exits 1 when sync mode lost an
 // acknowledged event, or either mode left an audit violation or a process that exited.
 
+import { Option } from 'commander';
 import { createLogger } from '../../telemetry/log.js';
 import { CHAOS_DEFAULTS, chaosTable, formatAuditReport, runChaos } from './chaos.js';
 import {
@@ -16,7 +17,6 @@ import {
   runFailover,
 } from './failover.js';
 import { inboxChaosPhase } from './inbox.js';
-import { Option } from 'commander';
 import { numberAtLeast, parseTool, toolCommand } from '../command.js';
 
 const count = (flag: string, description: string) => new Option(flag, description).argParser(numberAtLeast(0, true));

@@ -5,12 +5,12 @@
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Option } from 'commander';
 import { formatAuditReport } from '../../audit/audit.js';
 import { createLogger } from '../../telemetry/log.js';
 import { show } from './samples.js';
 import { DEFAULT_RATE, JUDGED_ROLES, SOAK_ROLES, runSoak, soakSchedule } from './soak.js';
 import { renderSvg } from './svg.js';
-import { Option } from 'commander';
 import { numberAtLeast, parseTool, toolCommand, usageError } from '../command.js';
 
 const cmd = toolCommand(
