@@ -53,8 +53,9 @@ afterAll(async () => {
   await db.drop();
 });
 
-const events = (messageId: string, type?: string) =>
-  count(db.pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND ($2::text IS NULL OR type = $2)`, [
+/** Customer events about a message (of one type, if given), in `pool`'s database: the file's unless said. */
+const events = (messageId: string, type?: string, pool = db.pool) =>
+  count(pool, `SELECT * FROM outbound_events WHERE subject_id = $1 AND ($2::text IS NULL OR type = $2)`, [
     messageId,
     type ?? null,
   ]);
@@ -349,9 +350,25 @@ describe('dispatch', () => {
 });
 
 describe('scheduling', () => {
+  // Its own database and API with no worker beside it: the test moves the message
+  // through its states with a clock of its own, and a worker's dispatcher would take
+  // a message from the line at the real time, in a race with the test's own call.
+  let own: { db: TestDatabase; platform: Platform; acme: ApiClient };
+  beforeAll(async () => {
+    const ownDb = await createTestDatabase();
+    const ownPlatform = await startTestPlatform({ databaseUrl: ownDb.url, roles: ['api'], env: sim.carrierEnv() });
+    own = { db: ownDb, platform: ownPlatform, acme: await createAccount(ownDb.pool, ownPlatform.apiUrl!, 'Acme') };
+    expect((await own.acme.post('/v1/phone_numbers', { number: OUR_NUMBER })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await own.platform.stop();
+    await own.db.drop();
+  });
+  const ownEvents = (messageId: string, type?: string) => events(messageId, type, own.db.pool);
+
   it('a scheduled message is dispatched at send_at, not before (time is a parameter)', async () => {
     const sendAt = new Date(Date.now() + 3600_000);
-    const res = await acme.post('/v1/messages', {
+    const res = await own.acme.post('/v1/messages', {
       from: OUR_NUMBER,
       to: SILENT,
       body: 'later',
@@ -362,13 +379,13 @@ describe('scheduling', () => {
     const before = carrierSends();
     expect(
       await dispatchMessage(
-        { pool: db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() - 1000) },
+        { pool: own.db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() - 1000) },
         res.json.id,
       ),
     ).toBe('not_due');
     expect(carrierSends()).toBe(before);
     const due = {
-      pool: db.pool,
+      pool: own.db.pool,
       carriers,
       log,
       policy: policies.dispatch,
@@ -377,44 +394,46 @@ describe('scheduling', () => {
     // Due: it joins its account's backlog (a cancel is refused from here), then its turn sends it.
     expect(await dispatchMessage(due, res.json.id)).toBe('in_line');
     expect(carrierSends()).toBe(before);
-    expect((await acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
+    expect((await own.acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
     expect(await dispatchMessage(due, res.json.id)).toBe('sent');
     expect(carrierSends()).toBe(before + 1);
-    expect(await message(res.json.id)).toMatchObject({
+    expect((await own.acme.get(`/v1/messages/${res.json.id}`)).json).toMatchObject({
       status: 'sent',
       sent_at: new Date(sendAt.getTime() + 1000).toISOString(),
     });
     // now that it is sent, cancel is a conflict
-    const late = await acme.post(`/v1/messages/${res.json.id}/cancel`);
+    const late = await own.acme.post(`/v1/messages/${res.json.id}/cancel`);
     expect(late.status).toBe(409);
     expect(late.json.code).toBe('message_not_cancelable');
   });
 
   it('canceled before send_at: never sent, one message.canceled', async () => {
     const sendAt = new Date(Date.now() + 3600_000);
-    const res = await acme.post('/v1/messages', {
+    const res = await own.acme.post('/v1/messages', {
       from: OUR_NUMBER,
       to: SILENT,
       body: 'never',
       send_at: sendAt.toISOString(),
     });
-    const canceled = await acme.post(`/v1/messages/${res.json.id}/cancel`);
+    const canceled = await own.acme.post(`/v1/messages/${res.json.id}/cancel`);
     expect(canceled.status).toBe(200);
     expect(canceled.json.status).toBe('canceled');
-    expect((await acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
+    expect((await own.acme.post(`/v1/messages/${res.json.id}/cancel`)).status).toBe(409);
     const before = carrierSends();
     const carriers = telnyxCarriers({ apiUrl: sim.url, apiKey: sim.apiKey });
     expect(
       await dispatchMessage(
-        { pool: db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
+        { pool: own.db.pool, carriers, log, policy: policies.dispatch, now: () => new Date(sendAt.getTime() + 1000) },
         res.json.id,
       ),
     ).toBe('nothing_to_send');
     expect(carrierSends()).toBe(before);
-    expect(await events(res.json.id, 'message.canceled')).toBe(1);
-    expect(await events(res.json.id)).toBe(1);
+    expect(await ownEvents(res.json.id, 'message.canceled')).toBe(1);
+    expect(await ownEvents(res.json.id)).toBe(1);
     expect(
-      await count(db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [`message.dispatch:${res.json.id}`]),
+      await count(own.db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [
+        `message.dispatch:${res.json.id}`,
+      ]),
     ).toBe(0);
   });
 });
