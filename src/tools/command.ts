@@ -4,7 +4,7 @@
 // value) is a usage error that says why, then the usage, exit 2, before anything
 // has started.
 
-import { Command, CommanderError, InvalidArgumentError, type OptionValues } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option, type OptionValues } from 'commander';
 import { EXIT, styled, usageErrorLine } from '../cli/command.js';
 
 /** The command of `npm run <name> -- [options]`. */
@@ -42,4 +42,9 @@ export function numberAtLeast(min: number, whole = false): (text: string) => num
       throw new InvalidArgumentError(`expected a ${whole ? 'whole number' : 'number'} ≥ ${min}`);
     return v;
   };
+}
+
+/** A flag whose value is a number of at least `min` (`whole`: an integer). */
+export function numberOption(flag: string, description: string, min: number, whole = true): Option {
+  return new Option(flag, description).argParser(numberAtLeast(min, whole));
 }

@@ -9,7 +9,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Option } from 'commander';
 import { accountCreate, apiKeyCreate } from '../../accounts/accounts.js';
 import { encodeClientState } from '../../carrier/telnyx/events.js';
 import { loadConfig } from '../../config.js';
@@ -18,13 +17,13 @@ import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
 import { withTx } from '../../db/tx.js';
 import { startPlatform } from '../../platform.js';
-import { numberAtLeast, parseTool, toolCommand } from '../command.js';
+import { numberOption, parseTool, toolCommand } from '../command.js';
 import { startSimulator, telnyxWebhook } from '../../sim/simulator.js';
 import { createLogger } from '../../telemetry/log.js';
 
 const cmd = toolCommand('bench:calls', 'How fast the worker turns call hangups into the next ring, with duplicates.')
-  .addOption(new Option('--calls <n>', 'sequential-ring calls').argParser(numberAtLeast(1, true)).default(400))
-  .addOption(new Option('--concurrency <n>', 'webhooks in flight').argParser(numberAtLeast(1, true)).default(16));
+  .addOption(numberOption('--calls <n>', 'sequential-ring calls', 1).default(400))
+  .addOption(numberOption('--concurrency <n>', 'webhooks in flight', 1).default(16));
 const { calls: N, concurrency: C } = parseTool<{ calls: number; concurrency: number }>(cmd, process.argv.slice(2));
 const MANUAL = '+15555550115'; // the simulator's "manual" persona: nothing happens unless we say so
 const log = createLogger('silent');

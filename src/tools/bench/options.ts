@@ -3,7 +3,7 @@
 // `--quick` is a smoke run (about a minute and a half): same phases, short.
 
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { numberAtLeast, parseTool, toolCommand } from '../command.js';
+import { numberOption, parseTool, toolCommand } from '../command.js';
 
 export const PHASES = ['ingest', 'pipeline', 'delivery', 'bulk', 'growth', 'scale', 'inbox'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -41,20 +41,38 @@ export interface BenchOptions {
   quick: boolean;
 }
 
+/** Each knob's default in a full run and in a --quick one: the help says what the run uses. */
+const DEFAULTS = {
+  duration: { full: 10, quick: 2 },
+  warmup: { full: 2, quick: 0.5 },
+  messages: { full: 20_000, quick: 20_000 },
+  deliveries: { full: 2000, quick: 300 },
+  bulk: { full: 10_000, quick: 500 },
+  large: { full: 1_000_000, quick: 100_000 },
+} as const;
+type Knob = keyof typeof DEFAULTS;
+const defaultOf = (knob: Knob, quick: boolean) => DEFAULTS[knob][quick ? 'quick' : 'full'];
+const defaultText = (knob: Knob) => {
+  const { full, quick } = DEFAULTS[knob];
+  return full === quick ? `default ${full}` : `default ${full}; ${quick} with --quick`;
+};
+
 /** The bench's command line; each flag may come from its BENCH_* variable instead. */
 function benchCommand(): Command {
-  const count = (flag: string, description: string, env: string, min: number) =>
-    new Option(flag, description).env(env).argParser(numberAtLeast(min, true));
+  const knob = (flag: string, description: string, env: string, min: number, whole = true) =>
+    numberOption(flag, description, min, whole).env(env);
   return toolCommand('bench', 'Measures Handset on this machine, each figure beside its baseline from the same run.')
     .addOption(
-      new Option('--duration <seconds>', 'seconds per measurement (default 10; 2 with --quick)')
-        .env('BENCH_DURATION')
-        .argParser(numberAtLeast(0.5)),
+      knob(
+        '--duration <seconds>',
+        `seconds per measurement (${defaultText('duration')})`,
+        'BENCH_DURATION',
+        0.5,
+        false,
+      ),
     )
     .addOption(
-      new Option('--warmup <seconds>', 'unmeasured seconds before each (default 2; 0.5 with --quick)')
-        .env('BENCH_WARMUP')
-        .argParser(numberAtLeast(0)),
+      knob('--warmup <seconds>', `unmeasured seconds before each (${defaultText('warmup')})`, 'BENCH_WARMUP', 0, false),
     )
     .option('--quick', 'smoke run: 2 s phases, small N (env: BENCH_QUICK=1)')
     .addOption(
@@ -63,34 +81,39 @@ function benchCommand(): Command {
         .argParser(phaseList),
     )
     .addOption(
-      count('--large <n>', 'stored carrier events for the large growth point (default 1000000)', 'BENCH_LARGE', 20_000),
+      knob(
+        '--large <n>',
+        `stored carrier events for the large growth point (${defaultText('large')})`,
+        'BENCH_LARGE',
+        20_000,
+      ),
     )
     .addOption(
-      count(
+      knob(
         '--messages <n>',
-        'at most this many messages in the sustained pipeline run (default 20000)',
+        `at most this many messages in the sustained pipeline run (${defaultText('messages')})`,
         'BENCH_MESSAGES',
         100,
       ),
     )
     .addOption(
-      count(
+      knob(
         '--deliveries <n>',
-        'events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (default 2000; 300 with --quick)',
+        `events in the 8-endpoint delivery run, a quarter of it for 1 endpoint (${defaultText('deliveries')})`,
         'BENCH_DELIVERIES',
         10,
       ),
     )
     .addOption(
-      count(
+      knob(
         '--bulk <n>',
-        'messages the bulk-send phase creates through the API, batched dispatch (default 10000; 500 with --quick)',
+        `messages the bulk-send phase creates through the API, batched dispatch (${defaultText('bulk')})`,
         'BENCH_BULK',
         10,
       ),
     )
     .addOption(
-      count(
+      knob(
         '--bulk-baseline <n>',
         'messages of its baseline in the same run, one job per message (default --bulk)',
         'BENCH_BULK_BASELINE',
@@ -98,7 +121,7 @@ function benchCommand(): Command {
       ),
     )
     .addOption(
-      count(
+      knob(
         '--bulk-paced <n>',
         'messages of the paced campaign, mps 50 on each of 4 numbers (default --bulk; 0: skip)',
         'BENCH_BULK_PACED',
@@ -141,21 +164,21 @@ export function parseOptions(argv: string[]): BenchOptions {
   const flags = parseTool<BenchFlags>(benchCommand(), argv);
   // Not commander's .env(): that would take BENCH_QUICK=0 for a yes.
   const quick = flags.quick ?? ['1', 'true'].includes(process.env['BENCH_QUICK'] ?? '');
-  const bulkMessages = flags.bulk ?? (quick ? 500 : 10_000);
+  const bulkMessages = flags.bulk ?? defaultOf('bulk', quick);
   return {
-    duration: flags.duration ?? (quick ? 2 : 10),
-    warmup: flags.warmup ?? (quick ? 0.5 : 2),
+    duration: flags.duration ?? defaultOf('duration', quick),
+    warmup: flags.warmup ?? defaultOf('warmup', quick),
     concurrencies: [1, 16, 64],
     pipelineRate: 50,
-    pipelineMessages: flags.messages ?? 20_000,
+    pipelineMessages: flags.messages ?? defaultOf('messages', quick),
     pipelineWindow: 64,
     pipelineConcurrency: 16,
-    deliveries: flags.deliveries ?? (quick ? 300 : 2000),
+    deliveries: flags.deliveries ?? defaultOf('deliveries', quick),
     bulkMessages,
     bulkBaselineMessages: flags.bulkBaseline ?? bulkMessages,
     bulkPacedMessages: flags.bulkPaced ?? bulkMessages,
     growthSmall: 10_000,
-    growthLarge: flags.large ?? (quick ? 100_000 : 1_000_000),
+    growthLarge: flags.large ?? defaultOf('large', quick),
     processes: [1, 2, 4],
     phases: flags.only ?? [...PHASES],
     profile: flags.profile ?? false,

@@ -17,9 +17,9 @@ import {
   runFailover,
 } from './failover.js';
 import { inboxChaosPhase } from './inbox.js';
-import { numberAtLeast, parseTool, toolCommand } from '../command.js';
+import { numberOption, parseTool, toolCommand } from '../command.js';
 
-const count = (flag: string, description: string) => new Option(flag, description).argParser(numberAtLeast(0, true));
+const count = (flag: string, description: string) => numberOption(flag, description, 0);
 const cmd = toolCommand(
   'chaos',
   'The storm: a misbehaving carrier, workers SIGKILLed, the database cut; then the audit and the customer’s side.',

@@ -5,23 +5,20 @@
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Option } from 'commander';
 import { formatAuditReport } from '../../audit/audit.js';
 import { createLogger } from '../../telemetry/log.js';
 import { show } from './samples.js';
 import { DEFAULT_RATE, JUDGED_ROLES, SOAK_ROLES, runSoak, soakSchedule } from './soak.js';
 import { renderSvg } from './svg.js';
-import { numberAtLeast, parseTool, toolCommand, usageError } from '../command.js';
+import { numberOption, parseTool, toolCommand, usageError } from '../command.js';
 
 const cmd = toolCommand(
   'soak',
   'Runs steady load with faults for a long time, then judges growth, stuck work and the audit.',
 )
-  .addOption(new Option('--minutes <n>', 'how long the load runs').argParser(numberAtLeast(0)).default(60))
-  .addOption(
-    new Option('--seconds <n>', 'the same in seconds, for a short run (at least 10)').argParser(numberAtLeast(10)),
-  )
-  .addOption(new Option('--rate <n>', 'operations per second').argParser(numberAtLeast(0.001)).default(DEFAULT_RATE))
+  .addOption(numberOption('--minutes <n>', 'how long the load runs', 0, false).default(60))
+  .addOption(numberOption('--seconds <n>', 'the same in seconds, for a short run (at least 10)', 10, false))
+  .addOption(numberOption('--rate <n>', 'operations per second', 0.001, false).default(DEFAULT_RATE))
   .option('--out <dir>', 'where samples.json and soak.svg go (default .handset/soak/<time>)')
   .option('--seed <seed>', 'the misbehaviour’s seed: the same seed makes the same run (default soak-<now>)')
   .option(
