@@ -364,8 +364,6 @@ describe('scheduling', () => {
     await own.platform.stop();
     await own.db.drop();
   });
-  const ownEvents = (messageId: string, type?: string) => events(messageId, type, own.db.pool);
-
   it('a scheduled message is dispatched at send_at, not before (time is a parameter)', async () => {
     const sendAt = new Date(Date.now() + 3600_000);
     const res = await own.acme.post('/v1/messages', {
@@ -428,8 +426,8 @@ describe('scheduling', () => {
       ),
     ).toBe('nothing_to_send');
     expect(carrierSends()).toBe(before);
-    expect(await ownEvents(res.json.id, 'message.canceled')).toBe(1);
-    expect(await ownEvents(res.json.id)).toBe(1);
+    expect(await events(res.json.id, 'message.canceled', own.db.pool)).toBe(1);
+    expect(await events(res.json.id, undefined, own.db.pool)).toBe(1);
     expect(
       await count(own.db.pool, `SELECT * FROM graphile_worker.jobs WHERE key = $1`, [
         `message.dispatch:${res.json.id}`,
